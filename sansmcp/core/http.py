@@ -1,0 +1,127 @@
+"""The seam between the MCP machine and the byte-level HTTP machines.
+
+Theory of operation
+-------------------
+The MCP machine (``sansmcp.core.mcp``) never sees HTTP framing, and the wire
+machines (``sansmcp.core.wire``) never see JSON-RPC.  They meet in *HTTP messages*:
+
+* the MCP side produces an :class:`HttpRequest` (method, scheme, authority,
+  target, headers, body -- the body is complete: MCP requests are small);
+* the wire side turns the response bytes into :data:`ExchangeEvent` values, all
+  tagged with the ``exchange_id`` the driver chose when it started the exchange:
+  zero or more :class:`InformationalReceived` (1xx heads), one
+  :class:`ResponseReceived` (the final head), zero or more :class:`DataReceived`,
+  optionally :class:`TrailersReceived`, then exactly one terminal event,
+  :class:`ResponseEnded` or :class:`ExchangeFailed`.
+
+Every head carries ``raw_size``: the bytes its header block occupied *on the
+wire*, counted before parsing (HTTP/1.1: from the status line to the blank line
+inclusive; HTTP/2: the HEADERS + CONTINUATION frame payloads).  The MCP machine
+charges it, and every body byte, to its cumulative budget.
+
+Header names are lower-case ``bytes``; values are ``bytes`` as received.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import ConnectionFailed
+
+__all__ = [
+    "DataReceived",
+    "ExchangeEvent",
+    "ExchangeFailed",
+    "Headers",
+    "HttpRequest",
+    "InformationalReceived",
+    "ResponseEnded",
+    "ResponseReceived",
+    "TrailersReceived",
+    "header_value",
+]
+
+Headers = tuple[tuple[bytes, bytes], ...]
+
+
+def header_value(headers: Headers, name: bytes) -> bytes | None:
+    """The first value of header ``name`` (lower-case), or None."""
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpRequest:
+    """One HTTP request, complete.  ``authority`` is ``host[:port]`` as for ``Host``."""
+
+    method: bytes
+    scheme: bytes
+    authority: bytes
+    target: bytes
+    headers: Headers = ()
+    body: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InformationalReceived:
+    """A 1xx head (never 101: we never ask for an upgrade)."""
+
+    exchange_id: int
+    status: int
+    headers: Headers
+    raw_size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseReceived:
+    """The final response head."""
+
+    exchange_id: int
+    status: int
+    headers: Headers
+    raw_size: int
+    http_version: bytes = b"1.1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataReceived:
+    """Body bytes, as they arrived (never buffered to a whole body by the wire layer)."""
+
+    exchange_id: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrailersReceived:
+    """Trailing headers (chunked trailers, or an HTTP/2 trailing HEADERS block)."""
+
+    exchange_id: int
+    headers: Headers
+    raw_size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseEnded:
+    """The response is complete."""
+
+    exchange_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExchangeFailed:
+    """The exchange ended without a complete response; ``error`` says why."""
+
+    exchange_id: int
+    error: ConnectionFailed = field(compare=False)
+
+
+ExchangeEvent = (
+    InformationalReceived
+    | ResponseReceived
+    | DataReceived
+    | TrailersReceived
+    | ResponseEnded
+    | ExchangeFailed
+)

@@ -1,0 +1,1 @@
+"""Thin drivers that run the pure core on real sockets: one per runtime."""
