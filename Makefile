@@ -21,7 +21,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict sansmcp
 
 unit: $(STAMP)
-	$(BIN)/python -X dev -W error -m coverage run -m pytest
+	$(BIN)/python -X dev -m coverage run -m pytest -W error
 	$(BIN)/python -m coverage report --fail-under=95
 
 test: lint typecheck unit
