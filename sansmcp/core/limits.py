@@ -37,6 +37,8 @@ class Limits:
     h2_control_window: float = 10.0
     h2_max_small_data_frames: int = 10_000
     h2_max_concurrent_streams: int = 100
+    # frames (HEADERS + CONTINUATION) in one HTTP/2 header block; h2 itself refuses more than 64
+    h2_max_header_frames: int = 32
     # pool
     pool_idle_timeout: float = 30.0
     pool_max_idle_per_origin: int = 8
