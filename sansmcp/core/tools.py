@@ -1,0 +1,611 @@
+"""Tool definitions, ``x-mcp-header`` parameters, header value encoding, tool results.
+
+Theory of operation
+-------------------
+Everything here is a pure function over already-parsed JSON values; nothing keeps
+state between calls.
+
+* :func:`validate_tool` turns one entry of a ``tools/list`` result into a
+  :class:`Tool` or, when the entry breaks a rule, a :class:`SkippedTool` that names
+  the rule.  It never raises for server data: a malformed tool is dropped from the
+  listing and recorded, never fatal to the listing (spec brief §b.4, §e.4, §k.15).
+  Schemas are re-serialised once, compactly, from the parsed value (key order and
+  every keyword kept); that serialisation is also what the size bound measures.
+* :func:`header_params_of` walks an ``inputSchema`` for ``x-mcp-header``
+  annotations (spec brief §b.4).  Only a chain made solely of ``properties`` keys
+  from the root reaches a valid annotation; an annotation anywhere else, or one
+  that breaks a value rule, raises ``ValueError`` with the reason.  The walk is
+  bounded in depth and node count.
+* :func:`param_headers` mirrors the annotated argument values into
+  ``mcp-param-*`` headers, each value passed through :func:`encode_header_value`
+  (the base64 sentinel of spec brief §b.3).
+* :func:`parse_call_result` turns a complete ``tools/call`` result into a
+  :class:`CallResult` with the flat five-type :class:`Content` (spec brief §f.2-f.4);
+  the only exception it raises is :class:`~sansmcp.core.errors.ServerAnswered`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ServerAnswered
+
+__all__ = [
+    "MAX_SCHEMA_DEPTH",
+    "MAX_SCHEMA_NODES",
+    "CallResult",
+    "Content",
+    "HeaderParam",
+    "SkippedTool",
+    "Tool",
+    "encode_header_value",
+    "header_params_of",
+    "param_headers",
+    "parse_call_result",
+    "validate_tool",
+]
+
+#: Deepest container nesting :func:`header_params_of` walks before it gives up.
+MAX_SCHEMA_DEPTH = 128
+#: Most containers (objects and arrays) :func:`header_params_of` visits before it gives up.
+MAX_SCHEMA_NODES = 10_000
+
+_ANNOTATION = "x-mcp-header"
+_ANNOTATION_BYTES = b'"x-mcp-header"'
+_HEADER_TYPES = frozenset({"string", "integer", "boolean"})
+# RFC 9110 §5.6.2: token = 1*tchar
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# Keywords whose values are instance data, not subschemas: an "x-mcp-header" key in
+# there is a value, not an annotation.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+# Keywords whose value is a map of name -> subschema (the names are not keywords).
+_SCHEMA_MAP_KEYWORDS = frozenset(
+    {"$defs", "definitions", "dependentSchemas", "patternProperties", "dependencies"}
+)
+_SENTINEL_PREFIX = "=?base64?"
+_SENTINEL_SUFFIX = "?="
+_CONTENT_TYPES = ("text", "image", "audio", "resource", "resource_link")
+
+
+def _dumps(value: Any) -> bytes:
+    # The same compact form as sansmcp.core.jsonvalue.dumps_compact.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+# --------------------------------------------------------------------------- tools
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeaderParam:
+    """One ``x-mcp-header`` annotation: mirror ``arguments[path...]`` into a header."""
+
+    header: str  # the {name} of Mcp-Param-{name}, as the server spelled it
+    path: tuple[str, ...]  # property path from the arguments root
+    type: str  # "string" | "integer" | "boolean"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A validated tool definition.
+
+    ``input_schema`` and ``output_schema`` are compact JSON re-serialised from the
+    parsed value: key order and every keyword are kept.  ``header_params`` is
+    empty for a legacy server (which does not define ``x-mcp-header``).
+    """
+
+    name: str
+    description: str
+    input_schema: bytes
+    title: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    output_schema: bytes | None = None
+    header_params: tuple[HeaderParam, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly ``{"name", "description", "input_schema"}`` (an Anthropic tool definition).
+
+        ``input_schema`` is freshly parsed on each call, so the caller may mutate it.
+        """
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": json.loads(self.input_schema),
+        }
+
+    @property
+    def idempotent(self) -> bool:
+        """True only when ``annotations.idempotentHint`` is the JSON value ``true``.
+
+        A hint from the server, untrusted (spec brief §e.4); it only gates whether a
+        broken 2026-07-28 call stream may be re-issued.
+        """
+        return self.annotations is not None and self.annotations.get("idempotentHint") is True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkippedTool:
+    """A listing entry that was dropped, and why."""
+
+    index: int  # position in the whole listing (across pages)
+    name: str | None  # when it had a string name
+    reason: str  # human-readable, names the rule broken
+
+
+def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) -> Tool | SkippedTool:
+    """Validate one ``tools/list`` entry; never raises for server data.
+
+    Skipped (with the reason) when: the entry is not an object; ``name`` is missing,
+    not a string or empty; ``description`` is present and not a string;
+    ``inputSchema`` is missing, not an object, or has a ``type`` other than
+    ``"object"`` (a *missing* ``type`` is tolerated: many servers omit it for
+    parameterless tools, and the root of a tool's arguments is an object anyway);
+    ``outputSchema`` is present and not an object (legacy revisions also require a
+    ``type``, when present, of ``"object"``); ``annotations`` is present and not an
+    object; ``execution.taskSupport`` is ``"required"`` (we do not speak tasks); the
+    definition is over ``max_tool_bytes``; or (``modern`` only) an ``x-mcp-header``
+    annotation is invalid (:func:`header_params_of`).
+
+    An ill-typed ``title`` is ignored (``title=None``) rather than fatal: it is
+    display-only.  Fields we do not keep (``icons``, ``_meta``, ``execution``) are
+    not checked further.
+
+    The size measured against ``max_tool_bytes`` is the UTF-8 length of ``name``,
+    ``description`` and ``title`` plus the compact JSON of ``inputSchema``,
+    ``outputSchema`` and ``annotations`` -- what a :class:`Tool` keeps, counted from
+    the serialisations made anyway.
+    """
+    if not isinstance(raw, dict):
+        return SkippedTool(index=index, name=None, reason="tool entry is not a JSON object")
+    name = raw.get("name")
+    if not isinstance(name, str):
+        why = "is missing" if "name" not in raw else "is not a string"
+        return SkippedTool(index=index, name=None, reason=f"tool name {why}")
+    if not name:
+        return SkippedTool(index=index, name=name, reason="tool name is empty")
+
+    def skip(reason: str) -> SkippedTool:
+        return SkippedTool(index=index, name=name, reason=reason)
+
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        return skip("description is not a string")
+    title = raw.get("title")
+    if not isinstance(title, str):
+        title = None
+
+    schema = raw.get("inputSchema")
+    if not isinstance(schema, dict):
+        return skip(
+            "inputSchema is missing"
+            if schema is None and "inputSchema" not in raw
+            else "inputSchema is not a JSON object"
+        )
+    if "type" in schema and schema["type"] != "object":
+        return skip('inputSchema has a "type" other than "object"')
+
+    output = raw.get("outputSchema")
+    if "outputSchema" in raw:
+        if not isinstance(output, dict):
+            return skip("outputSchema is not a JSON object")
+        if not modern and "type" in output and output["type"] != "object":
+            return skip('outputSchema has a "type" other than "object" (legacy revisions)')
+
+    annotations = raw.get("annotations")
+    if "annotations" in raw and not isinstance(annotations, dict):
+        return skip("annotations is not a JSON object")
+
+    execution = raw.get("execution")
+    if isinstance(execution, dict) and execution.get("taskSupport") == "required":
+        return skip('execution.taskSupport is "required" (tasks are not supported)')
+
+    try:
+        input_bytes = _dumps(schema)
+        output_bytes = None if output is None else _dumps(output)
+        annotations_size = 0 if annotations is None else len(_dumps(annotations))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return skip(f"tool definition is not serialisable JSON ({type(exc).__name__})")
+
+    size = (
+        len(name.encode())
+        + len(description.encode())
+        + (0 if title is None else len(title.encode()))
+        + len(input_bytes)
+        + (0 if output_bytes is None else len(output_bytes))
+        + annotations_size
+    )
+    if size > max_tool_bytes:
+        return skip(
+            f"tool definition is {size:,} bytes; limit is {max_tool_bytes:,} "
+            "(Limits.max_tool_bytes)"
+        )
+
+    params: tuple[HeaderParam, ...] = ()
+    if modern and _ANNOTATION_BYTES in input_bytes:
+        try:
+            params = header_params_of(schema)
+        except ValueError as exc:
+            return skip(f"invalid x-mcp-header: {exc}")
+
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=input_bytes,
+        title=title,
+        annotations=annotations,
+        output_schema=output_bytes,
+        header_params=params,
+    )
+
+
+# ------------------------------------------------------------------ x-mcp-header
+
+
+def _pointer(location: tuple[str, ...]) -> str:
+    if not location:
+        return "the schema root"
+    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in location)
+
+
+class _HeaderWalk:
+    """One bounded walk over a schema, collecting valid annotations."""
+
+    __slots__ = ("nodes", "params", "seen")
+
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.params: list[HeaderParam] = []
+        self.seen: dict[str, str] = {}  # lower-cased header -> location where first seen
+
+    def visit(
+        self,
+        node: Any,
+        *,
+        reachable: bool,
+        path: tuple[str, ...],
+        location: tuple[str, ...],
+    ) -> None:
+        """Walk ``node`` in schema position; ``path`` is its property path when reachable."""
+        if isinstance(node, list):
+            self._count(location)
+            for i, item in enumerate(node):
+                self.visit(item, reachable=False, path=(), location=(*location, str(i)))
+            return
+        if not isinstance(node, dict):
+            return
+        self._count(location)
+        if _ANNOTATION in node:
+            self._annotation(node, reachable=reachable, path=path, location=location)
+        for key, value in node.items():
+            if key == _ANNOTATION or key in _DATA_KEYWORDS:
+                continue
+            here = (*location, key)
+            if key == "properties" and isinstance(value, dict):
+                self._count(here)
+                for prop, sub in value.items():
+                    self.visit(
+                        sub,
+                        reachable=reachable,
+                        path=(*path, prop),
+                        location=(*here, prop),
+                    )
+            elif key in _SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
+                self._count(here)
+                for member, sub in value.items():
+                    self.visit(sub, reachable=False, path=(), location=(*here, member))
+            else:
+                # items, prefixItems, anyOf, not, if/then/else, additionalProperties,
+                # unknown keywords...: anything below is not statically reachable.
+                self.visit(value, reachable=False, path=(), location=here)
+
+    def _count(self, location: tuple[str, ...]) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_SCHEMA_NODES:
+            raise ValueError(
+                f"inputSchema has more than {MAX_SCHEMA_NODES:,} objects and arrays; "
+                "too large to check for x-mcp-header annotations"
+            )
+        if len(location) > MAX_SCHEMA_DEPTH:
+            raise ValueError(
+                f"inputSchema nests deeper than {MAX_SCHEMA_DEPTH} levels; "
+                "too deep to check for x-mcp-header annotations"
+            )
+
+    def _annotation(
+        self,
+        node: dict[str, Any],
+        *,
+        reachable: bool,
+        path: tuple[str, ...],
+        location: tuple[str, ...],
+    ) -> None:
+        where = _pointer(location)
+        if not reachable or not path:
+            raise ValueError(
+                f"annotation at {where} is not on a property reachable from the root "
+                'through "properties" keys only'
+            )
+        header = node[_ANNOTATION]
+        if not isinstance(header, str):
+            raise ValueError(f"annotation at {where} is not a string")
+        if not header:
+            raise ValueError(f"annotation at {where} is empty")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in header):
+            raise ValueError(f"annotation {header!r} at {where} contains control characters")
+        if not _TOKEN.fullmatch(header):
+            raise ValueError(f"annotation {header!r} at {where} is not an HTTP token (RFC 9110)")
+        folded = header.lower()
+        first = self.seen.get(folded)
+        if first is not None:
+            raise ValueError(
+                f"annotation {header!r} at {where} duplicates the one at {first} "
+                "(header names are case-insensitive)"
+            )
+        kind = node.get("type")
+        if not isinstance(kind, str) or kind not in _HEADER_TYPES:
+            raise ValueError(
+                f"annotation {header!r} at {where} is on a property whose type is "
+                f"{_describe_type(node)}; only a single string, integer or boolean type "
+                "is allowed"
+            )
+        self.seen[folded] = where
+        self.params.append(HeaderParam(header=header, path=path, type=kind))
+
+
+def _describe_type(node: dict[str, Any]) -> str:
+    if "type" not in node:
+        return "missing"
+    try:
+        return _dumps(node["type"]).decode()[:80]
+    except (ValueError, TypeError, RecursionError):
+        return "not JSON"
+
+
+def header_params_of(schema: Any) -> tuple[HeaderParam, ...]:
+    """The ``x-mcp-header`` parameters of an ``inputSchema`` (spec brief §b.4).
+
+    Raises ``ValueError(reason)`` when an annotation is invalid: not a string,
+    empty, containing control characters, not an RFC 9110 token, a
+    case-insensitive duplicate of another, on a property whose ``type`` is not
+    exactly one of ``"string"``, ``"integer"``, ``"boolean"`` (``number``, a
+    missing ``type`` -- even with an ``enum`` -- and a type array such as
+    ``["string", "null"]`` are all rejected: the spec allows primitive types only,
+    and rejecting is the safe reading), on the root itself, or anywhere not
+    reached from the root through a chain of ``properties`` keys only (inside
+    ``items``, ``prefixItems``, ``additionalProperties``, ``oneOf``/``anyOf``/
+    ``allOf``/``not``, ``if``/``then``/``else``, ``$defs``/``definitions``,
+    ``dependentSchemas``, ``patternProperties``, unknown keywords, ...; ``$ref``
+    is never followed, so a target reached only through it is not reachable).
+    ``"x-mcp-header"`` keys inside instance data (``const``, ``enum``,
+    ``default``, ``examples``) and property *names* are not annotations.
+
+    The walk visits at most :data:`MAX_SCHEMA_NODES` objects and arrays, at most
+    :data:`MAX_SCHEMA_DEPTH` deep; a larger schema is reported invalid.
+    """
+    walk = _HeaderWalk()
+    walk.visit(schema, reachable=True, path=(), location=())
+    return tuple(walk.params)
+
+
+def encode_header_value(value: str) -> bytes:
+    """Encode a header value per spec brief §b.3.
+
+    Plain when every character is in 0x20-0x7E, there is no leading or trailing
+    space, and the value does not match the sentinel pattern (starts ``=?base64?``,
+    ends ``?=``); otherwise ``=?base64?`` + standard padded base64 of the UTF-8
+    bytes + ``?=``.  HTAB, though legal in a field value, is encoded (the spec's
+    examples encode control characters).
+    """
+    if (
+        value.isascii()
+        and value.isprintable()
+        and not value.startswith(" ")
+        and not value.endswith(" ")
+        and not (value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX))
+    ):
+        return value.encode("ascii")
+    return b"=?base64?" + base64.b64encode(value.encode("utf-8")) + b"?="
+
+
+def _header_text(param: HeaderParam, value: Any) -> str | None:
+    if param.type == "string":
+        return value if isinstance(value, str) else None
+    if param.type == "boolean":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return None
+    # integer
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return None
+
+
+def param_headers(
+    params: tuple[HeaderParam, ...], arguments: Mapping[str, Any]
+) -> list[tuple[bytes, bytes]]:
+    """``[(b"mcp-param-region", b"us-west1"), ...]`` for the given call arguments.
+
+    A header is sent for each parameter whose value is present at its exact path
+    and not null (spec brief §b.4).  Conversion: a string as-is; an integer as its
+    decimal (``True``/``False`` are not integers); a float with an integral value
+    for an integer parameter as its integer decimal (``42.0`` -> ``42``, which the
+    server compares numerically); a boolean as ``true``/``false``.  A value whose
+    runtime type does not fit the declared type (say ``"42"`` for an integer, or
+    ``1.5``) is *omitted*: no header is better than one that disagrees with the
+    body, and the server's own validation will name the bad argument.  Integers
+    outside the 2^53 safe range are sent as their exact decimal, like the body.
+    Values go through :func:`encode_header_value`; names are lower-cased.
+    """
+    out: list[tuple[bytes, bytes]] = []
+    for param in params:
+        value: Any = arguments
+        for key in param.path:
+            if not isinstance(value, Mapping):
+                value = None
+                break
+            value = value.get(key)
+        if value is None:
+            continue
+        text = _header_text(param, value)
+        if text is None:
+            continue
+        name = b"mcp-param-" + param.header.lower().encode("ascii")
+        out.append((name, encode_header_value(text)))
+    return out
+
+
+# ------------------------------------------------------------------ call results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Content:
+    """One content block of a tool result, flattened over the five allowed types.
+
+    * ``text``: ``text``.
+    * ``image`` / ``audio``: ``data`` (decoded base64) and ``mime_type``.
+    * ``resource`` (embedded): ``uri``, ``mime_type`` when given, and ``text`` for a
+      text resource or ``data`` (decoded ``blob``) for a binary one.
+    * ``resource_link``: ``uri``, ``name``, ``mime_type`` when given.
+
+    ``annotations`` is the block's ``annotations`` object, when it is one.
+    """
+
+    type: str
+    text: str | None = None
+    data: bytes | None = None
+    mime_type: str | None = None
+    uri: str | None = None
+    name: str | None = None
+    annotations: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallResult:
+    """The outcome of a complete ``tools/call``.  ``is_error`` is the tool's verdict."""
+
+    content: list[Content]
+    is_error: bool
+    structured_content: bytes | None  # compact JSON, or None when absent
+
+
+def _b64(value: Any) -> bytes | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _optional_str(block: Mapping[str, Any], key: str) -> str | None:
+    value = block.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _content(block: Any) -> Content | None:
+    """One block, or None when it is of another type or lacks a required field."""
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    annotations = block.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = None
+    if kind == "text":
+        text = block.get("text")
+        if not isinstance(text, str):
+            return None
+        return Content(type="text", text=text, annotations=annotations)
+    if kind in ("image", "audio"):
+        mime = block.get("mimeType")
+        data = _b64(block.get("data"))
+        if data is None or not isinstance(mime, str):
+            return None
+        return Content(type=kind, data=data, mime_type=mime, annotations=annotations)
+    if kind == "resource_link":
+        uri = block.get("uri")
+        name = block.get("name")
+        if not isinstance(uri, str) or not isinstance(name, str):
+            return None
+        return Content(
+            type="resource_link",
+            uri=uri,
+            name=name,
+            mime_type=_optional_str(block, "mimeType"),
+            annotations=annotations,
+        )
+    if kind == "resource":
+        resource = block.get("resource")
+        if not isinstance(resource, dict) or not isinstance(resource.get("uri"), str):
+            return None
+        text = resource.get("text")
+        data = None
+        if not isinstance(text, str):
+            text = None
+            data = _b64(resource.get("blob"))
+            if data is None:
+                return None
+        return Content(
+            type="resource",
+            text=text,
+            data=data,
+            uri=resource["uri"],
+            mime_type=_optional_str(resource, "mimeType"),
+            annotations=annotations,
+        )
+    return None  # tool_use, tool_result, unknown
+
+
+def parse_call_result(result: Mapping[str, Any], *, modern: bool) -> CallResult:
+    """A complete ``tools/call`` result -> :class:`CallResult` (spec brief §f.2-f.4).
+
+    Raises only :class:`ServerAnswered`: ``reason="malformed_result"`` when
+    ``content`` is not a list or ``isError`` is present and not a boolean;
+    ``"no_usable_content"`` when blocks arrived and none survived (other types,
+    missing or ill-typed required fields, invalid base64 are dropped);
+    ``"malformed_structured_content"`` when a legacy ``structuredContent`` is not an
+    object (2026-07-28 allows any JSON value, null included) or it cannot be
+    re-serialised as strict JSON.
+    """
+    if not isinstance(result, Mapping):
+        raise ServerAnswered("tools/call result is not a JSON object", reason="malformed_result")
+    blocks = result.get("content")
+    if not isinstance(blocks, list):
+        raise ServerAnswered("tools/call result has no content list", reason="malformed_result")
+    content = [c for c in map(_content, blocks) if c is not None]
+    if blocks and not content:
+        raise ServerAnswered(
+            f"tools/call result carried {len(blocks)} content block(s) and none was "
+            "usable (unknown type, missing field or invalid base64)",
+            reason="no_usable_content",
+        )
+    is_error = result.get("isError", False)
+    if not isinstance(is_error, bool):
+        raise ServerAnswered(
+            "tools/call result has an isError that is not a boolean", reason="malformed_result"
+        )
+    structured: bytes | None = None
+    if "structuredContent" in result:
+        value = result["structuredContent"]
+        if not modern and not isinstance(value, dict):
+            raise ServerAnswered(
+                "tools/call result has a structuredContent that is not a JSON object "
+                "(required before 2026-07-28)",
+                reason="malformed_structured_content",
+            )
+        try:
+            structured = _dumps(value)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise ServerAnswered(
+                f"tools/call structuredContent is not strict JSON ({type(exc).__name__})",
+                reason="malformed_structured_content",
+            ) from None
+    return CallResult(content=content, is_error=is_error, structured_content=structured)
