@@ -5,7 +5,7 @@ from __future__ import annotations
 from .core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered, Unauthorized
 from .core.limits import Limits
 
-__version__ = "0.1.0"
+from .core import __version__
 
 __all__ = [
     "CallerError",

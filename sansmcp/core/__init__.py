@@ -2,3 +2,5 @@
 
 Nothing under this package opens a socket, reads a clock, sleeps or logs.
 """
+
+__version__ = "0.1.0"
