@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ServerAnswered
+from .jsonvalue import JsonError, dumps_compact
 
 __all__ = [
     "MAX_SCHEMA_DEPTH",
@@ -73,9 +74,9 @@ _SENTINEL_SUFFIX = "?="
 _CONTENT_TYPES = ("text", "image", "audio", "resource", "resource_link")
 
 
-def _dumps(value: Any) -> bytes:
-    # The same compact form as sansmcp.core.jsonvalue.dumps_compact.
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+def _utf8_len(text: str) -> int:
+    # surrogatepass: a lone surrogate (a legal "\ud800" escape) must not make us raise.
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 # --------------------------------------------------------------------------- tools
@@ -141,7 +142,7 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     """Validate one ``tools/list`` entry; never raises for server data.
 
     Skipped (with the reason) when: the entry is not an object; ``name`` is missing,
-    not a string or empty; ``description`` is present and not a string;
+    not a string, empty or holds a lone surrogate; ``description`` is present and not a string;
     ``inputSchema`` is missing, not an object, or has a ``type`` other than
     ``"object"`` (a *missing* ``type`` is tolerated: many servers omit it for
     parameterless tools, and the root of a tool's arguments is an object anyway);
@@ -168,6 +169,12 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         return SkippedTool(index=index, name=None, reason=f"tool name {why}")
     if not name:
         return SkippedTool(index=index, name=name, reason="tool name is empty")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (from a "\ud800" escape) has no UTF-8 form, so no Mcp-Name
+        # header could ever equal it.
+        return SkippedTool(index=index, name=name, reason="tool name is not valid Unicode")
 
     def skip(reason: str) -> SkippedTool:
         return SkippedTool(index=index, name=name, reason=reason)
@@ -205,16 +212,16 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         return skip('execution.taskSupport is "required" (tasks are not supported)')
 
     try:
-        input_bytes = _dumps(schema)
-        output_bytes = None if output is None else _dumps(output)
-        annotations_size = 0 if annotations is None else len(_dumps(annotations))
-    except (ValueError, TypeError, RecursionError) as exc:
-        return skip(f"tool definition is not serialisable JSON ({type(exc).__name__})")
+        input_bytes = dumps_compact(schema)
+        output_bytes = None if output is None else dumps_compact(output)
+        annotations_size = 0 if annotations is None else len(dumps_compact(annotations))
+    except JsonError as exc:
+        return skip(f"tool definition is not serialisable JSON: {exc}")
 
     size = (
-        len(name.encode())
-        + len(description.encode())
-        + (0 if title is None else len(title.encode()))
+        _utf8_len(name)
+        + _utf8_len(description)
+        + (0 if title is None else _utf8_len(title))
         + len(input_bytes)
         + (0 if output_bytes is None else len(output_bytes))
         + annotations_size
@@ -361,8 +368,8 @@ def _describe_type(node: dict[str, Any]) -> str:
     if "type" not in node:
         return "missing"
     try:
-        return _dumps(node["type"]).decode()[:80]
-    except (ValueError, TypeError, RecursionError):
+        return dumps_compact(node["type"]).decode()[:80]
+    except JsonError:
         return "not JSON"
 
 
@@ -399,7 +406,9 @@ def encode_header_value(value: str) -> bytes:
     space, and the value does not match the sentinel pattern (starts ``=?base64?``,
     ends ``?=``); otherwise ``=?base64?`` + standard padded base64 of the UTF-8
     bytes + ``?=``.  HTAB, though legal in a field value, is encoded (the spec's
-    examples encode control characters).
+    examples encode control characters).  A lone surrogate (which a ``"\\ud800"``
+    escape in JSON can produce) is encoded as its surrogate code unit in UTF-8
+    form ("surrogatepass") rather than raising; no server can match it anyway.
     """
     if (
         value.isascii()
@@ -409,7 +418,7 @@ def encode_header_value(value: str) -> bytes:
         and not (value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX))
     ):
         return value.encode("ascii")
-    return b"=?base64?" + base64.b64encode(value.encode("utf-8")) + b"?="
+    return b"=?base64?" + base64.b64encode(value.encode("utf-8", "surrogatepass")) + b"?="
 
 
 def _header_text(param: HeaderParam, value: Any) -> str | None:
@@ -602,10 +611,10 @@ def parse_call_result(result: Mapping[str, Any], *, modern: bool) -> CallResult:
                 reason="malformed_structured_content",
             )
         try:
-            structured = _dumps(value)
-        except (ValueError, TypeError, RecursionError) as exc:
+            structured = dumps_compact(value)
+        except JsonError as exc:
             raise ServerAnswered(
-                f"tools/call structuredContent is not strict JSON ({type(exc).__name__})",
+                f"tools/call structuredContent is not strict JSON: {exc}",
                 reason="malformed_structured_content",
             ) from None
     return CallResult(content=content, is_error=is_error, structured_content=structured)

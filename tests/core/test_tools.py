@@ -214,6 +214,22 @@ def test_unserialisable_schema_is_skipped() -> None:
     assert "not serialisable" in skip.reason
 
 
+def test_lone_surrogates() -> None:
+    # json.loads('"\\ud800"') yields a lone surrogate; nothing may raise on it.
+    lone = json.loads('"a\\ud800"')
+    skip = skipped({"name": lone, "inputSchema": {}})
+    assert skip.name == lone and "not valid Unicode" in skip.reason
+    tool = ok({"name": "t", "description": lone, "title": lone, "inputSchema": {"d": lone}})
+    assert tool.description == lone
+    assert tool.input_schema == b'{"d":"a\\ud800"}'
+    assert json.loads(tool.input_schema) == {"d": lone}
+    # the surrogate counts as its 3-byte code unit: 1 + 4 + 2 bytes
+    small = {"name": "t", "description": lone, "inputSchema": {}}
+    ok(small, max_tool_bytes=7)
+    assert "7 bytes" in skipped(small, max_tool_bytes=6).reason
+    assert encode_header_value(lone) == b"=?base64?" + base64.b64encode(b"a\xed\xa0\x80") + b"?="
+
+
 def test_x_mcp_header_only_for_modern() -> None:
     schema = prop(region={"type": "string", "x-mcp-header": "Region"})
     tool = ok(tool_with(schema), modern=True)
