@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from typing import Any
 
 __all__ = ["JsonError", "dumps_compact", "parse_json", "parse_json_object_strict"]
@@ -177,14 +178,12 @@ def parse_json(data: bytes | str, *, max_depth: int) -> Any:
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(pairs)
     if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise JsonError(
-                    f"JSON object has the key {json.dumps(key)} more than once",
-                    reason="duplicate_key",
-                )
-            seen.add(key)
+        counts = Counter(key for key, _ in pairs)
+        duplicate = max(counts, key=counts.__getitem__)
+        raise JsonError(
+            f"JSON object has the key {json.dumps(duplicate)} more than once",
+            reason="duplicate_key",
+        )
     return result
 
 
