@@ -1,0 +1,686 @@
+"""The HTTP/2 client machine: one connection, many exchanges, counted before h2 parses.
+
+Theory of operation
+-------------------
+:class:`H2Connection` wraps an ``h2.connection.H2Connection`` (client side, headers as
+bytes) and puts a frame scanner of its own in front of it.  Bytes from the server go
+through the scanner first; only bytes the scanner has accepted reach h2:
+
+* The 9-byte frame header of every frame is held back (at most 8 bytes buffered) until
+  it is complete and checked: length against our ``SETTINGS_MAX_FRAME_SIZE`` (16,384:
+  h2 would otherwise buffer a whole announced 16 MiB frame before refusing it), the
+  first frame must be the server's SETTINGS, PUSH_PROMISE is refused (push is off),
+  a CONTINUATION must continue an open header block and nothing else may interrupt it.
+* Header blocks are measured from the frame headers: the payload bytes of HEADERS +
+  CONTINUATION frames of one block (padding and priority fields included) are summed
+  as each frame header arrives, and a frame header that would take the block over
+  ``Limits.max_header_bytes`` fails the connection before a byte of that frame is
+  passed on.  A block may span at most ``Limits.h2_max_header_frames`` frames (32 by
+  default, under h2's own 64), which bounds CONTINUATION floods of tiny or empty
+  frames.  The block's size becomes the ``raw_size`` of the head it decodes to.
+  A refused block always kills the connection: HPACK state is connection-wide, and a
+  block we do not decode leaves the decoder out of step with the server.
+* The decoded header list is bounded by hpack's ``max_header_list_size`` (set to
+  ``max_header_bytes``, counted as RFC 9113 §6.5.2 does: name + value + 32 per field),
+  so an HPACK bomb stops at the first field that crosses it; a metered decoder
+  records the figure for the error.
+* Control frames (PING, SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, and also
+  GOAWAY and frame types h2 ignores) are counted in a sliding window of
+  ``h2_control_window`` seconds of ``now``; more than ``h2_max_control_frames`` fails
+  the connection.  DATA frames carrying fewer than 16 bytes of data are counted per
+  response; more than ``h2_max_small_data_frames`` fails the connection.
+
+Flow control: we advertise a 256 KiB initial stream window and open the connection
+window to 1 MiB, and acknowledge data (h2 queues WINDOW_UPDATE when half a window is
+consumed) only when :meth:`H2Connection.next_event` returns the ``DataReceived`` that
+carried it; a server exceeding a window is a framing failure (h2's FlowControlError).
+So the queued body bytes never exceed 1 MiB, whatever the consumer does.  Request
+bodies larger than the server's windows are queued and sent as WINDOW_UPDATEs arrive.
+
+GOAWAY from the server: exchanges on streams above its last stream id fail (cause
+"reset": the server never processed them, a retry is safe), no more exchanges start,
+and the others finish.  h2 closes its state machine on any GOAWAY (python-hyper/h2
+#1181), so after a graceful (NO_ERROR) GOAWAY with streams still in flight the machine
+puts h2's connection state back to open; a GOAWAY with an error fails everything.
+Our own :meth:`close` sends GOAWAY only once no exchange is in flight, for the same
+reason.
+
+Every server fault becomes ``ExchangeFailed`` events; a connection-level fault fails
+every open exchange with the same ``ConnectionFailed`` and leaves ``is_broken`` true
+(the machine then ignores further input).  No h2, hpack or hyperframe exception
+escapes; misuse by the driver raises ``LocalProtocolError`` and leaves the machine as
+it was (except an h2 refusal inside ``start``, after which the connection is broken).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from dataclasses import dataclass
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+import hpack
+import hpack.table
+from hpack.struct import HeaderTuple
+
+from ..errors import ConnectionFailed, LocalProtocolError
+from ..http import (
+    DataReceived,
+    ExchangeEvent,
+    ExchangeFailed,
+    Headers,
+    HttpRequest,
+    InformationalReceived,
+    ResponseEnded,
+    ResponseReceived,
+    TrailersReceived,
+)
+from ..limits import Limits
+
+__all__ = [
+    "CONNECTION_WINDOW",
+    "MAX_FRAME_SIZE",
+    "SMALL_DATA_FRAME",
+    "STREAM_WINDOW",
+    "H2Connection",
+]
+
+MAX_FRAME_SIZE = 16_384
+"""Our SETTINGS_MAX_FRAME_SIZE (the protocol default and minimum)."""
+STREAM_WINDOW = 256 << 10
+"""The initial stream flow-control window we advertise."""
+CONNECTION_WINDOW = 1 << 20
+"""The connection flow-control window we open at the start."""
+SMALL_DATA_FRAME = 16
+"""A DATA frame carrying fewer data bytes than this counts as small."""
+
+_DATA, _HEADERS, _PUSH_PROMISE, _SETTINGS, _CONTINUATION = 0x0, 0x1, 0x5, 0x4, 0x9
+_END_HEADERS, _ACK = 0x4, 0x1
+_DROPPED_HEADERS = frozenset(
+    {
+        b"host",
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+        b"content-length",
+    }
+)
+_MAX_STREAM_ID = 2**31 - 1
+
+
+class _MeteredDecoder(hpack.Decoder):
+    """hpack's decoder, recording the decoded size of the block being decoded.
+
+    hpack refuses a list over ``max_header_list_size`` at the first field crossing it,
+    but does not say by how much; ``inflated`` holds the figure it stopped at.
+    """
+
+    def __init__(self, max_header_list_size: int) -> None:
+        super().__init__(max_header_list_size=max_header_list_size)
+        self.inflated = 0
+
+    def decode(self, data: bytes, raw: bool = False) -> list[HeaderTuple]:
+        self.inflated = 0
+        return list(super().decode(data, raw))
+
+    def _decode_indexed(self, data: bytes | memoryview) -> tuple[HeaderTuple, int]:
+        header, consumed = super()._decode_indexed(data)
+        self.inflated += hpack.table.table_entry_size(header[0], header[1])
+        return header, consumed
+
+    def _decode_literal(
+        self, data: bytes | memoryview, should_index: bool
+    ) -> tuple[HeaderTuple, int]:
+        header, consumed = super()._decode_literal(data, should_index)
+        self.inflated += hpack.table.table_entry_size(header[0], header[1])
+        return header, consumed
+
+
+@dataclass(slots=True)
+class _Exchange:
+    exchange_id: int
+    stream_id: int
+    body: memoryview
+    body_sent: int = 0
+    informational: int = 0
+    small_frames: int = 0
+
+
+@dataclass(slots=True)
+class _Queued:
+    event: ExchangeEvent
+    stream_id: int
+    ack: int  # flow-controlled bytes to acknowledge when the event is handed out
+    size: int  # bytes this entry holds (body bytes or raw header bytes)
+
+
+def _budget(message: str, bound: str, limit: float, observed: float) -> ConnectionFailed:
+    return ConnectionFailed(message, cause="budget", bound=bound, limit=limit, observed=observed)
+
+
+def _framing(message: str) -> ConnectionFailed:
+    return ConnectionFailed(message, cause="framing")
+
+
+class H2Connection:
+    """An HTTP/2 client connection carrying many exchanges (see the module docstring)."""
+
+    def __init__(self, *, limits: Limits, now: float) -> None:
+        self._limits = limits
+        config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+        self._h2 = h2.connection.H2Connection(config=config)
+        codes = h2.settings.SettingCodes
+        self._h2.local_settings = h2.settings.Settings(
+            client=True,
+            initial_values={
+                codes.ENABLE_PUSH: 0,
+                codes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+                codes.MAX_HEADER_LIST_SIZE: limits.max_header_bytes,
+                codes.MAX_CONCURRENT_STREAMS: limits.h2_max_concurrent_streams,
+            },
+        )
+        self._decoder = _MeteredDecoder(limits.max_header_bytes)
+        self._h2.decoder = self._decoder
+        self._h2.initiate_connection()
+        self._h2.increment_flow_control_window(CONNECTION_WINDOW - 65_535)
+        self._out = bytearray(self._h2.data_to_send())
+        self._exchanges: dict[int, _Exchange] = {}
+        self._by_stream: dict[int, _Exchange] = {}
+        self._queue: deque[_Queued] = deque()
+        self._queued_bytes = 0
+        self._broken = False
+        self._closing = False  # close() called or GOAWAY received: no more starts
+        self._goaway_pending = False  # close() called with exchanges in flight
+        self._control_times: deque[float] = deque()
+        # the frame scanner
+        self._frame_header = bytearray()
+        self._in_payload = False
+        self._remaining = 0  # payload bytes of the current frame still to come
+        self._frame_length = 0
+        self._frame_ends_block = False
+        self._seen_settings = False
+        self._block_stream = 0  # 0: no header block open
+        self._block_bytes = 0
+        self._block_frames = 0
+
+    # -- state -----------------------------------------------------------------
+
+    @property
+    def is_broken(self) -> bool:
+        """The socket must be closed and never reused."""
+        return self._broken or (self._closing and not self._exchanges)
+
+    @property
+    def is_idle(self) -> bool:
+        return not self._exchanges
+
+    @property
+    def active_exchanges(self) -> int:
+        return len(self._exchanges)
+
+    def buffered_bytes(self) -> int:
+        """Bytes held right now: partial frame, open header block, queued events, output."""
+        partial = len(self._frame_header)
+        if self._in_payload:
+            partial = 9 + self._frame_length - self._remaining
+        pending_bodies = sum(len(ex.body) - ex.body_sent for ex in self._exchanges.values())
+        return partial + self._block_bytes + self._queued_bytes + len(self._out) + pending_bodies
+
+    def can_start(self) -> bool:
+        if self.is_broken or self._closing:
+            return False
+        if self._h2.highest_outbound_stream_id + 2 > _MAX_STREAM_ID:
+            return False
+        peer = self._h2.remote_settings.max_concurrent_streams
+        return len(self._exchanges) < min(peer, self._limits.h2_max_concurrent_streams)
+
+    # -- commands --------------------------------------------------------------
+
+    def start(self, exchange_id: int, request: HttpRequest, *, now: float) -> None:
+        """Open a stream for ``request``; its body goes out as the windows allow."""
+        if not self.can_start():
+            raise LocalProtocolError("cannot start an exchange on this HTTP/2 connection now")
+        if exchange_id in self._exchanges:
+            raise LocalProtocolError(f"exchange {exchange_id} is already in flight")
+        headers = [
+            (b":method", request.method),
+            (b":scheme", request.scheme),
+            (b":authority", request.authority),
+            (b":path", request.target),
+        ]
+        for name, value in request.headers:
+            if name in _DROPPED_HEADERS or (name == b"te" and value != b"trailers"):
+                continue
+            if not name or name != name.lower() or name.startswith(b":"):
+                raise LocalProtocolError(f"request header name {name!r} is not valid in HTTP/2")
+            if any(c in value for c in b"\r\n\0") or value != value.strip(b" \t"):
+                raise LocalProtocolError(f"request header {name!r} has an invalid value")
+            headers.append((name, value))
+        if request.body or request.method in (b"POST", b"PUT", b"PATCH"):
+            headers.append((b"content-length", str(len(request.body)).encode()))
+        stream_id = self._h2.get_next_available_stream_id()
+        try:
+            self._h2.send_headers(stream_id, headers, end_stream=not request.body)
+        except h2.exceptions.H2Error as exc:
+            self._broken = True  # the HPACK encoder may be out of step now
+            raise LocalProtocolError(f"h2 refused the request headers: {exc}") from exc
+        exchange = _Exchange(exchange_id, stream_id, memoryview(request.body))
+        self._exchanges[exchange_id] = exchange
+        self._by_stream[stream_id] = exchange
+        self._send_bodies()
+        self._pull()
+
+    def cancel(self, exchange_id: int, *, now: float) -> None:
+        """Give up on an exchange: RST_STREAM(CANCEL), and no further events for it."""
+        exchange = self._exchanges.get(exchange_id)
+        if exchange is not None:
+            self._forget(exchange)
+            self._reset(exchange.stream_id, h2.errors.ErrorCodes.CANCEL)
+        kept: deque[_Queued] = deque()
+        for item in self._queue:
+            if item.event.exchange_id != exchange_id:
+                kept.append(item)
+                continue
+            self._queued_bytes -= item.size
+            self._acknowledge(item)
+        self._queue = kept
+        self._after_exchange_end()
+        self._pull()
+
+    def close(self, *, now: float) -> None:
+        """No more starts; GOAWAY is sent once no exchange is in flight."""
+        self._closing = True
+        if not self._broken:
+            self._goaway_pending = True
+            self._after_exchange_end()
+
+    def receive_eof(self, *, now: float) -> None:
+        """The server closed its side: open exchanges fail (cause "reset")."""
+        if self._broken:
+            return
+        if self._exchanges:
+            self._fail_connection(
+                ConnectionFailed(
+                    f"server closed the connection with {len(self._exchanges)} "
+                    "HTTP/2 exchange(s) in flight",
+                    cause="reset",
+                )
+            )
+        self._broken = True
+
+    def receive_data(self, data: bytes, *, now: float) -> None:
+        """Scan ``data`` frame by frame, checking bounds before h2 sees a frame."""
+        if self.is_broken:
+            return
+        view = memoryview(data)
+        feed = bytearray()
+        index, size = 0, len(view)
+        while index < size:
+            if not self._in_payload:
+                take = min(9 - len(self._frame_header), size - index)
+                self._frame_header += view[index : index + take]
+                index += take
+                if len(self._frame_header) < 9:
+                    break
+                error = self._check_frame_header(now)
+                if error is not None:
+                    self._feed(feed, None)
+                    if not self._broken:
+                        self._fail_connection(error)
+                    return
+                feed += self._frame_header
+                self._frame_header.clear()
+                self._in_payload = True
+            else:
+                take = min(self._remaining, size - index)
+                feed += view[index : index + take]
+                index += take
+                self._remaining -= take
+            if self._in_payload and self._remaining == 0:
+                self._in_payload = False
+                if self._frame_ends_block:
+                    block = self._block_bytes
+                    self._block_stream = self._block_bytes = self._block_frames = 0
+                    self._feed(feed, block)
+                    feed.clear()
+                    if self._broken:
+                        return
+        self._feed(feed, None)
+
+    def next_event(self) -> ExchangeEvent | None:
+        """The next event, or None; handing out body data acknowledges it to the server."""
+        if not self._queue:
+            return None
+        item = self._queue.popleft()
+        self._queued_bytes -= item.size
+        self._acknowledge(item)
+        self._pull()
+        return item.event
+
+    def data_to_send(self) -> bytes:
+        self._pull()
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    # -- the frame scanner -------------------------------------------------------
+
+    def _check_frame_header(self, now: float) -> ConnectionFailed | None:
+        head = self._frame_header
+        length = int.from_bytes(head[0:3], "big")
+        kind, flags = head[3], head[4]
+        stream_id = int.from_bytes(head[5:9], "big") & _MAX_STREAM_ID
+        limits = self._limits
+        if not self._seen_settings:
+            if kind != _SETTINGS or flags & _ACK:
+                what = "an HTTP/1.x answer" if head.startswith(b"HTTP/") else "no SETTINGS frame"
+                return _framing(f"server did not start HTTP/2 with its SETTINGS ({what})")
+            self._seen_settings = True
+        if length > MAX_FRAME_SIZE:
+            return _framing(
+                f"server sent a frame of {length:,} bytes; our SETTINGS_MAX_FRAME_SIZE "
+                f"is {MAX_FRAME_SIZE:,}"
+            )
+        self._frame_length = self._remaining = length
+        self._frame_ends_block = False
+        if self._block_stream and (kind != _CONTINUATION or stream_id != self._block_stream):
+            return _framing(
+                f"server interrupted the header block of stream {self._block_stream} "
+                f"with a frame of type {kind}"
+            )
+        if kind in (_HEADERS, _CONTINUATION):
+            if kind == _CONTINUATION and not self._block_stream:
+                return _framing("server sent a CONTINUATION frame outside a header block")
+            self._block_stream = stream_id or -1
+            self._block_bytes += length
+            self._block_frames += 1
+            if self._block_bytes > limits.max_header_bytes:
+                return _budget(
+                    f"server sent a header block of more than {limits.max_header_bytes:,} "
+                    f"bytes (Limits.max_header_bytes): {self._block_bytes:,} announced",
+                    "max_header_bytes",
+                    limits.max_header_bytes,
+                    self._block_bytes,
+                )
+            if self._block_frames > limits.h2_max_header_frames:
+                return _budget(
+                    f"server split a header block into more than "
+                    f"{limits.h2_max_header_frames:,} frames (Limits.h2_max_header_frames)",
+                    "h2_max_header_frames",
+                    limits.h2_max_header_frames,
+                    self._block_frames,
+                )
+            self._frame_ends_block = bool(flags & _END_HEADERS)
+        elif kind == _PUSH_PROMISE:
+            return _framing("server sent PUSH_PROMISE although we disabled server push")
+        elif kind != _DATA:
+            times = self._control_times
+            while times and times[0] <= now - limits.h2_control_window:
+                times.popleft()
+            times.append(now)
+            if len(times) > limits.h2_max_control_frames:
+                return _budget(
+                    f"server sent more than {limits.h2_max_control_frames:,} control frames "
+                    f"in {limits.h2_control_window:g} s (Limits.h2_max_control_frames)",
+                    "h2_max_control_frames",
+                    limits.h2_max_control_frames,
+                    len(times),
+                )
+        return None
+
+    def _feed(self, feed: bytearray, block: int | None) -> None:
+        """Hand accepted bytes to h2; ``block`` is the size of the header block they end."""
+        if not feed or self._broken:
+            return
+        try:
+            events = self._h2.receive_data(bytes(feed))
+        except h2.exceptions.DenialOfServiceError:
+            limit = self._limits.max_header_bytes
+            self._fail_connection(
+                _budget(
+                    f"server sent a header block that decodes to more than {limit:,} bytes "
+                    f"(Limits.max_header_bytes, counted as HPACK does): "
+                    f"{self._decoder.inflated:,} when refused",
+                    "max_header_bytes",
+                    limit,
+                    self._decoder.inflated,
+                )
+            )
+            return
+        except h2.exceptions.H2Error as exc:
+            self._fail_connection(_framing(f"server broke the HTTP/2 protocol: {exc}"))
+            return
+        self._pull()
+        for event in events:
+            self._handle(event, block)
+            if self._broken:
+                return
+        self._send_bodies()
+        self._pull()
+
+    # -- h2 events -----------------------------------------------------------------
+
+    def _handle(self, event: h2.events.Event, block: int | None) -> None:
+        if isinstance(event, h2.events.ConnectionTerminated):
+            self._on_goaway(event)
+            return
+        exchange = self._by_stream.get(getattr(event, "stream_id", 0) or 0)
+        if isinstance(event, h2.events.DataReceived):
+            self._on_data(exchange, event)
+        elif exchange is None:
+            return
+        elif isinstance(event, h2.events.InformationalResponseReceived):
+            exchange.informational += 1
+            if exchange.informational > self._limits.max_informational:
+                self._fail_exchange(
+                    exchange,
+                    _budget(
+                        f"server sent more than {self._limits.max_informational} 1xx heads "
+                        "(Limits.max_informational)",
+                        "max_informational",
+                        self._limits.max_informational,
+                        exchange.informational,
+                    ),
+                )
+                return
+            status, headers = _split(event.headers)
+            self._push(
+                InformationalReceived(
+                    exchange_id=exchange.exchange_id,
+                    status=status,
+                    headers=headers,
+                    raw_size=block or 0,
+                ),
+                exchange.stream_id,
+                size=block or 0,
+            )
+        elif isinstance(event, h2.events.ResponseReceived):
+            status, headers = _split(event.headers)
+            self._push(
+                ResponseReceived(
+                    exchange_id=exchange.exchange_id,
+                    status=status,
+                    headers=headers,
+                    raw_size=block or 0,
+                    http_version=b"2",
+                ),
+                exchange.stream_id,
+                size=block or 0,
+            )
+        elif isinstance(event, h2.events.TrailersReceived):
+            _, headers = _split(event.headers)
+            self._push(
+                TrailersReceived(
+                    exchange_id=exchange.exchange_id, headers=headers, raw_size=block or 0
+                ),
+                exchange.stream_id,
+                size=block or 0,
+            )
+        elif isinstance(event, h2.events.StreamEnded):
+            self._forget(exchange)
+            if exchange.body_sent < len(exchange.body):
+                self._reset(exchange.stream_id, h2.errors.ErrorCodes.CANCEL)
+            self._push(ResponseEnded(exchange_id=exchange.exchange_id), exchange.stream_id)
+            self._after_exchange_end()
+        elif isinstance(event, h2.events.StreamReset):
+            code = _code_name(event.error_code)
+            if event.remote_reset:
+                error = ConnectionFailed(
+                    f"server reset stream {exchange.stream_id} ({code})", cause="reset"
+                )
+            else:
+                error = _framing(f"server broke HTTP/2 on stream {exchange.stream_id} ({code})")
+            self._fail_exchange(exchange, error, reset=False)
+
+    def _on_data(self, exchange: _Exchange | None, event: h2.events.DataReceived) -> None:
+        data: bytes = event.data
+        ack: int = event.flow_controlled_length
+        if exchange is None:  # a stream we gave up on: give the window back at once
+            self._acknowledge_raw(ack, event.stream_id)
+            return
+        if len(data) < SMALL_DATA_FRAME:
+            exchange.small_frames += 1
+            limit = self._limits.h2_max_small_data_frames
+            if exchange.small_frames > limit:
+                self._fail_connection(
+                    _budget(
+                        f"server sent more than {limit:,} DATA frames of under "
+                        f"{SMALL_DATA_FRAME} bytes in one response "
+                        "(Limits.h2_max_small_data_frames)",
+                        "h2_max_small_data_frames",
+                        limit,
+                        exchange.small_frames,
+                    )
+                )
+                return
+        if not data:
+            self._acknowledge_raw(ack, event.stream_id)
+            return
+        self._push(
+            DataReceived(exchange_id=exchange.exchange_id, data=data),
+            exchange.stream_id,
+            ack=ack,
+            size=len(data),
+        )
+
+    def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
+        self._closing = True
+        last: int = event.last_stream_id or 0
+        code = _code_name(int(event.error_code or 0))
+        if event.error_code:
+            self._fail_connection(ConnectionFailed(f"server sent GOAWAY ({code})", cause="reset"))
+            return
+        for exchange in list(self._exchanges.values()):
+            if exchange.stream_id > last:
+                self._fail_exchange(
+                    exchange,
+                    ConnectionFailed(
+                        f"server sent GOAWAY (last stream {last}) before processing stream "
+                        f"{exchange.stream_id}; the request was not processed, a retry is safe",
+                        cause="reset",
+                    ),
+                    reset=False,
+                )
+        if self._exchanges:
+            # h2 closes its state machine on any GOAWAY (python-hyper/h2#1181); the
+            # streams the server kept may still finish, so reopen it for them.
+            self._h2.state_machine.state = h2.connection.ConnectionState.CLIENT_OPEN
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _push(self, event: ExchangeEvent, stream_id: int, *, ack: int = 0, size: int = 0) -> None:
+        self._queue.append(_Queued(event, stream_id, ack, size))
+        self._queued_bytes += size
+
+    def _forget(self, exchange: _Exchange) -> None:
+        del self._exchanges[exchange.exchange_id]
+        del self._by_stream[exchange.stream_id]
+
+    def _fail_exchange(
+        self, exchange: _Exchange, error: ConnectionFailed, *, reset: bool = True
+    ) -> None:
+        self._forget(exchange)
+        if reset:
+            self._reset(exchange.stream_id, h2.errors.ErrorCodes.CANCEL)
+        self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
+        self._after_exchange_end()
+
+    def _fail_connection(self, error: ConnectionFailed) -> None:
+        if not self._broken and self._h2.state_machine.state != (
+            h2.connection.ConnectionState.CLOSED
+        ):
+            code = h2.errors.ErrorCodes.PROTOCOL_ERROR
+            if error.cause == "budget":
+                code = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+            self._h2.close_connection(error_code=code)
+        self._broken = True
+        self._pull()
+        for exchange in list(self._exchanges.values()):
+            self._forget(exchange)
+            self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
+
+    def _after_exchange_end(self) -> None:
+        if self._goaway_pending and not self._exchanges and not self._broken:
+            self._goaway_pending = False
+            self._h2.close_connection()
+            self._pull()
+
+    def _reset(self, stream_id: int, code: int) -> None:
+        if self._broken:
+            return
+        with contextlib.suppress(h2.exceptions.H2Error):  # already closed on h2's side
+            self._h2.reset_stream(stream_id, code)
+
+    def _acknowledge(self, item: _Queued) -> None:
+        if item.ack:
+            self._acknowledge_raw(item.ack, item.stream_id)
+
+    def _acknowledge_raw(self, size: int, stream_id: int) -> None:
+        if size and not self._broken:
+            with contextlib.suppress(h2.exceptions.H2Error):  # h2 closed: nothing to give back
+                self._h2.acknowledge_received_data(size, stream_id)
+
+    def _send_bodies(self) -> None:
+        if self._broken:
+            return
+        for exchange in list(self._exchanges.values()):
+            total = len(exchange.body)
+            while exchange.body_sent < total:
+                window = self._h2.local_flow_control_window(exchange.stream_id)
+                size = min(window, self._h2.max_outbound_frame_size, total - exchange.body_sent)
+                if size <= 0:
+                    break
+                chunk = exchange.body[exchange.body_sent : exchange.body_sent + size]
+                exchange.body_sent += size
+                self._h2.send_data(
+                    exchange.stream_id, bytes(chunk), end_stream=exchange.body_sent == total
+                )
+
+    def _pull(self) -> None:
+        self._out += self._h2.data_to_send()
+
+
+def _split(raw: list[tuple[bytes, bytes]]) -> tuple[int, Headers]:
+    """The :status of an h2 header list (validated by h2) and its regular fields."""
+    status = 0
+    headers: list[tuple[bytes, bytes]] = []
+    for name, value in raw:
+        if name == b":status":
+            status = int(value)
+        elif not name.startswith(b":"):
+            headers.append((bytes(name), bytes(value)))
+    return status, tuple(headers)
+
+
+def _code_name(code: int) -> str:
+    try:
+        return h2.errors.ErrorCodes(code).name
+    except ValueError:
+        return f"error code {code:#x}"
