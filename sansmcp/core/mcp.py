@@ -354,7 +354,9 @@ class McpMachine:
     """One MCP connection's protocol state, sans I/O.
 
     ``ids`` supplies JSON-RPC request ids (default 1, 2, 3, ...); ``jitter`` returns a
-    float in [0, 1) for retry backoff (default 0.5).  After an operation fails the
+    float in [0, 1) for retry backoff (default 0.5); ``exchange_ids`` numbers
+    exchanges (a driver shares one counter across machines so ids are unique on a
+    shared connection).  After an operation fails the
     machine stays usable for the next one unless a budget was exhausted.
     """
 
@@ -365,12 +367,13 @@ class McpMachine:
         limits: Limits | None = None,
         ids: Iterator[int] | None = None,
         jitter: Callable[[], float] | None = None,
+        exchange_ids: Iterator[int] | None = None,
     ) -> None:
         self.settings = settings
         self.limits = limits or Limits()
         self._ids = ids if ids is not None else itertools.count(1)
         self._jitter = jitter or (lambda: 0.5)
-        self._exchange_ids = itertools.count(1)
+        self._exchange_ids = exchange_ids if exchange_ids is not None else itertools.count(1)
         self._outputs: deque[Output] = deque()
         self._exchanges: dict[int, _Exchange] = {}
         # operation state
