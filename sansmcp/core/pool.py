@@ -77,6 +77,7 @@ from .limits import Limits
 from .url import Origin
 
 __all__ = [
+    "ALPN_OFFER",
     "ERA_CAPACITY",
     "Checkout",
     "DialNeeded",
@@ -85,12 +86,14 @@ __all__ = [
     "UseConnection",
     "WireConnection",
     "WireFactory",
+    "standard_wire",
 ]
 
 ERA_CAPACITY = 1024
 """Default bound on remembered era hints (endpoint URLs)."""
 
 ALPN_OFFER = ("h2", "http/1.1")
+"""What :class:`DialNeeded` asks the adapter to offer in a TLS handshake."""
 
 
 class WireConnection(Protocol):

@@ -500,6 +500,24 @@ def test_default_factory_builds_the_real_wire_machines() -> None:
     assert isinstance(h1, H1Connection)
     assert h1.can_start()
     assert not h1.is_broken
+    assert pool.release(first.conn_id, now=1.0) == []
+    assert pool.release(second.conn_id, now=2.0) == []
+    assert use_real(pool, OTHER) == second.conn_id
+    assert pool.release(second.conn_id, now=2.0) == []
+    assert pool.next_deadline() == 31.0
+    h2 = pool.wire(first.conn_id)
+    assert isinstance(h2, H2Connection)
+    h2.data_to_send()  # the preface
+    assert pool.expire(now=32.0) == [first.conn_id, second.conn_id]
+    assert h2.data_to_send()  # the GOAWAY queued by close(now=)
+    assert not h2.can_start()
+    assert not h1.can_start()
+
+
+def use_real(pool: Pool, origin: Origin) -> int:
+    result = pool.checkout(origin, now=2.0)
+    assert isinstance(result, UseConnection)
+    return result.conn_id
 
 
 # -- a random walk ----------------------------------------------------------------
