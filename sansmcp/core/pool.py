@@ -75,6 +75,8 @@ from typing import Protocol
 from .errors import LocalProtocolError
 from .limits import Limits
 from .url import Origin
+from .wire.h1 import H1Connection
+from .wire.h2 import H2Connection
 
 __all__ = [
     "ALPN_OFFER",
@@ -185,11 +187,7 @@ class _Conn:
 def standard_wire(*, http2: bool, limits: Limits, now: float) -> WireConnection:
     """The default :class:`WireFactory`: ``H2Connection`` or ``H1Connection``."""
     if http2:
-        from .wire.h2 import H2Connection
-
         return H2Connection(limits=limits, now=now)
-    from .wire.h1 import H1Connection
-
     return H1Connection(limits=limits, now=now)
 
 
