@@ -96,7 +96,7 @@ def _to_text(data: bytes | bytearray | memoryview | str) -> str:
     if isinstance(data, str):
         return data
     try:
-        return bytes(data).decode("utf-8")
+        return str(data, "utf-8")  # any buffer, decoded without an extra copy
     except UnicodeDecodeError as exc:
         raise JsonError(
             f"JSON text is not valid UTF-8: {exc.reason} at byte offset {exc.start:,}",

@@ -317,3 +317,10 @@ def test_arbitrary_bytes_give_a_value_or_json_error(data: bytes) -> None:
     else:
         assert isinstance(strict, dict)
         assert strict == value  # no duplicate keys, so the lenient parse agrees
+
+
+def test_buffers_other_than_bytes_are_accepted() -> None:
+    assert parse_json(bytearray(b'{"a":[1]}'), max_depth=DEPTH) == {"a": [1]}  # type: ignore[arg-type]
+    assert parse_json(memoryview(b"[2]"), max_depth=DEPTH) == [2]  # type: ignore[arg-type]
+    with pytest.raises(JsonError):
+        parse_json(bytearray(b'"\xff"'), max_depth=DEPTH)  # type: ignore[arg-type]
