@@ -1,18 +1,28 @@
-"""sansmcp: a sans-I/O Model Context Protocol client for possibly hostile servers."""
+"""sansmcp: a sans-I/O Model Context Protocol client for possibly hostile servers.
+
+The client lives in the runtime adapters: ``sansmcp.io_adapters.asyncio.Client`` and
+``sansmcp.io_adapters.trio.Client`` (the same API on both).
+"""
 
 from __future__ import annotations
 
+from .core import __version__
+from .core.config import Config
 from .core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered, Unauthorized
 from .core.limits import Limits
-
-from .core import __version__
+from .core.tools import CallResult, Content, SkippedTool, Tool
 
 __all__ = [
+    "CallResult",
     "CallerError",
+    "Config",
     "ConnectionFailed",
+    "Content",
     "Limits",
     "McpError",
     "ServerAnswered",
+    "SkippedTool",
+    "Tool",
     "Unauthorized",
     "__version__",
 ]

@@ -1,0 +1,104 @@
+"""What a caller configures, and its translation into a machine's settings.
+
+``Config`` is the public, per-work-item description of an MCP endpoint;
+:func:`conn_settings` checks it (``CallerError`` before any I/O) and combines it
+with the ``Client``'s identity, capabilities and the pool's era hint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CallerError
+from .mcp import ConnSettings
+from .messages import SUPPORTED_VERSIONS
+from .url import is_loopback_host, parse_endpoint
+
+__all__ = ["Config", "conn_settings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """One MCP endpoint as a work item reaches it.
+
+    ``headers`` are added to every request (protocol headers cannot be overridden);
+    ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
+    name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
+    headers go out without a listing; ``protocol_versions`` restricts and orders the
+    revisions sansmcp may negotiate.
+    """
+
+    url: str
+    bearer_token: str | None = None
+    headers: Mapping[str, str] | None = None
+    meta: Mapping[str, Any] | None = None
+    tool_schemas: Mapping[str, bytes | Mapping[str, Any]] | None = None
+    protocol_versions: Sequence[str] | None = None
+    reissue_calls: bool = False
+
+
+def _header_bytes(name: str, value: str) -> tuple[bytes, bytes]:
+    try:
+        key = name.encode("ascii")
+        encoded = value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise CallerError(f"header {name!r} is not ASCII / Latin-1") from None
+    if not key or any(c <= 0x20 or c >= 0x7F or c in b'"(),/:;<=>?@[\\]{}' for c in key):
+        raise CallerError(f"header name {name!r} is not an HTTP token")
+    if any(c in (0x0A, 0x0D, 0x00) for c in encoded):
+        raise CallerError(f"header {name!r} has a control character in its value")
+    return key.lower(), encoded
+
+
+def conn_settings(
+    config: Config,
+    *,
+    client_info: Mapping[str, Any] | None,
+    capabilities: Mapping[str, Any] | None,
+    era_hint: str | None,
+) -> ConnSettings:
+    """Check ``config`` and build the machine's settings (``CallerError`` if unusable)."""
+    endpoint = parse_endpoint(config.url)
+    token = config.bearer_token
+    if token is not None:
+        if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
+            raise CallerError(
+                "a bearer token is never sent over plain http except to loopback; use https"
+            )
+        if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
+            raise CallerError("the bearer token must be non-empty visible ASCII")
+    headers = tuple(_header_bytes(k, v) for k, v in (config.headers or {}).items())
+    schemas: dict[str, Any] = {}
+    for name, schema in (config.tool_schemas or {}).items():
+        if isinstance(schema, bytes | bytearray):
+            try:
+                schema = json.loads(schema)
+            except ValueError:
+                raise CallerError(f"the schema for tool {name!r} is not JSON") from None
+        if not isinstance(schema, Mapping):
+            raise CallerError(f"the schema for tool {name!r} is not a JSON object")
+        schemas[name] = schema
+    versions = tuple(config.protocol_versions or SUPPORTED_VERSIONS)
+    if not any(v in SUPPORTED_VERSIONS for v in versions):
+        raise CallerError(
+            f"protocol_versions {versions!r} names no version sansmcp speaks "
+            f"({', '.join(SUPPORTED_VERSIONS)})"
+        )
+    extra: dict[str, Any] = {}
+    if client_info is not None:
+        extra["client_info"] = client_info
+    return ConnSettings(
+        endpoint=endpoint,
+        bearer_token=token,
+        headers=headers,
+        meta=dict(config.meta or {}),
+        tool_schemas=schemas,
+        protocol_versions=versions,
+        capabilities=capabilities,
+        era_hint=era_hint,
+        reissue_calls=config.reissue_calls,
+        **extra,
+    )

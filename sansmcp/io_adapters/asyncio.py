@@ -1,0 +1,492 @@
+"""The asyncio driver: runs the pure core on asyncio streams.
+
+Theory of operation
+-------------------
+Thin by design: every decision is the core's.  A ``Client`` owns the core's
+:class:`~sansmcp.core.pool.Pool`; each pooled socket has one reader task that
+feeds the socket's wire machine and hands each exchange event straight to the
+MCP machine that owns the exchange (the machine charges its budgets as the
+bytes enter, so nothing queues up here).  Each ``Conn`` runs its machine in the
+caller's task: execute ``StartExchange`` (check out a socket, dialling through
+the guard when the pool says so) and ``CancelExchange``, sleep until the
+machine's next deadline, and return the operation's terminal event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import socket
+import ssl
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from ..core import dial
+from ..core.config import Config, conn_settings
+from ..core.errors import ConnectionFailed, McpError
+from ..core.http import ExchangeEvent, ExchangeFailed, ResponseEnded
+from ..core.limits import Limits
+from ..core.mcp import (
+    CancelExchange,
+    Connected,
+    InputRequired,
+    McpMachine,
+    OperationFailed,
+    Output,
+    StartExchange,
+    ToolCalled,
+    ToolsListed,
+)
+from ..core.pool import DialNeeded, MustWait, Pool, UseConnection
+from ..core.tools import CallResult, SkippedTool, Tool
+from ..core.url import Origin
+
+__all__ = ["Client", "Conn", "connect"]
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any] | None]]
+_READ_SIZE = 65536
+
+
+class _Socket:
+    __slots__ = ("conn_id", "reader", "task", "writer")
+
+    def __init__(
+        self, conn_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.conn_id = conn_id
+        self.reader = reader
+        self.writer = writer
+        self.task: asyncio.Task[None] | None = None
+
+
+class Client:
+    """Owns the connection pool and its sockets; hands out :class:`Conn`\\ s."""
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        allow_loopback: bool = False,
+        allow_private: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
+        http2_prior_knowledge: bool = False,
+        resolver: Resolver | None = None,
+        input_handler: InputHandler | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self._allow_loopback = allow_loopback
+        self._allow_private = allow_private
+        self._ssl = ssl_context
+        self._resolver = resolver
+        self.input_handler = input_handler
+        self.capabilities = (capabilities or {}) if input_handler is not None else None
+        self.client_info = client_info
+        self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
+        self._sockets: dict[int, _Socket] = {}
+        self._routes: dict[int, tuple[Conn, int]] = {}  # exchange id -> (conn, pool conn id)
+        self._exchange_ids = iter(range(1, 1 << 62))
+        self._changed = asyncio.Event()
+        self._janitor: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._janitor is not None:
+            self._janitor.cancel()
+        for conn_id in self.pool.close_all(now=_now()):
+            self._close_socket(conn_id)
+        for sock in list(self._sockets.values()):
+            self._close_socket(sock.conn_id)
+        tasks = [s.task for s in self._sockets.values() if s.task is not None]
+        if self._janitor is not None:
+            tasks.append(self._janitor)
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(task), timeout=1.0)
+
+    @contextlib.asynccontextmanager
+    async def connect(self, config: Config) -> AsyncIterator[Conn]:
+        """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
+        if self._closed:
+            raise RuntimeError("this Client is closed")
+        settings = conn_settings(
+            config,
+            client_info=self.client_info,
+            capabilities=self.capabilities,
+            era_hint=None,
+        )
+        hint = self.pool.era_hint(settings.endpoint.url)
+        if hint is not None:
+            settings = dataclasses.replace(settings, era_hint=hint)
+        conn = Conn(self, McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids))
+        try:
+            await conn._run(conn.machine.connect)
+            yield conn
+        finally:
+            await conn.aclose()
+
+    # -- exchanges ------------------------------------------------------------
+
+    async def _start(self, conn: Conn, start: StartExchange) -> None:
+        origin = conn.machine.settings.endpoint.origin
+        loop_deadline = start.deadline
+        while True:
+            now = _now()
+            checkout = self.pool.checkout(origin, now=now)
+            if isinstance(checkout, UseConnection):
+                self._begin(conn, start, checkout.conn_id)
+                return
+            if isinstance(checkout, MustWait):
+                self._changed.clear()
+                try:
+                    async with asyncio.timeout_at(loop_deadline):
+                        await self._changed.wait()
+                except TimeoutError:
+                    conn.feed(_failed(start.exchange_id, dial.timeout_error(self.limits)))
+                    return
+                continue
+            assert isinstance(checkout, DialNeeded)
+            for conn_id in checkout.close_first:
+                self._close_socket(conn_id)
+            try:
+                sock, alpn = await self._dial(
+                    origin, checkout.alpn, min(loop_deadline, checkout.deadline)
+                )
+            except ConnectionFailed as failure:
+                self.pool.dial_failed(checkout.conn_id)
+                self._bump()
+                conn.feed(_failed(start.exchange_id, failure))
+                return
+            except BaseException:
+                self.pool.dial_failed(checkout.conn_id)
+                self._bump()
+                raise
+            self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=_now())
+            wrapped = _Socket(checkout.conn_id, *sock)
+            self._sockets[checkout.conn_id] = wrapped
+            self._begin(conn, start, checkout.conn_id)
+            wrapped.task = asyncio.get_running_loop().create_task(self._read(wrapped))
+            self._bump()
+            self._ensure_janitor()
+            return
+
+    def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
+        wire: Any = self.pool.wire(conn_id)
+        wire.start(start.exchange_id, start.request, now=_now())
+        self._routes[start.exchange_id] = (conn, conn_id)
+        conn.exchanges.add(start.exchange_id)
+        self._flush(conn_id)
+
+    def _cancel(self, exchange_id: int) -> None:
+        route = self._routes.pop(exchange_id, None)
+        if route is None:
+            return
+        conn, conn_id = route
+        conn.exchanges.discard(exchange_id)
+        if conn_id in self._sockets:
+            wire: Any = self.pool.wire(conn_id)
+            wire.cancel(exchange_id, now=_now())
+            self._flush(conn_id)
+        self._release(conn_id)
+
+    def _release(self, conn_id: int) -> None:
+        for doomed in self.pool.release(conn_id, now=_now()):
+            self._close_socket(doomed)
+        self._bump()
+
+    async def _dial(
+        self, origin: Origin, alpn: tuple[str, ...], deadline: float
+    ) -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], str | None]:
+        try:
+            async with asyncio.timeout_at(deadline):
+                addresses = await self._resolve(origin)
+                allowed = dial.vet(
+                    origin,
+                    addresses,
+                    allow_private=self._allow_private,
+                    allow_loopback=self._allow_loopback,
+                )
+                context = None
+                if origin.scheme == "https":
+                    context = self._ssl or _default_ssl_context()
+                    context.set_alpn_protocols(list(alpn))
+                last: BaseException | None = None
+                for address in allowed:
+                    try:
+                        reader, writer = await asyncio.open_connection(
+                            address,
+                            origin.port,
+                            ssl=context,
+                            server_hostname=origin.host if context is not None else None,
+                        )
+                    except (OSError, ssl.SSLError) as exc:
+                        last = exc
+                        continue
+                    sock = writer.get_extra_info("socket")
+                    if sock is not None:
+                        with contextlib.suppress(OSError):
+                            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    chosen = None
+                    ssl_object = writer.get_extra_info("ssl_object")
+                    if ssl_object is not None:
+                        chosen = ssl_object.selected_alpn_protocol()
+                    return (reader, writer), chosen
+                raise dial.connect_error(origin, last)
+        except TimeoutError:
+            raise dial.timeout_error(self.limits) from None
+
+    async def _resolve(self, origin: Origin) -> list[str]:
+        literal = dial.literal_address(origin.host)
+        if literal is not None:
+            return [literal]
+        try:
+            if self._resolver is not None:
+                return list(await self._resolver(origin.host, origin.port))
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                origin.host, origin.port, type=socket.SOCK_STREAM
+            )
+        except OSError as exc:
+            raise dial.dns_error(origin, exc) from None
+        return dial.unique_addresses(str(info[4][0]) for info in infos)
+
+    # -- sockets ----------------------------------------------------------------
+
+    async def _read(self, sock: _Socket) -> None:
+        wire: Any = self.pool.wire(sock.conn_id)
+        try:
+            while True:
+                try:
+                    data = await sock.reader.read(_READ_SIZE)
+                except (OSError, ssl.SSLError):
+                    data = b""
+                if data:
+                    wire.receive_data(data, now=_now())
+                else:
+                    wire.receive_eof(now=_now())
+                self._dispatch(sock.conn_id, wire)
+                if not data or wire.is_broken:
+                    return
+        finally:
+            self._close_socket(sock.conn_id)
+
+    def _dispatch(self, conn_id: int, wire: Any) -> None:
+        while True:
+            event: ExchangeEvent | None = wire.next_event()
+            if event is None:
+                break
+            route = self._routes.get(event.exchange_id)
+            if route is None:
+                continue
+            conn = route[0]
+            if isinstance(event, ResponseEnded | ExchangeFailed):
+                del self._routes[event.exchange_id]
+                conn.exchanges.discard(event.exchange_id)
+                conn.feed(event)
+                self._release(conn_id)
+            else:
+                conn.feed(event)
+        self._flush(conn_id)
+
+    def _flush(self, conn_id: int) -> None:
+        sock = self._sockets.get(conn_id)
+        if sock is None:
+            return
+        wire: Any = self.pool.wire(conn_id)
+        data = wire.data_to_send()
+        if data and not sock.writer.is_closing():
+            sock.writer.write(data)
+
+    def _close_socket(self, conn_id: int) -> None:
+        sock = self._sockets.pop(conn_id, None)
+        if sock is None:
+            return
+        self.pool.discard(conn_id)
+        for exchange_id, (conn, owner) in list(self._routes.items()):
+            if owner == conn_id:  # the socket died under live exchanges
+                del self._routes[exchange_id]
+                conn.exchanges.discard(exchange_id)
+                conn.feed(_failed(exchange_id, dial.reset_error()))
+                self.pool.release(conn_id, now=_now())
+        transport = sock.writer.transport
+        transport.abort()
+        if sock.task is not None and sock.task is not asyncio.current_task():
+            sock.task.cancel()
+        self._bump()
+
+    def _bump(self) -> None:
+        self._changed.set()
+
+    def _ensure_janitor(self) -> None:
+        if self._janitor is None or self._janitor.done():
+            self._janitor = asyncio.get_running_loop().create_task(self._expire_idle())
+
+    async def _expire_idle(self) -> None:
+        while self._sockets:
+            deadline = self.pool.next_deadline()
+            self._changed.clear()
+            try:
+                if deadline is None:
+                    await self._changed.wait()
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        await self._changed.wait()
+            except TimeoutError:
+                pass
+            for conn_id in self.pool.expire(now=_now()):
+                self._close_socket(conn_id)
+
+
+class Conn:
+    """One MCP connection (one work item): not safe for concurrent use."""
+
+    def __init__(self, client: Client, machine: McpMachine) -> None:
+        self.client = client
+        self.machine = machine
+        self.exchanges: set[int] = set()
+        self.skipped_tools: list[SkippedTool] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self.machine.protocol_version
+
+    @property
+    def tools_ttl_ms(self) -> int:
+        return self.machine.ttl_ms
+
+    @property
+    def tools_cache_scope(self) -> str | None:
+        return self.machine.cache_scope
+
+    async def list_tools(self) -> list[Tool]:
+        outcome = await self._run(self.machine.list_tools)
+        assert isinstance(outcome, ToolsListed)
+        self.skipped_tools = list(outcome.skipped)
+        return list(outcome.tools)
+
+    async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
+        outcome = await self._run(lambda now: self.machine.call_tool(name, arguments, now=now))
+        assert isinstance(outcome, ToolCalled)
+        return outcome.result
+
+    async def aclose(self) -> None:
+        """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._run(self.machine.close)
+        except BaseException:
+            self._abandon()
+            raise
+
+    def feed(self, event: ExchangeEvent) -> None:
+        self.machine.receive(event, now=_now())
+        self._wake.set()
+
+    async def _run(self, start: Callable[..., None]) -> Output:
+        machine = self.machine
+        if machine.busy:
+            raise RuntimeError("a Conn runs one operation at a time")
+        start(now=_now())
+        try:
+            while True:
+                output = machine.next_output()
+                if output is None:
+                    await self._sleep()
+                    continue
+                if isinstance(output, StartExchange):
+                    await self.client._start(self, output)
+                elif isinstance(output, CancelExchange):
+                    self.client._cancel(output.exchange_id)
+                elif isinstance(output, InputRequired):
+                    await self._ask(output)
+                elif isinstance(output, OperationFailed):
+                    raise output.error
+                else:
+                    self._learn(output)
+                    return output
+        except McpError:
+            raise
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _learn(self, output: Output) -> None:
+        if isinstance(output, Connected | ToolsListed | ToolCalled):
+            version = self.machine.protocol_version
+            if version is not None:
+                self.client.pool.remember_era(self.machine.settings.endpoint.url, version)
+
+    async def _sleep(self) -> None:
+        deadline = self.machine.next_deadline()
+        self._wake.clear()
+        if deadline is None:
+            await self._wake.wait()
+            return
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._wake.wait()
+        except TimeoutError:
+            self.machine.handle_timer(now=_now())
+
+    async def _ask(self, output: InputRequired) -> None:
+        handler = self.client.input_handler
+        answer: Mapping[str, Any] | None = None
+        if handler is not None:
+            deadline = self.machine.next_deadline()
+            try:
+                if deadline is None:
+                    answer = await handler(output.requests)
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        answer = await handler(output.requests)
+            except TimeoutError:
+                self.machine.handle_timer(now=_now())
+                return
+        self.machine.answer_input(output.input_id, answer, now=_now())
+
+    def _abandon(self) -> None:
+        """Synchronous cleanup after a cancellation: cancel every exchange in flight."""
+        for exchange_id in list(self.exchanges):
+            self.client._cancel(exchange_id)
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def _failed(exchange_id: int, error: ConnectionFailed) -> ExchangeFailed:
+    return ExchangeFailed(exchange_id=exchange_id, error=error)
+
+
+def _default_ssl_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+_default_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def connect(config: Config) -> contextlib.AbstractAsyncContextManager[Conn]:
+    """``Client.connect`` on the default client of the running event loop."""
+    loop = asyncio.get_running_loop()
+    client = _default_clients.get(loop)
+    if client is None:
+        client = _default_clients[loop] = Client()
+    return client.connect(config)
