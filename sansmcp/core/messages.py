@@ -19,11 +19,11 @@ its own:
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import ConnectionFailed
+from .jsonvalue import dumps_compact
 
 __all__ = [
     "LEGACY_VERSIONS",
@@ -96,7 +96,9 @@ def build_body(
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    # dumps_compact escapes a lone surrogate (a server's "\ud800" cursor or
+    # requestState, echoed back) instead of failing to encode it.
+    return dumps_compact(value)
 
 
 def content_type(value: bytes | None) -> str:
