@@ -1312,7 +1312,7 @@ class McpMachine:
                 raise ServerAnswered(
                     "the server sent a non-string nextCursor", reason="malformed_result"
                 )
-            if len(cursor) > self.limits.max_echo_bytes:
+            if _utf8_len(cursor) > self.limits.max_echo_bytes:
                 raise ServerAnswered(
                     f"the server sent a cursor longer than {self.limits.max_echo_bytes:,} bytes "
                     "(Limits.max_echo_bytes)",
@@ -1407,7 +1407,7 @@ class McpMachine:
                     reason="malformed_result",
                 )
             if state is not None and (
-                not isinstance(state, str) or len(state) > limits.max_echo_bytes
+                not isinstance(state, str) or _utf8_len(state) > limits.max_echo_bytes
             ):
                 raise ServerAnswered(
                     "the server sent a requestState that is not a string of at most "
@@ -1444,6 +1444,11 @@ class McpMachine:
                 delay = min(0.05 * (2**shed), 0.5) * (0.5 + self._jitter())
                 shed += 1
                 yield _Sleep(self._now + delay)
+
+
+def _utf8_len(text: str) -> int:
+    """The UTF-8 length of ``text`` (a lone surrogate counted as its 3-byte form)."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _valid_session_id(value: bytes, limit: int) -> bool:
