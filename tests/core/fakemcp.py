@@ -11,6 +11,7 @@ tests bend with overrides.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from sansmcp.core.errors import ConnectionFailed, McpError
 from sansmcp.core.http import (
     DataReceived,
+    ExchangeEvent,
     ExchangeFailed,
     HttpRequest,
     ResponseEnded,
@@ -115,6 +117,7 @@ class FakeServer:
         self.sessions: set[str] = set()
         self.requests: list[HttpRequest] = []
         self.bodies: list[Any] = []
+        self.answers: list[Any] = []
         self.overrides: dict[str, Callable[[HttpRequest, Any], Response | None]] = {}
 
     def __call__(self, request: HttpRequest) -> Response | None:
@@ -178,6 +181,9 @@ class FakeServer:
             )
         if method == "notifications/initialized":
             return Response(status=202)
+        if method is None and isinstance(body, dict) and ("result" in body or "error" in body):
+            self.answers.append(body)  # our client answering a server request
+            return Response(status=202)
         if not modern_request:
             if self.legacy is None:
                 return Response(status=400)
@@ -218,7 +224,7 @@ class Driver:
         handler: Callable[[HttpRequest], Response | None],
         *,
         settings: ConnSettings | None = None,
-        chunk: int | None = None,
+        chunk: int | Callable[[bytes], list[bytes]] | None = None,
         input_handler: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None,
         **machine_kwargs: Any,
     ) -> None:
@@ -229,8 +235,10 @@ class Driver:
         self.chunk = chunk
         self.input_handler = input_handler
         self.outputs: list[Output] = []
-        self.cancelled: list[int] = []
+        self.cancelled: set[int] = set()
+        self._pending: deque[Output] = deque()
         self.started: list[StartExchange] = []
+        self.fed = 0  # response bytes fed to the machine (head blocks and bodies)
 
     def run(self, start: Callable[..., None], *args: Any) -> Output:
         start(*args, now=self.now)
@@ -260,7 +268,7 @@ class Driver:
     def pump(self) -> Output:
         machine = self.machine
         for _ in range(100_000):
-            out = machine.next_output()
+            out = self._pending.popleft() if self._pending else machine.next_output()
             if out is None:
                 deadline = machine.next_deadline()
                 assert deadline is not None, "machine is stuck with nothing to wait for"
@@ -274,7 +282,7 @@ class Driver:
                 if response is not None:
                     self.deliver(out.exchange_id, response)
             elif isinstance(out, CancelExchange):
-                self.cancelled.append(out.exchange_id)
+                self.cancelled.add(out.exchange_id)
             elif isinstance(out, InputRequired):
                 answer = self.input_handler(out.requests) if self.input_handler else None
                 machine.answer_input(out.input_id, answer, now=self.now)
@@ -282,31 +290,50 @@ class Driver:
                 return out
         raise AssertionError("no terminal event")
 
+    def feed(self, event: ExchangeEvent) -> bool:
+        """Feed one event, as an adapter would: never to a cancelled exchange.
+
+        Cancellations the machine emits meanwhile take effect at once (an adapter
+        stops reading that exchange); other outputs wait for :meth:`pump`.
+        """
+        if event.exchange_id in self.cancelled:
+            return False
+        if isinstance(event, DataReceived):
+            self.fed += len(event.data)
+        elif isinstance(event, ResponseReceived):
+            self.fed += event.raw_size
+        self.machine.receive(event, now=self.now)
+        while (out := self.machine.next_output()) is not None:
+            if isinstance(out, CancelExchange):
+                self.outputs.append(out)
+                self.cancelled.add(out.exchange_id)
+            else:
+                self._pending.append(out)
+        return True
+
     def deliver(self, exchange_id: int, response: Response) -> None:
-        machine = self.machine
-        machine.receive(
-            ResponseReceived(
-                exchange_id=exchange_id,
-                status=response.status,
-                headers=tuple(response.headers),
-                raw_size=response.raw_size,
-            ),
-            now=self.now,
+        head = ResponseReceived(
+            exchange_id=exchange_id,
+            status=response.status,
+            headers=tuple(response.headers),
+            raw_size=response.raw_size,
         )
+        if not self.feed(head):
+            return
         for data in response.chunks:
-            pieces = (
-                [data[i : i + self.chunk] for i in range(0, len(data), self.chunk)]
-                if self.chunk
-                else [data]
-            )
+            if callable(self.chunk):
+                pieces = self.chunk(data)
+            elif self.chunk:
+                pieces = [data[i : i + self.chunk] for i in range(0, len(data), self.chunk)]
+            else:
+                pieces = [data]
             for piece in pieces:
-                machine.receive(DataReceived(exchange_id=exchange_id, data=piece), now=self.now)
+                if not self.feed(DataReceived(exchange_id=exchange_id, data=piece)):
+                    return
         if response.fail is not None:
-            machine.receive(
-                ExchangeFailed(exchange_id=exchange_id, error=response.fail), now=self.now
-            )
+            self.feed(ExchangeFailed(exchange_id=exchange_id, error=response.fail))
         elif response.end:
-            machine.receive(ResponseEnded(exchange_id=exchange_id), now=self.now)
+            self.feed(ResponseEnded(exchange_id=exchange_id))
 
     def methods(self) -> list[str]:
         names = []
