@@ -453,6 +453,8 @@ def test_bad_server_preface(wire: bytes, text: str) -> None:
         raw(HeadersFrame(1, data=b"\x88")) + raw(ContinuationFrame(3, data=b"")),
         b"\x00\x00\x04\x05\x04\x00\x00\x00\x01\x00\x00\x00\x02",  # PUSH_PROMISE
         raw(HeadersFrame(1, data=b"\xff\xff\xff\xff", flags=["END_HEADERS"])),  # bad HPACK
+        # h2 refuses the first frame while the scanner refuses the second's header
+        b"\x00\x00\x01\x00\x00\x00\x00\x00\x00x" + b"\xff\xff\xff\x00\x00\x00\x00\x00\x01",
     ],
 )
 def test_protocol_errors_are_framing_failures(wire: bytes) -> None:
@@ -495,6 +497,19 @@ def test_window_update_only_when_data_is_taken() -> None:
     assert server.local_flow_control_window(sid) == 0  # the whole 256 KiB window sent
     feed_random(pair.client, server.data_to_send())
     assert pair.client.data_to_send() == b""  # nothing taken, nothing acknowledged
+    pair.client.receive_data(raw(DataFrame(sid, data=b"1234"))[:11], now=0.0)  # 2 bytes in
+    assert pair.client.buffered_bytes() == STREAM_WINDOW + 1 + 11
+    pair.client.receive_data(b"34", now=0.0)  # the window is full: the 4 bytes overflow it
+    assert pair.client.is_broken
+    pair = Pair()
+    pair.handshake()
+    sid = pair.start(1)
+    server = pair.server
+    server.send_headers(sid, [(b":status", b"200")])
+    while server.local_flow_control_window(sid) > 0:
+        size = min(server.local_flow_control_window(sid), MAX_FRAME_SIZE)
+        server.send_data(sid, b"d" * size)
+    feed_random(pair.client, server.data_to_send())
     assert pair.client.buffered_bytes() == STREAM_WINDOW + 1  # + the head's 1-byte block
     first = pair.client.next_event()
     assert isinstance(first, ResponseReceived)
@@ -526,6 +541,47 @@ def test_cancel_sends_rst_stream_and_drops_events() -> None:
     assert drain(pair.client) == [] and pair.client.buffered_bytes() <= 64
     pair.client.cancel(99, now=0.0)  # unknown: no-op
     assert not pair.client.is_broken and pair.client.can_start()
+
+
+def test_cancel_keeps_other_exchanges_events() -> None:
+    pair = Pair()
+    pair.handshake()
+    a, b = pair.start(1), pair.start(2)
+    assert pair.client.active_exchanges == 2
+    for sid in (a, b):
+        pair.server.send_headers(sid, [(b":status", b"200")])
+        pair.server.send_data(sid, b"body")
+    feed_whole(pair.client, pair.server.data_to_send())
+    pair.client.cancel(1, now=0.0)
+    assert [(type(e), e.exchange_id) for e in drain(pair.client)] == [
+        (ResponseReceived, 2),
+        (DataReceived, 2),
+    ]
+    assert pair.client.active_exchanges == 1
+    pair.client.receive_eof(now=0.0)
+    pair.client.cancel(2, now=0.0)  # after the connection died: nothing to send
+    assert drain(pair.client) == [] and pair.client.is_broken
+    pair.client.close(now=0.0)
+    assert pair.client.is_broken
+
+
+def test_stream_level_error_from_h2_fails_that_exchange() -> None:
+    pair = Pair()
+    pair.handshake()
+    sid = pair.start(1)
+    feed_random(pair.client, raw(WindowUpdateFrame(sid, window_increment=2**31 - 1)))
+    error = failure(drain(pair.client))
+    assert error.cause == "framing" and "FLOW_CONTROL_ERROR" in error.message
+    assert not pair.client.is_broken
+
+
+def test_h2_refusing_request_headers_breaks_the_connection() -> None:
+    pair = Pair()
+    pair.handshake()
+    request = HttpRequest(method=b"GET", scheme=b"http", authority=b"h", target=b"")
+    with pytest.raises(LocalProtocolError, match="empty :path"):
+        pair.client.start(1, request, now=0.0)
+    assert pair.client.is_broken and not pair.client.can_start()
 
 
 def test_large_request_body_waits_for_window() -> None:
@@ -581,14 +637,24 @@ def test_goaway_fails_unprocessed_streams_and_lets_others_finish() -> None:
     assert error.cause == "reset" and "retry is safe" in error.message
     assert events[1].exchange_id == 2
     assert not pair.client.can_start() and not pair.client.is_broken
-    tail = raw(DataFrame(a, data=b"late")) + raw(DataFrame(a, flags=["END_STREAM"]))
+    # a stray DATA frame on the refused stream makes no event; its window is handed back
+    pair.server.send_headers(b, [(b":status", b"200")])
+    pair.server.send_data(b, b"stray" * 3000)
+    tail = pair.server.data_to_send()
+    tail += raw(DataFrame(a, data=b"late")) + raw(DataFrame(a, flags=["END_STREAM"]))
     feed_whole(pair.client, tail)
     assert drain(pair.client) == [DataReceived(exchange_id=1, data=b"late"),
                                   ResponseEnded(exchange_id=1)]  # fmt: skip
     assert pair.client.is_broken and pair.client.is_idle
     with pytest.raises(LocalProtocolError):
         pair.client.start(3, GET, now=0.0)
-    del b
+
+
+def test_goaway_on_an_idle_connection() -> None:
+    pair = Pair()
+    pair.handshake()
+    feed_whole(pair.client, raw(GoAwayFrame(0, last_stream_id=0, error_code=0)))
+    assert drain(pair.client) == [] and pair.client.is_broken and not pair.client.can_start()
 
 
 def test_goaway_with_error_fails_everything() -> None:
