@@ -302,17 +302,17 @@ def test_chunk_size_line_that_never_ends_is_bounded(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_chunked_body_with_extensions_and_large_chunks(mode: str) -> None:
-    body = bytes(range(256)) * 1000
+    body = bytes(range(256)) * 160
     framed = b"".join(
-        b"%x;name=value \r\n" % len(body[i : i + 70_000]) + body[i : i + 70_000] + b"\r\n"
-        for i in range(0, len(body), 70_000)
+        b"%x;name=value \r\n" % len(body[i : i + 17_000]) + body[i : i + 17_000] + b"\r\n"
+        for i in range(0, len(body), 17_000)
     )
     conn = started()
     run = feed(conn, CHUNKED_HEAD + framed + b"0\r\n\r\n", mode, seed=11)
     assert run.body() == body and isinstance(run.terminal, ResponseEnded)
     assert not any(isinstance(e, TrailersReceived) for e in run.events)
     # reported as it arrived: never one event holding the whole body
-    assert max(len(e.data) for e in run.events if isinstance(e, DataReceived)) <= 70_000
+    assert max(len(e.data) for e in run.events if isinstance(e, DataReceived)) <= 17_000
     assert conn.can_start()
 
 
@@ -511,6 +511,14 @@ def test_cancel_in_flight_drops_its_events_and_breaks() -> None:
     assert conn.buffered_bytes() == 0
     conn.receive_data(b"defghij", now=1.0)
     assert conn.next_event() is None
+
+
+def test_cancel_before_any_byte() -> None:
+    conn = started()
+    conn.cancel(5, now=1.0)
+    assert not conn.is_broken and not conn.is_idle
+    conn.cancel(1, now=1.0)
+    assert conn.is_broken and conn.is_idle and conn.next_event() is None
 
 
 def test_cancel_after_the_wire_finished_keeps_the_socket() -> None:

@@ -269,7 +269,8 @@ class H1Connection:
             self._h11.receive_data(data[pos : pos + step])
             pos += step
             self._pump()
-            if self._exchange is not None and self._mode in (_Mode.AWAIT, _Mode.LOST):
+            lost = self._mode is _Mode.AWAIT or self._mode is _Mode.LOST
+            if lost and self._exchange is not None:  # pragma: no cover
                 # h11 accepted what the meter could not follow: the meter mirrors h11
                 # 0.14-0.16 exactly, so this is defensive -- fail closed, never miscount.
                 self._fail(
@@ -289,7 +290,8 @@ class H1Connection:
             assert self._h11 is not None
             self._h11.receive_data(b"")
             self._pump()
-            if self._exchange is not None:
+            if self._exchange is not None:  # pragma: no cover
+                # h11 raises or ends the message on EOF; defensive, fail closed.
                 self._fail(
                     ConnectionFailed(
                         "server closed the connection before the response was complete",
@@ -448,7 +450,9 @@ class H1Connection:
             if event is h11.NEED_DATA:
                 break
             if event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
-                if self._exchange is not None:
+                # Only after the response ended: we never propose a protocol switch, and
+                # h11 raises on an EOF that cuts a response short.
+                if self._exchange is not None:  # pragma: no cover
                     self._fail(
                         ConnectionFailed(
                             "server ended the HTTP/1.1 exchange without a complete response",
