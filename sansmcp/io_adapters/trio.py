@@ -1,0 +1,477 @@
+"""The trio driver: runs the pure core on trio streams.
+
+Theory of operation
+-------------------
+Thin by design: every decision is the core's.  A ``Client`` owns the core's
+:class:`~sansmcp.core.pool.Pool`.  Each pooled socket runs as one system task
+with a reader (bytes in → wire machine → each exchange event straight into the
+MCP machine that owns it) and a writer (drains the wire's ``data_to_send()``
+whenever something queued bytes), inside a cancel scope that closing the socket
+cancels.  Each ``Conn`` runs its machine in the caller's task: execute
+``StartExchange`` (check out a socket, dialling through the guard when the pool
+says so) and ``CancelExchange``, sleep until the machine's next deadline, and
+return the operation's terminal event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import trio
+
+from ..core import dial
+from ..core.config import Config, conn_settings
+from ..core.errors import ConnectionFailed, McpError
+from ..core.http import ExchangeEvent, ExchangeFailed, ResponseEnded
+from ..core.limits import Limits
+from ..core.mcp import (
+    CancelExchange,
+    Connected,
+    InputRequired,
+    McpMachine,
+    OperationFailed,
+    Output,
+    StartExchange,
+    ToolCalled,
+    ToolsListed,
+)
+from ..core.pool import DialNeeded, MustWait, Pool, UseConnection
+from ..core.tools import CallResult, SkippedTool, Tool
+from ..core.url import Origin
+
+__all__ = ["Client", "Conn", "connect"]
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any] | None]]
+_READ_SIZE = 65536
+
+
+class _Socket:
+    __slots__ = ("conn_id", "outgoing", "scope", "stream")
+
+    def __init__(self, conn_id: int, stream: trio.abc.Stream) -> None:
+        self.conn_id = conn_id
+        self.stream = stream
+        self.scope = trio.CancelScope()
+        self.outgoing = trio.Event()
+
+
+class Client:
+    """Owns the connection pool and its sockets; hands out :class:`Conn`\\ s."""
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        allow_loopback: bool = False,
+        allow_private: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
+        http2_prior_knowledge: bool = False,
+        resolver: Resolver | None = None,
+        input_handler: InputHandler | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self._allow_loopback = allow_loopback
+        self._allow_private = allow_private
+        self._ssl = ssl_context
+        self._resolver = resolver
+        self.input_handler = input_handler
+        self.capabilities = (capabilities or {}) if input_handler is not None else None
+        self.client_info = client_info
+        self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
+        self._sockets: dict[int, _Socket] = {}
+        self._routes: dict[int, tuple[Conn, int]] = {}  # exchange id -> (conn, pool conn id)
+        self._exchange_ids = iter(range(1, 1 << 62))
+        self._changed = trio.Event()
+        self._janitor: trio.CancelScope | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._janitor is not None:
+            self._janitor.cancel()
+        for conn_id in self.pool.close_all(now=trio.current_time()):
+            self._close_socket(conn_id)
+        for conn_id in list(self._sockets):
+            self._close_socket(conn_id)
+        await trio.lowlevel.checkpoint()
+
+    @contextlib.asynccontextmanager
+    async def connect(self, config: Config) -> AsyncIterator[Conn]:
+        """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
+        if self._closed:
+            raise RuntimeError("this Client is closed")
+        settings = conn_settings(
+            config, client_info=self.client_info, capabilities=self.capabilities, era_hint=None
+        )
+        hint = self.pool.era_hint(settings.endpoint.url)
+        if hint is not None:
+            settings = dataclasses.replace(settings, era_hint=hint)
+        conn = Conn(self, McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids))
+        try:
+            await conn._run(conn.machine.connect)
+            yield conn
+        finally:
+            await conn.aclose()
+
+    # -- exchanges ------------------------------------------------------------
+
+    async def _start(self, conn: Conn, start: StartExchange) -> None:
+        origin = conn.machine.settings.endpoint.origin
+        while True:
+            checkout = self.pool.checkout(origin, now=trio.current_time())
+            if isinstance(checkout, UseConnection):
+                self._begin(conn, start, checkout.conn_id)
+                return
+            if isinstance(checkout, MustWait):
+                changed = self._changed
+                with trio.move_on_at(start.deadline):
+                    await changed.wait()
+                    continue
+                conn.feed(_failed(start.exchange_id, dial.timeout_error(self.limits)))
+                return
+            assert isinstance(checkout, DialNeeded)
+            for conn_id in checkout.close_first:
+                self._close_socket(conn_id)
+            try:
+                stream, alpn = await self._dial(
+                    origin, checkout.alpn, min(start.deadline, checkout.deadline)
+                )
+            except ConnectionFailed as failure:
+                self.pool.dial_failed(checkout.conn_id)
+                self._bump()
+                conn.feed(_failed(start.exchange_id, failure))
+                return
+            except BaseException:
+                self.pool.dial_failed(checkout.conn_id)
+                self._bump()
+                raise
+            self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=trio.current_time())
+            sock = _Socket(checkout.conn_id, stream)
+            self._sockets[checkout.conn_id] = sock
+            self._begin(conn, start, checkout.conn_id)
+            trio.lowlevel.spawn_system_task(self._run_socket, sock)
+            self._bump()
+            self._ensure_janitor()
+            return
+
+    def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
+        wire: Any = self.pool.wire(conn_id)
+        wire.start(start.exchange_id, start.request, now=trio.current_time())
+        self._routes[start.exchange_id] = (conn, conn_id)
+        conn.exchanges.add(start.exchange_id)
+        self._flush(conn_id)
+
+    def _cancel(self, exchange_id: int) -> None:
+        route = self._routes.pop(exchange_id, None)
+        if route is None:
+            return
+        conn, conn_id = route
+        conn.exchanges.discard(exchange_id)
+        if conn_id in self._sockets:
+            wire: Any = self.pool.wire(conn_id)
+            wire.cancel(exchange_id, now=trio.current_time())
+            self._flush(conn_id)
+        self._release(conn_id)
+
+    def _release(self, conn_id: int) -> None:
+        for doomed in self.pool.release(conn_id, now=trio.current_time()):
+            self._close_socket(doomed)
+        self._bump()
+
+    async def _dial(
+        self, origin: Origin, alpn: tuple[str, ...], deadline: float
+    ) -> tuple[trio.abc.Stream, str | None]:
+        with trio.move_on_at(deadline):
+            addresses = await self._resolve(origin)
+            allowed = dial.vet(
+                origin,
+                addresses,
+                allow_private=self._allow_private,
+                allow_loopback=self._allow_loopback,
+            )
+            last: BaseException | None = None
+            for address in allowed:
+                try:
+                    tcp = await trio.open_tcp_stream(address, origin.port)
+                except OSError as exc:
+                    last = exc
+                    continue
+                with contextlib.suppress(OSError):
+                    tcp.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+                if origin.scheme != "https":
+                    return tcp, None
+                context = self._ssl or _default_ssl_context()
+                context.set_alpn_protocols(list(alpn))
+                stream = trio.SSLStream(
+                    tcp, context, server_hostname=origin.host, https_compatible=True
+                )
+                try:
+                    await stream.do_handshake()
+                except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
+                    await trio.aclose_forcefully(tcp)
+                    cause = exc.__cause__ if exc.__cause__ is not None else exc
+                    last = cause
+                    continue
+                return stream, stream.selected_alpn_protocol()
+            raise dial.connect_error(origin, last)
+        raise dial.timeout_error(self.limits)
+
+    async def _resolve(self, origin: Origin) -> list[str]:
+        literal = dial.literal_address(origin.host)
+        if literal is not None:
+            return [literal]
+        try:
+            if self._resolver is not None:
+                return list(await self._resolver(origin.host, origin.port))
+            infos = await trio.socket.getaddrinfo(
+                origin.host, origin.port, type=trio.socket.SOCK_STREAM
+            )
+        except OSError as exc:
+            raise dial.dns_error(origin, exc) from None
+        return dial.unique_addresses(str(info[4][0]) for info in infos)
+
+    # -- sockets ----------------------------------------------------------------
+
+    async def _run_socket(self, sock: _Socket) -> None:
+        try:
+            with sock.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._write, sock)
+                    await self._read(sock)
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._close_socket(sock.conn_id)
+            with trio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await trio.aclose_forcefully(sock.stream)
+
+    async def _read(self, sock: _Socket) -> None:
+        wire: Any = self.pool.wire(sock.conn_id)
+        while True:
+            try:
+                data = await sock.stream.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            if data:
+                wire.receive_data(data, now=trio.current_time())
+            else:
+                wire.receive_eof(now=trio.current_time())
+            self._dispatch(sock.conn_id, wire)
+            if not data or wire.is_broken:
+                return
+
+    async def _write(self, sock: _Socket) -> None:
+        wire: Any = self.pool.wire(sock.conn_id)
+        while True:
+            data = wire.data_to_send()
+            if not data:
+                sock.outgoing = trio.Event()
+                await sock.outgoing.wait()
+                continue
+            try:
+                await sock.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                sock.scope.cancel()
+                return
+
+    def _dispatch(self, conn_id: int, wire: Any) -> None:
+        while True:
+            event: ExchangeEvent | None = wire.next_event()
+            if event is None:
+                break
+            route = self._routes.get(event.exchange_id)
+            if route is None:
+                continue
+            conn = route[0]
+            if isinstance(event, ResponseEnded | ExchangeFailed):
+                del self._routes[event.exchange_id]
+                conn.exchanges.discard(event.exchange_id)
+                conn.feed(event)
+                self._release(conn_id)
+            else:
+                conn.feed(event)
+        self._flush(conn_id)
+
+    def _flush(self, conn_id: int) -> None:
+        sock = self._sockets.get(conn_id)
+        if sock is not None:
+            sock.outgoing.set()
+
+    def _close_socket(self, conn_id: int) -> None:
+        sock = self._sockets.pop(conn_id, None)
+        if sock is None:
+            return
+        self.pool.discard(conn_id)
+        for exchange_id, (conn, owner) in list(self._routes.items()):
+            if owner == conn_id:  # the socket died under live exchanges
+                del self._routes[exchange_id]
+                conn.exchanges.discard(exchange_id)
+                conn.feed(_failed(exchange_id, dial.reset_error()))
+                self.pool.release(conn_id, now=trio.current_time())
+        sock.scope.cancel()
+        self._bump()
+
+    def _bump(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _ensure_janitor(self) -> None:
+        if self._janitor is None:
+            self._janitor = trio.CancelScope()
+            trio.lowlevel.spawn_system_task(self._expire_idle, self._janitor)
+
+    async def _expire_idle(self, scope: trio.CancelScope) -> None:
+        with scope:
+            while True:
+                deadline = self.pool.next_deadline()
+                changed = self._changed
+                with trio.move_on_at(math.inf if deadline is None else deadline):
+                    await changed.wait()
+                for conn_id in self.pool.expire(now=trio.current_time()):
+                    self._close_socket(conn_id)
+
+
+class Conn:
+    """One MCP connection (one work item): not safe for concurrent use."""
+
+    def __init__(self, client: Client, machine: McpMachine) -> None:
+        self.client = client
+        self.machine = machine
+        self.exchanges: set[int] = set()
+        self.skipped_tools: list[SkippedTool] = []
+        self._wake = trio.Event()
+        self._closed = False
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self.machine.protocol_version
+
+    @property
+    def tools_ttl_ms(self) -> int:
+        return self.machine.ttl_ms
+
+    @property
+    def tools_cache_scope(self) -> str | None:
+        return self.machine.cache_scope
+
+    async def list_tools(self) -> list[Tool]:
+        outcome = await self._run(self.machine.list_tools)
+        assert isinstance(outcome, ToolsListed)
+        self.skipped_tools = list(outcome.skipped)
+        return list(outcome.tools)
+
+    async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
+        outcome = await self._run(lambda now: self.machine.call_tool(name, arguments, now=now))
+        assert isinstance(outcome, ToolCalled)
+        return outcome.result
+
+    async def aclose(self) -> None:
+        """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._run(self.machine.close)
+        except BaseException:
+            self._abandon()
+            raise
+
+    def feed(self, event: ExchangeEvent) -> None:
+        self.machine.receive(event, now=trio.current_time())
+        self._wake.set()
+
+    async def _run(self, start: Callable[..., None]) -> Output:
+        machine = self.machine
+        if machine.busy:
+            raise RuntimeError("a Conn runs one operation at a time")
+        start(now=trio.current_time())
+        try:
+            while True:
+                output = machine.next_output()
+                if output is None:
+                    await self._sleep()
+                    continue
+                if isinstance(output, StartExchange):
+                    await self.client._start(self, output)
+                elif isinstance(output, CancelExchange):
+                    self.client._cancel(output.exchange_id)
+                elif isinstance(output, InputRequired):
+                    await self._ask(output)
+                elif isinstance(output, OperationFailed):
+                    raise output.error
+                else:
+                    self._learn(output)
+                    return output
+        except McpError:
+            raise
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _learn(self, output: Output) -> None:
+        if isinstance(output, Connected | ToolsListed | ToolCalled):
+            version = self.machine.protocol_version
+            if version is not None:
+                self.client.pool.remember_era(self.machine.settings.endpoint.url, version)
+
+    async def _sleep(self) -> None:
+        deadline = self.machine.next_deadline()
+        with trio.move_on_at(math.inf if deadline is None else deadline) as scope:
+            await self._wake.wait()
+        if self._wake.is_set():
+            self._wake = trio.Event()
+        if scope.cancelled_caught:
+            self.machine.handle_timer(now=trio.current_time())
+
+    async def _ask(self, output: InputRequired) -> None:
+        handler = self.client.input_handler
+        answer: Mapping[str, Any] | None = None
+        if handler is not None:
+            deadline = self.machine.next_deadline()
+            with trio.move_on_at(math.inf if deadline is None else deadline) as scope:
+                answer = await handler(output.requests)
+            if scope.cancelled_caught:
+                self.machine.handle_timer(now=trio.current_time())
+                return
+        self.machine.answer_input(output.input_id, answer, now=trio.current_time())
+
+    def _abandon(self) -> None:
+        """Synchronous cleanup after a cancellation: cancel every exchange in flight."""
+        for exchange_id in list(self.exchanges):
+            self.client._cancel(exchange_id)
+
+
+def _failed(exchange_id: int, error: ConnectionFailed) -> ExchangeFailed:
+    return ExchangeFailed(exchange_id=exchange_id, error=error)
+
+
+def _default_ssl_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+_default_client: trio.lowlevel.RunVar[Client] = trio.lowlevel.RunVar("sansmcp_default_client")
+
+
+def connect(config: Config) -> contextlib.AbstractAsyncContextManager[Conn]:
+    """``Client.connect`` on the default client of the current trio run."""
+    try:
+        client = _default_client.get()
+    except LookupError:
+        client = Client()
+        _default_client.set(client)
+    return client.connect(config)
