@@ -457,6 +457,8 @@ class McpMachine:
             parsed = parse_json_object_strict(arguments, max_depth=self.limits.max_json_depth)
         except JsonError as exc:
             raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
+        if self._era is _Era.MODERN:
+            self._header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         self._start(
             self._recovering(lambda: self._call_op(name, arguments, parsed)),
             "call_timeout",
