@@ -335,6 +335,10 @@ class Driver:
         elif response.end:
             self.feed(ResponseEnded(exchange_id=exchange_id))
 
+    def pending(self) -> Output | None:
+        """The next output not yet pumped (for tests that step by hand)."""
+        return self._pending.popleft() if self._pending else self.machine.next_output()
+
     def methods(self) -> list[str]:
         names = []
         for start in self.started:
