@@ -48,25 +48,32 @@ HEAD_BLOCK = 64 << 10
 # frame, an open header block, and a little output (SETTINGS/PING ACKs, GOAWAY)
 SCAN_BOUND = 9 + MAX_FRAME_SIZE + HEAD_BLOCK + 4096
 
-Feeder = Callable[[H2Connection, bytes], None]
+Feeder = Callable[[H2Connection, bytes], int]
 
 
-def feed_whole(conn: H2Connection, data: bytes, now: float = 0.0) -> None:
+def feed_whole(conn: H2Connection, data: bytes, now: float = 0.0) -> int:
+    """Feed ``data`` at once; return the most the machine held after a call (all feeders)."""
     conn.receive_data(data, now=now)
+    return conn.buffered_bytes()
 
 
-def feed_bytewise(conn: H2Connection, data: bytes, now: float = 0.0) -> None:
+def feed_bytewise(conn: H2Connection, data: bytes, now: float = 0.0) -> int:
+    peak = 0
     for i in range(len(data)):
         conn.receive_data(data[i : i + 1], now=now)
+        peak = max(peak, conn.buffered_bytes())
+    return peak
 
 
-def feed_random(conn: H2Connection, data: bytes, now: float = 0.0) -> None:
+def feed_random(conn: H2Connection, data: bytes, now: float = 0.0) -> int:
     rng = random.Random(len(data))
-    i = 0
+    i = peak = 0
     while i < len(data):
         step = rng.randint(1, 40)
         conn.receive_data(data[i : i + step], now=now)
+        peak = max(peak, conn.buffered_bytes())
         i += step
+    return peak
 
 
 FEEDERS = [feed_whole, feed_bytewise, feed_random]
@@ -268,7 +275,8 @@ def test_hpack_bomb_fails_on_decoded_size(feeder: Feeder) -> None:
     block = b"\x88" + literal.encode([(b"x", value)], huffman=False) + b"\xbe" * 10_000
     assert len(block) < MAX_FRAME_SIZE  # 14 KiB on the wire, 40 MB decoded
     wire = raw(HeadersFrame(sid, data=block, flags=["END_HEADERS"]))
-    feeder(pair.client, wire)
+    peak = feeder(pair.client, wire)
+    assert peak <= len(wire) + 64  # the 14 KiB block, never its decoded megabytes
     events = drain(pair.client)
     entry = hpack.table.table_entry_size(b"x", value)
     status = hpack.table.table_entry_size(b":status", b"200")
@@ -289,7 +297,8 @@ def test_header_block_over_bound_fails_at_the_frame_header(feeder: Feeder) -> No
     wire = raw(HeadersFrame(sid, data=b"\x88" * MAX_FRAME_SIZE))
     wire += b"".join(raw(ContinuationFrame(sid, data=b"\x88" * MAX_FRAME_SIZE)) for _ in range(3))
     last = raw(ContinuationFrame(sid, data=b"\x88", flags=["END_HEADERS"]))
-    feeder(pair.client, wire + last[:8])
+    peak = feeder(pair.client, wire + last[:8])
+    assert peak <= HEAD_BLOCK + 9 + 16  # the block h2 holds, and the frame header held back
     assert drain(pair.client) == [] and not pair.client.is_broken
     assert pair.client.buffered_bytes() <= 9 + HEAD_BLOCK + 64
     pair.client.receive_data(last[8:9], now=0.0)  # the byte that completes the header
@@ -308,7 +317,8 @@ def test_continuation_flood_fails_on_frame_count(feeder: Feeder) -> None:
     sid = pair.start(1)
     wire = raw(HeadersFrame(sid, data=b"\x88"))
     wire += raw(ContinuationFrame(sid, data=b"")) * 10_000
-    feeder(pair.client, wire)
+    peak = feeder(pair.client, wire)
+    assert peak <= 64
     error = failure(drain(pair.client))
     assert_error(error, "budget", "h2_max_header_frames", 32, 33)
     assert pair.client.buffered_bytes() <= 9 * 2 + 64
@@ -369,10 +379,12 @@ def test_control_frame_flood(kind: str, feeder: Feeder) -> None:
     pair.client.cancel(1, now=0.0)  # RST_STREAM floods target a stream we reset
     flood = CONTROL_FRAMES[kind](sid)
     allowed = limit - already
-    feeder(pair.client, flood * allowed)
+    peak = feeder(pair.client, flood * allowed)
+    assert peak <= 17 * limit + 64  # at worst, one PING ACK per PING waiting to be sent
     assert not pair.client.is_broken
     sid = pair.start(2)
-    feeder(pair.client, flood)
+    peak = max(peak, feeder(pair.client, flood))
+    assert peak <= 17 * limit + 64
     error = failure(drain(pair.client))
     assert_error(error, "budget", "h2_max_control_frames", limit, limit + 1)
     assert "more than 40 control frames in 10 s" in error.message
@@ -398,11 +410,12 @@ def test_small_data_frame_flood(feeder: Feeder) -> None:
     sid = pair.start(1)
     pair.server.send_headers(sid, [(b":status", b"200")])
     feed_whole(pair.client, pair.server.data_to_send())
-    feeder(pair.client, raw(DataFrame(sid, data=b"x")) * 10 + raw(DataFrame(sid)) * 10)
+    peak = feeder(pair.client, raw(DataFrame(sid, data=b"x")) * 10 + raw(DataFrame(sid)) * 10)
     events = drain(pair.client)
     assert len(events) == 1 + 10  # empty DATA frames make no events
     assert not pair.client.is_broken
-    feeder(pair.client, raw(DataFrame(sid, data=b"0123456789abcde")))
+    peak = max(peak, feeder(pair.client, raw(DataFrame(sid, data=b"0123456789abcde"))))
+    assert peak <= 64
     error = failure(drain(pair.client))
     assert_error(error, "budget", "h2_max_small_data_frames", 20, 21)
     assert pair.client.buffered_bytes() <= 64 + 9
@@ -417,7 +430,7 @@ def test_oversized_frame_fails_at_its_header(feeder: Feeder) -> None:
     pair.handshake()
     sid = pair.start(1)
     header = (MAX_FRAME_SIZE + 1).to_bytes(3, "big") + b"\x00\x00" + sid.to_bytes(4, "big")
-    feeder(pair.client, header + b"x" * 100)
+    assert feeder(pair.client, header + b"x" * 100) <= 9 + 64
     error = failure(drain(pair.client))
     assert_error(error, "framing", None, None, None)
     assert "16,385 bytes" in error.message
@@ -763,3 +776,47 @@ def test_arbitrary_bytes_after_the_preface(garbage: bytes, splits: list[int]) ->
     assert isinstance(events[-1], ExchangeFailed)
     assert events[-1].error.cause in {"framing", "budget", "reset"}
     assert pair.client.buffered_bytes() <= SCAN_BOUND
+
+
+_names = st.binary(min_size=1, max_size=12).map(lambda b: bytes(97 + c % 26 for c in b))
+_values = st.binary(max_size=3000).map(lambda b: bytes(33 + c % 90 for c in b))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    heads=st.lists(st.lists(st.tuples(_names, _values), max_size=12), min_size=1, max_size=3),
+    trailers=st.lists(st.tuples(_names, _values), max_size=4),
+    body=st.binary(max_size=3000),
+    seed=st.integers(0, 2**16),
+)
+def test_raw_size_equals_bytes_sent(
+    heads: list[list[tuple[bytes, bytes]]],
+    trailers: list[tuple[bytes, bytes]],
+    body: bytes,
+    seed: int,
+) -> None:
+    """Differential: every head's raw_size is the HEADERS+CONTINUATION payload sent."""
+    pair = Pair()
+    pair.handshake()
+    sid = pair.start(1)
+    *informational, final = heads
+    for fields in informational:
+        pair.server.send_headers(sid, [(b":status", b"103"), *fields])
+    pair.server.send_headers(sid, [(b":status", b"200"), *final], end_stream=not body)
+    if body:
+        pair.server.send_data(sid, body, end_stream=not trailers)
+        if trailers:
+            pair.server.send_headers(sid, trailers, end_stream=True)
+    wire = pair.server.data_to_send()
+    rng = random.Random(seed)
+    i = 0
+    while i < len(wire):
+        step = rng.randint(1, 3000)
+        pair.client.receive_data(wire[i : i + step], now=0.0)
+        i += step
+    events = drain(pair.client)
+    heads_seen = (InformationalReceived, ResponseReceived, TrailersReceived)
+    sizes = [e.raw_size for e in events if isinstance(e, heads_seen)]
+    assert sizes == header_block_sizes(wire)
+    assert b"".join(e.data for e in events if isinstance(e, DataReceived)) == body
+    assert isinstance(events[-1], ResponseEnded)

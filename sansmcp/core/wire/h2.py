@@ -227,11 +227,13 @@ class H2Connection:
 
     def buffered_bytes(self) -> int:
         """Bytes held right now: partial frame, open header block, queued events, output."""
-        partial = len(self._frame_header)
+        partial, block = len(self._frame_header), self._block_bytes
         if self._in_payload:
             partial = 9 + self._frame_length - self._remaining
+            if self._block_stream:  # the current frame is already in the block's sum
+                block -= self._frame_length
         pending_bodies = sum(len(ex.body) - ex.body_sent for ex in self._exchanges.values())
-        return partial + self._block_bytes + self._queued_bytes + len(self._out) + pending_bodies
+        return partial + block + self._queued_bytes + len(self._out) + pending_bodies
 
     def can_start(self) -> bool:
         if self.is_broken or self._closing:
@@ -398,25 +400,25 @@ class H2Connection:
         if kind in (_HEADERS, _CONTINUATION):
             if kind == _CONTINUATION and not self._block_stream:
                 return _framing("server sent a CONTINUATION frame outside a header block")
-            self._block_stream = stream_id or -1
-            self._block_bytes += length
-            self._block_frames += 1
-            if self._block_bytes > limits.max_header_bytes:
+            total, frames = self._block_bytes + length, self._block_frames + 1
+            if total > limits.max_header_bytes:
                 return _budget(
                     f"server sent a header block of more than {limits.max_header_bytes:,} "
-                    f"bytes (Limits.max_header_bytes): {self._block_bytes:,} announced",
+                    f"bytes (Limits.max_header_bytes): {total:,} announced",
                     "max_header_bytes",
                     limits.max_header_bytes,
-                    self._block_bytes,
+                    total,
                 )
-            if self._block_frames > limits.h2_max_header_frames:
+            if frames > limits.h2_max_header_frames:
                 return _budget(
                     f"server split a header block into more than "
                     f"{limits.h2_max_header_frames:,} frames (Limits.h2_max_header_frames)",
                     "h2_max_header_frames",
                     limits.h2_max_header_frames,
-                    self._block_frames,
+                    frames,
                 )
+            self._block_stream = stream_id or -1
+            self._block_bytes, self._block_frames = total, frames
             self._frame_ends_block = bool(flags & _END_HEADERS)
         elif kind == _PUSH_PROMISE:
             return _framing("server sent PUSH_PROMISE although we disabled server push")
