@@ -1037,6 +1037,8 @@ class McpMachine:
         cap = self.limits.call_timeout if is_call else self.limits.dial_timeout
         cap_bound = "call_timeout" if is_call else "dial_timeout"
         retries = 0
+        last_id: str | None = None
+        retry_ms: int | None = None
         rpc_id = next(self._ids)
         request = self._build(rpc_id, method, params, arguments, extra)
         sent_session = self.session_id
@@ -1060,13 +1062,15 @@ class McpMachine:
                 rpc_id = next(self._ids)
                 request = self._build(rpc_id, method, params, arguments, extra)
                 continue
-            if reply.last_event_id is None:
+            # The last event id and the retry delay outlive one response (WHATWG SSE):
+            # a resumed stream that breaks before sending an id resumes from the same one.
+            last_id = reply.last_event_id or last_id
+            retry_ms = reply.retry_ms if reply.retry_ms is not None else retry_ms
+            if last_id is None or not _valid_event_id(last_id, self.limits.max_echo_bytes):
                 raise reply.broken
-            if reply.retry_ms:
-                yield _Sleep(self._now + reply.retry_ms / 1000)
-            request = self._legacy_request(
-                b"GET", b"", [(b"last-event-id", reply.last_event_id.encode())]
-            )
+            if retry_ms:
+                yield _Sleep(self._now + retry_ms / 1000)
+            request = self._legacy_request(b"GET", b"", [(b"last-event-id", last_id.encode())])
         if self._era is _Era.LEGACY and reply.status == 404 and sent_session is not None:
             raise _SessionExpired()
         if self._hinted:
@@ -1451,6 +1455,11 @@ class McpMachine:
 def _utf8_len(text: str) -> int:
     """The UTF-8 length of ``text`` (a lone surrogate counted as its 3-byte form)."""
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _valid_event_id(value: str, limit: int) -> bool:
+    """An SSE event id we can send back as ``Last-Event-ID`` (printable ASCII, bounded)."""
+    return len(value) <= limit and all(" " <= char <= "~" for char in value)
 
 
 def _valid_session_id(value: bytes, limit: int) -> bool:
