@@ -1,0 +1,444 @@
+"""Event-stream responses: notifications, priming events, chunking invariance, legacy server
+requests, modern re-issue, legacy resumption with Last-Event-ID."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sansmcp.core.errors import ConnectionFailed
+from sansmcp.core.http import DataReceived, HttpRequest, ResponseEnded, header_value
+from sansmcp.core.limits import Limits
+from sansmcp.core.mcp import ConnSettings, InputRequired, ToolCalled, ToolsListed
+from sansmcp.core.url import parse_endpoint
+
+from .fakemcp import URL, Driver, FakeServer, Response, result, sse_response, tool
+
+NOTE = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+LOG = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+
+
+def conn_settings(**kwargs: Any) -> ConnSettings:
+    return ConnSettings(endpoint=parse_endpoint(URL), **kwargs)
+
+
+def make_server(era: str, **kwargs: Any) -> FakeServer:
+    if era == "modern":
+        return FakeServer(**kwargs)
+    return FakeServer(modern=False, legacy=era, **kwargs)
+
+
+def connected(server: FakeServer, **kwargs: Any) -> Driver:
+    driver = Driver(server, **kwargs)
+    driver.ok(driver.connect())
+    return driver
+
+
+def list_result(server: FakeServer, rid: Any, names: tuple[str, ...] = ("echo",)) -> Any:
+    value: dict[str, Any] = {"tools": [tool(n) for n in names]}
+    if server.modern:
+        value["resultType"] = "complete"
+    return result(rid, value)
+
+
+def bodies_of(server: FakeServer, method: str) -> list[dict[str, Any]]:
+    return [b for b in server.bodies if isinstance(b, dict) and b.get("method") == method]
+
+
+# ---------------------------------------------------------------- SSE bodies
+
+
+def noisy_listing(server: FakeServer) -> Callable[[HttpRequest, Any], Response]:
+    def answer(request: HttpRequest, body: Any) -> Response:
+        return sse_response(
+            b": keep-alive comment\n\n",
+            b"id: prime-1\ndata:\n\n",  # a priming event: id and empty data
+            b"retry: 1000\n\n",
+            NOTE,
+            b"event: message\ndata: " + json.dumps(LOG).encode() + b"\n\n",
+            b'data: {"jsonrpc":"2.0",\ndata: "id":' + str(body["id"]).encode() + b",\n"
+            b'data: "result":' + json.dumps(list_result(server, 0)["result"]).encode() + b"}\n\n",
+            NOTE,  # after the response: ignored
+        )
+
+    return answer
+
+
+@pytest.mark.parametrize("era", ["modern", "2025-11-25", "2025-03-26"])
+def test_sse_with_comments_priming_and_notifications_before_the_response(era: str) -> None:
+    server = make_server(era)
+    server.overrides["tools/list"] = noisy_listing(server)
+    driver = connected(server)
+    outcome = driver.ok(driver.list_tools())
+    assert isinstance(outcome, ToolsListed) and [t.name for t in outcome.tools] == ["echo"]
+    assert driver.machine.bytes_received == driver.fed
+
+
+@pytest.mark.parametrize("era", ["modern", "2025-11-25"])
+def test_sse_server_default_answers(era: str) -> None:
+    driver = connected(make_server(era, sse=True))
+    assert isinstance(driver.ok(driver.list_tools()), ToolsListed)
+    assert isinstance(driver.ok(driver.call("echo", b'{"a":1}')), ToolCalled)
+
+
+def transcript(era: str, chunk: Any) -> tuple[Any, list[bytes], int]:
+    server = make_server(era, sse=True, tools=[tool(f"t{i}") for i in range(3)], page_size=2)
+    server.overrides["tools/call"] = lambda req, body: sse_response(
+        b": c\n\nid: 1\ndata:\n\n",
+        NOTE,
+        result(body["id"], {"content": [{"type": "text", "text": "\u00e9" * 50}]}),
+    )
+    driver = Driver(server, chunk=chunk)
+    outcomes: list[Any] = [driver.connect(), driver.list_tools(), driver.call("echo")]
+    return outcomes, [r.body for r in server.requests], driver.machine.bytes_received
+
+
+@pytest.mark.parametrize("era", ["modern", "2025-06-18"])
+def test_byte_by_byte_equals_whole(era: str) -> None:
+    whole = transcript(era, None)
+    assert transcript(era, 1) == whole
+    assert transcript(era, 7) == whole
+    assert isinstance(whole[0][2], ToolCalled)
+
+
+@settings(max_examples=25, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))
+def test_random_chunking_is_invariant(cuts: list[int]) -> None:
+    def split(data: bytes) -> list[bytes]:
+        pieces, pos, i = [], 0, 0
+        while pos < len(data):
+            size = cuts[i % len(cuts)]
+            pieces.append(data[pos : pos + size])
+            pos += size
+            i += 1
+        return pieces
+
+    assert transcript("modern", split) == transcript("modern", None)
+    assert transcript("2025-11-25", split) == transcript("2025-11-25", None)
+
+
+# ---------------------------------------------------------------- legacy server requests
+
+
+@pytest.mark.parametrize("server_id", [7, "7", "abc", 0])
+def test_legacy_ping_on_the_stream_is_answered(server_id: Any) -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    server.overrides["tools/list"] = lambda req, body: sse_response(
+        {"jsonrpc": "2.0", "id": server_id, "method": "ping"}, list_result(server, body["id"])
+    )
+    driver = connected(server)
+    driver.ok(driver.list_tools())
+    assert server.answers == [{"jsonrpc": "2.0", "id": server_id, "result": {}}]
+    answer = next(
+        r for r, b in zip(server.requests, server.bodies, strict=True) if b in server.answers
+    )
+    assert answer.method == b"POST"
+    assert header_value(answer.headers, b"mcp-session-id") == b"session-1"
+    assert header_value(answer.headers, b"mcp-protocol-version") == b"2025-11-25"
+    assert header_value(answer.headers, b"content-type") == b"application/json"
+
+
+def test_legacy_elicitation_without_capabilities_gets_an_error() -> None:
+    server = FakeServer(modern=False, legacy="2025-06-18")
+    server.overrides["tools/call"] = lambda req, body: sse_response(
+        {"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": {}},
+        result(body["id"], {"content": []}),
+    )
+    driver = connected(server)
+    driver.ok(driver.call("echo"))
+    assert len(server.answers) == 1
+    assert server.answers[0]["id"] == "e1" and server.answers[0]["error"]["code"] == -32601
+    assert not any(isinstance(o, InputRequired) for o in driver.outputs)
+
+
+def waiting_for_answer(driver: Driver, server: FakeServer, request: Any) -> None:
+    """tools/call streams ``request``; the response follows once the client answered."""
+
+    def call(req: HttpRequest, body: Any) -> Response:
+        return sse_response(request, end=False)
+
+    def answered(req: HttpRequest, body: Any) -> Response:
+        server.answers.append(body)
+        exchange = next(
+            s.exchange_id for s in driver.started if b'"method":"tools/call"' in s.request.body
+        )
+        rid = json.loads(server.requests[-2].body)["id"]
+        data = b"data: " + json.dumps(result(rid, {"content": []})).encode() + b"\n\n"
+        driver.feed(DataReceived(exchange_id=exchange, data=data))
+        driver.feed(ResponseEnded(exchange_id=exchange))
+        return Response(status=202)
+
+    server.overrides["tools/call"] = call
+    server.overrides["None"] = answered
+
+
+@pytest.mark.parametrize("decision", ["accept", "decline"])
+def test_legacy_elicitation_with_capabilities_goes_to_the_handler(decision: str) -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    asked: list[Any] = []
+
+    def handler(requests: Any) -> Any:
+        asked.append(requests)
+        return {"request": {"action": "accept"}} if decision == "accept" else None
+
+    driver = connected(
+        server, settings=conn_settings(capabilities={"elicitation": {}}), input_handler=handler
+    )
+    elicit = {"jsonrpc": "2.0", "id": 9, "method": "elicitation/create", "params": {"m": 1}}
+    waiting_for_answer(driver, server, elicit)
+    assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
+    assert asked == [{"request": {"method": "elicitation/create", "params": {"m": 1}}}]
+    events = [o for o in driver.outputs if isinstance(o, InputRequired)]
+    assert len(events) == 1 and events[0].server_request is True
+    if decision == "accept":
+        assert server.answers == [{"jsonrpc": "2.0", "id": 9, "result": {"action": "accept"}}]
+    else:
+        assert server.answers[0]["id"] == 9 and server.answers[0]["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "modern"])
+def test_more_than_max_server_requests_fails(era: str) -> None:
+    server = make_server(era)
+    pings = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(4)]
+    server.overrides["tools/list"] = lambda req, body: sse_response(
+        *pings, list_result(server, body["id"])
+    )
+    driver = connected(server, limits=Limits(max_server_requests=3))
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.bound == "max_server_requests"
+    assert (failure.limit, failure.observed) == (3, 4)
+    assert len(server.answers) == (3 if era != "modern" else 0)
+
+
+# ---------------------------------------------------------------- modern re-issue
+
+
+def breaking(times: int, then: Callable[[Any], Response]) -> Callable[[HttpRequest, Any], Response]:
+    count = {"n": 0}
+
+    def answer(request: HttpRequest, body: Any) -> Response:
+        count["n"] += 1
+        if count["n"] <= times:
+            return sse_response(b"id: 1\nretry: 10\ndata:\n\n")  # priming, then the end
+        return then(body)
+
+    return answer
+
+
+def test_modern_listing_is_reissued_with_a_new_id() -> None:
+    server = FakeServer()
+    server.overrides["tools/list"] = breaking(
+        3,
+        lambda body: (
+            server.default(
+                HttpRequest(method=b"POST", scheme=b"https", authority=b"x", target=b"/"), body
+            )
+            or Response()
+        ),
+    )
+    driver = connected(server)
+    driver.ok(driver.list_tools())
+    ids = [b["id"] for b in bodies_of(server, "tools/list")]
+    assert len(ids) == 4 and len(set(ids)) == 4
+    assert all(r.method == b"POST" for r in server.requests)
+    assert driver.now == 0.0  # re-issue does not wait
+
+
+@pytest.mark.parametrize("method", ["tools/list", "server/discover"])
+def test_modern_reissue_is_bounded(method: str) -> None:
+    server = FakeServer()
+    server.overrides[method] = breaking(1000, lambda body: Response())
+    driver = Driver(server, limits=Limits(max_stream_retries=2))
+    outcome = driver.connect() if method == "server/discover" else connected_list(driver)
+    failure = driver.failure(outcome)
+    assert isinstance(failure, ConnectionFailed) and failure.bound == "max_stream_retries"
+    assert failure.cause == "stream_broken" and failure.observed == 3
+    assert len(bodies_of(server, method)) == 3
+
+
+def connected_list(driver: Driver) -> Any:
+    driver.ok(driver.connect())
+    return driver.list_tools()
+
+
+def test_modern_discover_is_reissued() -> None:
+    server = FakeServer()
+    server.overrides["server/discover"] = breaking(
+        1,
+        lambda body: (
+            server.default(HttpRequest(method=b"POST", scheme=b"", authority=b"", target=b""), body)
+            or Response()
+        ),
+    )
+    driver = Driver(server)
+    driver.ok(driver.connect())
+    ids = [b["id"] for b in bodies_of(server, "server/discover")]
+    assert len(ids) == 2 and ids[0] != ids[1]
+
+
+def test_progress_resets_the_reissue_count() -> None:
+    server = FakeServer()
+    count = {"n": 0}
+
+    def answer(request: HttpRequest, body: Any) -> Response:
+        count["n"] += 1
+        if count["n"] <= 5:
+            return sse_response(NOTE)  # progress, then the stream ends
+        return sse_response(list_result(server, body["id"]))
+
+    server.overrides["tools/list"] = answer
+    driver = connected(server, limits=Limits(max_stream_retries=1))
+    driver.ok(driver.list_tools())
+    assert count["n"] == 6
+
+
+def test_a_broken_modern_call_is_not_reissued() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = breaking(1, lambda body: Response())
+    driver = connected(server)
+    failure = driver.failure(driver.call("echo"))
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "stream_broken"
+    assert len(bodies_of(server, "tools/call")) == 1
+
+
+def complete_call(body: Any) -> Response:
+    return sse_response(result(body["id"], {"resultType": "complete", "content": []}))
+
+
+def test_a_broken_call_to_an_idempotent_tool_is_reissued() -> None:
+    server = FakeServer(tools=[tool("get", annotations={"idempotentHint": True}), tool("put")])
+    server.overrides["tools/call"] = breaking(2, complete_call)
+    driver = connected(server)
+    driver.ok(driver.list_tools())
+    assert isinstance(driver.ok(driver.call("get")), ToolCalled)
+    ids = [b["id"] for b in bodies_of(server, "tools/call")]
+    assert len(ids) == 3 and len(set(ids)) == 3
+    server.overrides["tools/call"] = breaking(1, complete_call)
+    failure = driver.failure(driver.call("put"))
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "stream_broken"
+
+
+def test_reissue_calls_opt_in() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = breaking(1, complete_call)
+    driver = connected(server, settings=conn_settings(reissue_calls=True))
+    assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
+    assert len(bodies_of(server, "tools/call")) == 2
+
+
+def test_a_reset_mid_stream_is_its_cause() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: Response(
+        headers=[(b"content-type", b"text/event-stream")],
+        chunks=[b"data: " + json.dumps(NOTE).encode() + b"\n\n"],
+        fail=ConnectionFailed("reset by peer", cause="reset"),
+    )
+    driver = connected(server)
+    failure = driver.failure(driver.call("echo"))
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "reset"
+
+
+# ---------------------------------------------------------------- legacy resumption
+
+
+def legacy_breaking(
+    server: FakeServer, first: bytes, gets: list[Callable[[Any], Response]]
+) -> list[HttpRequest]:
+    seen: list[HttpRequest] = []
+    rid: dict[str, Any] = {}
+
+    def listing(request: HttpRequest, body: Any) -> Response:
+        rid["id"] = body["id"]
+        return sse_response(first)
+
+    def get(request: HttpRequest, body: Any) -> Response:
+        seen.append(request)
+        return gets[min(len(seen), len(gets)) - 1](rid["id"])
+
+    server.overrides["tools/list"] = listing
+    server.overrides["GET"] = get
+    return seen
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2025-03-26"])
+def test_legacy_stream_resumes_with_last_event_id_after_retry(era: str) -> None:
+    server = FakeServer(modern=False, legacy=era)
+    gets = legacy_breaking(
+        server,
+        b"id: ev-1\nretry: 250\ndata:\n\n" + b"data: " + json.dumps(NOTE).encode() + b"\n\n",
+        [lambda rid: sse_response(list_result(server, rid, ("resumed",)))],
+    )
+    driver = connected(server)
+    outcome = driver.ok(driver.list_tools())
+    assert isinstance(outcome, ToolsListed) and outcome.tools[0].name == "resumed"
+    assert len(gets) == 1
+    get = gets[0]
+    assert get.method == b"GET" and get.body == b""
+    assert header_value(get.headers, b"last-event-id") == b"ev-1"
+    assert header_value(get.headers, b"accept") == b"text/event-stream"
+    assert header_value(get.headers, b"content-type") is None
+    assert header_value(get.headers, b"mcp-session-id") == b"session-1"
+    assert driver.now == pytest.approx(0.25)
+
+
+def test_legacy_stream_without_an_id_is_broken() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    gets = legacy_breaking(
+        server, b"retry: 10\n\n" + b"data: " + json.dumps(NOTE).encode() + b"\n\n", []
+    )
+    driver = connected(server)
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "stream_broken"
+    assert gets == []
+
+
+@pytest.mark.parametrize("event_id", [b"caf\xc3\xa9", b"x" * 65])
+def test_legacy_event_id_that_cannot_be_echoed_is_broken(event_id: bytes) -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    gets = legacy_breaking(server, b"id: " + event_id + b"\ndata:\n\n", [])
+    driver = connected(server, limits=Limits(max_echo_bytes=64))
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "stream_broken"
+    assert gets == []
+
+
+def test_legacy_endless_breaks_are_bounded() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    gets = legacy_breaking(
+        server, b"id: 5\nretry: 100\ndata:\n\n", [lambda rid: sse_response(b": nothing\n\n")]
+    )
+    driver = connected(server, limits=Limits(max_stream_retries=3))
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.bound == "max_stream_retries"
+    assert len(gets) == 3
+    assert all(header_value(g.headers, b"last-event-id") == b"5" for g in gets)
+    assert driver.now == pytest.approx(0.3)  # retry (100 ms) carries over to every resumption
+
+
+def test_legacy_resumed_stream_with_a_new_id_resumes_from_it() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    gets = legacy_breaking(
+        server,
+        b"id: 1\ndata:\n\n",
+        [
+            lambda rid: sse_response(b"id: 2\ndata: " + json.dumps(NOTE).encode() + b"\n\n"),
+            lambda rid: sse_response(list_result(server, rid)),
+        ],
+    )
+    driver = connected(server)
+    driver.ok(driver.list_tools())
+    assert [header_value(g.headers, b"last-event-id") for g in gets] == [b"1", b"2"]
+    assert driver.now == 0.0  # no retry field: resume at once
+
+
+def test_legacy_get_refused_is_http_status() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    legacy_breaking(server, b"id: 1\ndata:\n\n", [lambda rid: Response(status=405)])
+    driver = connected(server)
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.status == 405
