@@ -16,8 +16,10 @@ machines (``sansmcp.core.wire``) never see JSON-RPC.  They meet in *HTTP message
 
 Every head carries ``raw_size``: the bytes its header block occupied *on the
 wire*, counted before parsing (HTTP/1.1: from the status line to the blank line
-inclusive; HTTP/2: the HEADERS + CONTINUATION frame payloads).  The MCP machine
-charges it, and every body byte, to its cumulative budget.
+inclusive; HTTP/2: the HEADERS + CONTINUATION frame payloads).  Body framing
+(chunk-size lines and CRLFs, DATA frame headers and padding) travels as
+``DataReceived.overhead``.  The MCP machine charges heads, body bytes and body framing
+to its cumulative budget.
 
 Header names are lower-case ``bytes``; values are ``bytes`` as received.
 """
@@ -87,10 +89,18 @@ class ResponseReceived:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataReceived:
-    """Body bytes, as they arrived (never buffered to a whole body by the wire layer)."""
+    """Body bytes, as they arrived (never buffered to a whole body by the wire layer).
+
+    ``overhead``: wire bytes of framing that carried this data -- HTTP/1.1 chunk-size
+    lines (with their extensions) and the CRLFs after chunks, HTTP/2 DATA frame headers
+    and padding; charged to the budget like data.  Framing that ends a body with no
+    data after it (the last-chunk line, the final CRLF, an empty END_STREAM DATA frame)
+    comes as ``DataReceived(data=b"", overhead=n)`` before the terminal event.
+    """
 
     exchange_id: int
     data: bytes
+    overhead: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
