@@ -697,7 +697,7 @@ class McpMachine:
 
     def _receive(self, exchange: _Exchange, event: ExchangeEvent) -> None:
         if isinstance(event, DataReceived):
-            self._charge(len(event.data))
+            self._charge(len(event.data) + event.overhead)
             self._on_data(exchange, event.data)
         elif isinstance(event, ResponseReceived):
             self._charge(event.raw_size)
