@@ -53,6 +53,7 @@ class Response:
     end: bool = True  # False: the stream stays open forever
     fail: ConnectionFailed | None = None  # instead of ending
     raw_size: int = 100
+    head: bool = True  # False: fail (``fail``) before any head, as a DNS or dial failure does
 
 
 def json_response(message: Any, status: int = 200, headers: Any = ()) -> Response:
@@ -318,7 +319,7 @@ class Driver:
             headers=tuple(response.headers),
             raw_size=response.raw_size,
         )
-        if not self.feed(head):
+        if response.head and not self.feed(head):
             return
         for data in response.chunks:
             if callable(self.chunk):
@@ -334,6 +335,19 @@ class Driver:
             self.feed(ExchangeFailed(exchange_id=exchange_id, error=response.fail))
         elif response.end:
             self.feed(ResponseEnded(exchange_id=exchange_id))
+
+    def pump_side(self) -> None:
+        """Run the exchanges an ended operation left behind (answers, cancellations)
+        without advancing the clock."""
+        while (out := self.pending()) is not None:
+            self.outputs.append(out)
+            if isinstance(out, StartExchange):
+                self.started.append(out)
+                response = self.handler(out.request)
+                if response is not None:
+                    self.deliver(out.exchange_id, response)
+            elif isinstance(out, CancelExchange):
+                self.cancelled.add(out.exchange_id)
 
     def pending(self) -> Output | None:
         """The next output not yet pumped (for tests that step by hand)."""
