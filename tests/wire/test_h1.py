@@ -83,6 +83,19 @@ class Run:
     def body(self) -> bytes:
         return b"".join(e.data for e in self.events if isinstance(e, DataReceived))
 
+    def body_charge(self) -> int:
+        """What the body costs: data plus framing, summed over DataReceived."""
+        return sum(len(e.data) + e.overhead for e in self.events if isinstance(e, DataReceived))
+
+    def charge(self) -> int:
+        """Everything the events account for: heads, trailers, body data and framing."""
+        heads = sum(
+            e.raw_size
+            for e in self.events
+            if isinstance(e, InformationalReceived | ResponseReceived | TrailersReceived)
+        )
+        return heads + self.body_charge()
+
 
 def feed(
     conn: H1Connection,
@@ -314,6 +327,65 @@ def test_chunked_body_with_extensions_and_large_chunks(mode: str) -> None:
     # reported as it arrived: never one event holding the whole body
     assert max(len(e.data) for e in run.events if isinstance(e, DataReceived)) <= 17_000
     assert conn.can_start()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_chunk_extensions_are_charged_as_overhead(mode: str) -> None:
+    # One body byte per chunk, each behind a chunk-size line of exactly the bound.
+    line = b"1;x=" + b"e" * (MAX - 6) + b"\r\n"
+    assert len(line) == MAX
+    body_wire = b"".join(line + b"%d\r\n" % i for i in range(3)) + b"0\r\n\r\n"
+    conn = started()
+    run = feed(conn, CHUNKED_HEAD + body_wire, mode, seed=19)
+    assert isinstance(run.terminal, ResponseEnded) and run.body() == b"012"
+    assert run.body_charge() == len(body_wire)  # every framing byte is charged
+    assert run.charge() == len(CHUNKED_HEAD + body_wire)
+    data = [e for e in run.events if isinstance(e, DataReceived)]
+    # each byte carries the framing before it: its line (and the CRLF of the chunk before)
+    carried = [(e.data, e.overhead) for e in data if e.data]
+    assert carried == [(b"0", MAX), (b"1", MAX + 2), (b"2", MAX + 2)]
+    # what follows the last byte (CRLF, last-chunk line, empty trailer block) comes last
+    assert data[-1] == DataReceived(exchange_id=1, data=b"", overhead=2 + 3 + 2)
+    assert run.events[-2] is data[-1]
+    assert conn.can_start()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_framing_before_trailers_is_overhead_trailers_are_raw_size(mode: str) -> None:
+    trailer = b"X-Checksum: abc\r\n\r\n"
+    body_wire = b"2;a=b\r\nhi\r\n0;last\r\n"
+    conn = started()
+    run = feed(conn, CHUNKED_HEAD + body_wire + trailer, mode, seed=20)
+    assert [type(e) for e in run.events][-3:] == [DataReceived, TrailersReceived, ResponseEnded]
+    assert run.events[-3] == DataReceived(exchange_id=1, data=b"", overhead=2 + 8)
+    assert run.body_charge() == len(body_wire)  # no double counting of the trailer block
+    assert run.charge() == len(CHUNKED_HEAD + body_wire + trailer)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        head(b"Content-Length: 5") + b"hello",
+        head(b"Content-Length: 0"),
+        head(b"Transfer-Encoding: chunked", status=b"204 No Content"),
+    ],
+)
+def test_unframed_bodies_carry_no_overhead(data: bytes) -> None:
+    conn = started()
+    run = feed(conn, data, "whole")
+    assert isinstance(run.terminal, ResponseEnded)
+    assert all(e.overhead == 0 and e.data for e in run.events if isinstance(e, DataReceived))
+    assert run.charge() == len(data)
+
+
+def test_overhead_of_one_exchange_does_not_leak_into_the_next() -> None:
+    conn = started()
+    first = feed(conn, CHUNKED_HEAD + b"1;ext\r\na\r\n0\r\n\r\n", "whole")
+    assert isinstance(first.terminal, ResponseEnded)
+    conn.start(2, REQUEST, now=3.0)
+    conn.data_to_send()
+    second = feed(conn, head(b"Content-Length: 1") + b"b", "whole")
+    assert [e.overhead for e in second.events if isinstance(e, DataReceived)] == [0]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -718,6 +790,7 @@ def test_chunking_invariance_and_raw_size(case: Wellformed, seed: int) -> None:
         )
         assert sizes == case.blocks  # the differential: raw_size == bytes on the wire
         assert run.body() == case.body
+        assert run.charge() == len(case.data)  # and framing is overhead: every byte, once
         assert conn.can_start() != case.eof
         results.append(summary(run))
     assert results[0] == results[1] == results[2]
@@ -799,4 +872,5 @@ def test_raw_size_equals_what_an_h11_server_sent(mode: str) -> None:
         if isinstance(e, InformationalReceived | ResponseReceived | TrailersReceived)
     ]
     assert sized == blocks and run.body() == b"payload"
+    assert run.charge() == len(wire)
     assert isinstance(run.terminal, ResponseEnded) and conn.can_start()

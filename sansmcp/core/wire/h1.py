@@ -25,6 +25,15 @@ passes straight through.  h11 stays the parser: it validates every head, line an
 body, and its ``max_incomplete_event_size`` is raised above our bound so that ours is
 the one that binds.  Body bytes are reported as they arrive, never accumulated.
 
+Every byte of a response is accounted for exactly once: heads and a non-empty trailer
+block in ``raw_size``; body bytes in ``DataReceived.data``; chunked framing (chunk-size
+lines with their extensions, the CRLF after each chunk, the last-chunk line and an
+empty trailer block) in ``DataReceived.overhead``.  The meter counts framing as it
+enters and attaches it to the next ``DataReceived``; framing left over when the body
+ends comes as ``DataReceived(data=b"", overhead=n)`` before the trailers (if any) and
+``ResponseEnded``.  So a server padding each body byte with 64 KiB of chunk extension
+pays for it in ``Limits.max_response_bytes``.
+
 Faults are never raised: they end the exchange with ``ExchangeFailed`` and make the
 connection broken.  Causes: ``"budget"`` (``max_header_bytes``,
 ``max_informational``), ``"framing"`` (anything h11 rejects), ``"reset"`` (EOF
@@ -146,6 +155,8 @@ class H1Connection:
         self._line = bytearray()  # the current chunk-size line (bounded by max_header_bytes)
         self._chunk_left = 0
         self._crlf_seen = 0
+        self._chunked = False  # the response in flight has a chunked body
+        self._overhead = 0  # framing bytes metered and not yet attached to an event
 
     # ------------------------------------------------------------------ state
 
@@ -307,6 +318,8 @@ class H1Connection:
         self._scan = _Scan.START
         self._block = 0
         self._line.clear()
+        self._chunked = False
+        self._overhead = 0
 
     def _break(self) -> None:
         self._broken = True
@@ -363,10 +376,11 @@ class H1Connection:
                 taken += 1
                 if byte != b"\r\n"[self._crlf_seen]:
                     self._mode = _Mode.LOST
-                    return taken, None
+                    break
                 self._crlf_seen += 1
             if self._crlf_seen == 2:
                 self._mode = _Mode.CHUNK_LINE
+            self._overhead += taken
             return taken, None
         # PASS (and LOST, AWAIT: h11 decides)
         return size - pos, None
@@ -389,8 +403,10 @@ class H1Connection:
                     observed=self._max_head + 1,
                 )
             self._line += data[pos:stop]
+            self._overhead += stop - pos
             return stop - pos, None
         self._line += data[pos:end]
+        self._overhead += end - pos
         match = _CHUNK_LINE.fullmatch(bytes(self._line))
         self._line.clear()
         if match is None:
@@ -504,11 +520,24 @@ class H1Connection:
                     and self._method != b"HEAD"
                     and any(name == b"transfer-encoding" for name, _ in headers)
                 )
+                self._chunked = chunked
                 self._mode = _Mode.CHUNK_LINE if chunked else _Mode.PASS
             elif isinstance(event, h11.Data):
-                self._queue(DataReceived(exchange_id=exchange, data=bytes(event.data)))
+                self._queue(
+                    DataReceived(
+                        exchange_id=exchange, data=bytes(event.data), overhead=self._overhead
+                    )
+                )
+                self._overhead = 0
             else:
                 assert isinstance(event, h11.EndOfMessage)
+                if self._chunked and not event.headers:
+                    self._overhead += self._block_size  # the empty trailer block: framing
+                if self._overhead:
+                    self._queue(
+                        DataReceived(exchange_id=exchange, data=b"", overhead=self._overhead)
+                    )
+                    self._overhead = 0
                 if event.headers:
                     self._queue(
                         TrailersReceived(
