@@ -480,6 +480,7 @@ class McpMachine:
         self._closing = True
         if self._era is _Era.LEGACY and self.session_id is not None:
             request = self._legacy_request(b"DELETE", b"")
+            self.session_id = None  # ended by us: a second close sends no second DELETE
             exchange = self._open(request, None, now + self.limits.close_timeout, _Role.OP)
             self._op_exchange = exchange
             return
