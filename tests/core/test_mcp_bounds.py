@@ -392,3 +392,115 @@ def test_content_all_dropped_is_server_answered() -> None:
     assert isinstance(failure, ServerAnswered) and failure.reason == "no_usable_content"
     server.overrides.clear()
     assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
+
+
+# ---------------------------------------------------------------- machine API edges
+
+
+def test_era_property_and_caller_errors() -> None:
+    from sansmcp.core.errors import CallerError
+
+    driver = Driver(FakeServer(modern=False, legacy="2025-11-25"))
+    assert driver.machine.era == "unknown"
+    driver.ok(driver.connect())
+    assert driver.machine.era == "legacy"
+    with pytest.raises(CallerError):
+        driver.machine.call_tool("", b"{}", now=0.0)
+    assert not driver.machine.busy
+
+
+def test_informational_heads_and_trailers_are_charged() -> None:
+    from sansmcp.core.http import (
+        DataReceived,
+        InformationalReceived,
+        ResponseEnded,
+        ResponseReceived,
+        TrailersReceived,
+    )
+
+    server = FakeServer()
+    driver = connected(server)
+    before = driver.machine.bytes_received
+    driver.machine.list_tools(now=0.0)
+    start = driver.pending()
+    assert start is not None and hasattr(start, "exchange_id")
+    xid = start.exchange_id  # type: ignore[union-attr]
+    body = json.dumps(result(2, {"resultType": "complete", "tools": []})).encode()
+    for event in (
+        InformationalReceived(exchange_id=xid, status=103, headers=(), raw_size=40),
+        ResponseReceived(
+            exchange_id=xid,
+            status=200,
+            headers=((b"content-type", b"application/json"),),
+            raw_size=60,
+        ),
+        DataReceived(exchange_id=xid, data=body),
+        TrailersReceived(exchange_id=xid, headers=(), raw_size=7),
+        ResponseEnded(exchange_id=xid),
+    ):
+        driver.machine.receive(event, now=0.0)
+    assert isinstance(driver.pending(), ToolsListed)
+    assert driver.machine.bytes_received == before + 40 + 60 + len(body) + 7
+
+
+def test_close_abandons_a_running_operation() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    driver = connected(server)
+    server.overrides["tools/call"] = never
+    driver.machine.call_tool("echo", b"", now=0.0)
+    driver.pump_side()
+    call = driver.started[-1].exchange_id
+    assert driver.close().__class__.__name__ == "Closed"
+    assert call in driver.cancelled
+    assert server.requests[-1].method == b"DELETE"
+    n = len(server.requests)
+    assert driver.close().__class__.__name__ == "Closed"  # again: no second DELETE
+    assert len(server.requests) == n
+
+
+def test_close_while_delete_is_in_flight_and_its_failure() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    server.overrides["DELETE"] = lambda req, body: Response(
+        status=302, headers=[(b"location", b"/x")]
+    )
+    driver = connected(server)
+    assert driver.close().__class__.__name__ == "Closed"
+    assert not driver.machine.busy
+
+
+def test_custom_headers_and_user_agent() -> None:
+    from sansmcp.core.mcp import ConnSettings
+    from sansmcp.core.url import parse_endpoint
+
+    from .fakemcp import URL
+
+    server = FakeServer()
+    custom = ConnSettings(
+        endpoint=parse_endpoint(URL),
+        headers=((b"User-Agent", b"agent/1"), (b"X-Tenant", b"t1"), (b"Mcp-Session-Id", b"no")),
+    )
+    driver = Driver(server, settings=custom)
+    driver.ok(driver.connect())
+    headers = server.requests[0].headers
+    assert [v for k, v in headers if k == b"user-agent"] == [b"agent/1"]
+    assert (b"x-tenant", b"t1") in headers
+    assert not any(k == b"mcp-session-id" for k, _ in headers)
+
+
+def test_initialized_refused_and_bad_session_id() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    server.overrides["notifications/initialized"] = lambda req, body: Response(status=400)
+    failure = Driver(server).failure(Driver(server).connect())
+    assert isinstance(failure, ConnectionFailed) and failure.status == 400
+    bad = FakeServer(modern=False, legacy="2025-11-25", session="has space")
+    failure = Driver(bad).failure(Driver(bad).connect())
+    assert isinstance(failure, ServerAnswered) and failure.reason == "bad_session_id"
+
+
+def test_version_retry_that_names_the_version_tried_again() -> None:
+    server = FakeServer()
+    server.overrides["server/discover"] = lambda req, body: json_response(
+        error(body["id"], -32022, "x", {"supported": ["2026-07-28"]}), 400
+    )
+    failure = Driver(server).failure(Driver(server).connect())
+    assert isinstance(failure, ServerAnswered) and failure.reason == "unsupported_version"
