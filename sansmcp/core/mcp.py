@@ -770,7 +770,8 @@ class McpMachine:
             assert exchange.sse is not None
             try:
                 events = exchange.sse.feed(data)
-            except SseError as exc:
+            except SseError as exc:  # pragma: no cover - defensive: the parser's limit is
+                # max_response_bytes, which _charge enforces on these bytes first
                 raise ConnectionFailed(
                     f"the server sent an unusable event stream: {exc}", cause="framing"
                 ) from None
