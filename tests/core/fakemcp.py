@@ -300,7 +300,7 @@ class Driver:
         if event.exchange_id in self.cancelled:
             return False
         if isinstance(event, DataReceived):
-            self.fed += len(event.data)
+            self.fed += len(event.data) + event.overhead
         elif isinstance(event, ResponseReceived):
             self.fed += event.raw_size
         self.machine.receive(event, now=self.now)
