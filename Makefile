@@ -28,3 +28,6 @@ test: lint typecheck unit
 
 clean:
 	rm -rf $(VENV) .coverage .mypy_cache .ruff_cache .hypothesis
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
