@@ -101,6 +101,17 @@ def frames_of(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
         i += 9 + length
 
 
+def data_frame_bytes(data: bytes, stream_id: int) -> int:
+    """Differential oracle: the wire bytes (header + payload) of a stream's DATA frames."""
+    return sum(
+        9 + len(p) for kind, _, sid, p in frames_of(data) if kind == 0x0 and sid == stream_id
+    )
+
+
+def body_charge(events: list[ExchangeEvent]) -> int:
+    return sum(len(e.data) + e.overhead for e in events if isinstance(e, DataReceived))
+
+
 def header_block_sizes(data: bytes) -> list[int]:
     """Differential oracle: HEADERS + CONTINUATION payload bytes per block, as sent."""
     sizes: list[int] = []
@@ -206,8 +217,8 @@ def test_exchange_with_1xx_continuation_body_trailers(feeder: Feeder) -> None:
         ResponseReceived(exchange_id=7, status=200,
                          headers=((b"content-type", b"text/plain"), *big),
                          raw_size=sizes[1], http_version=b"2"),
-        DataReceived(exchange_id=7, data=b"hello "),
-        DataReceived(exchange_id=7, data=b"world, this is a body"),
+        DataReceived(exchange_id=7, data=b"hello ", overhead=9),
+        DataReceived(exchange_id=7, data=b"world, this is a body", overhead=9),
         TrailersReceived(exchange_id=7, headers=((b"x-trailer", b"1"),), raw_size=sizes[2]),
         ResponseEnded(exchange_id=7),
     ]  # fmt: skip
@@ -252,13 +263,60 @@ def test_two_streams_interleaved() -> None:
                          http_version=b"2"),
         ResponseReceived(exchange_id=1, status=200, headers=(), raw_size=sizes[1],
                          http_version=b"2"),
-        DataReceived(exchange_id=1, data=b"a1"),
-        DataReceived(exchange_id=2, data=b"b1"),
-        DataReceived(exchange_id=1, data=b"a2"),
+        DataReceived(exchange_id=1, data=b"a1", overhead=9),
+        DataReceived(exchange_id=2, data=b"b1", overhead=9),
+        DataReceived(exchange_id=1, data=b"a2", overhead=9),
         ResponseEnded(exchange_id=1),
-        DataReceived(exchange_id=2, data=b"b2"),
+        DataReceived(exchange_id=2, data=b"b2", overhead=9),
         ResponseEnded(exchange_id=2),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("feeder", FEEDERS, ids=FEED_IDS)
+def test_data_frame_headers_and_padding_are_overhead(feeder: Feeder) -> None:
+    pair = Pair()
+    pair.handshake()
+    sid = pair.start(1)
+    pair.server.send_headers(sid, [(b":status", b"200")])
+    head = pair.server.data_to_send()
+    frames = [
+        DataFrame(sid, data=b"x" * 16, pad_length=255, flags=["PADDED"]),  # 16 + 256 padding
+        DataFrame(sid, data=b"y" * 100, pad_length=0, flags=["PADDED"]),  # Pad Length only
+        DataFrame(sid, data=b"", pad_length=200, flags=["PADDED"]),  # padding, no data
+        DataFrame(sid, data=b"z" * 5000),  # no padding
+        DataFrame(sid, data=b"", pad_length=7, flags=["PADDED", "END_STREAM"]),
+    ]
+    body_wire = b"".join(raw(f) for f in frames)
+    assert data_frame_bytes(body_wire, sid) == len(body_wire)
+    feeder(pair.client, head + body_wire)
+    events = drain(pair.client)
+    assert isinstance(events[0], ResponseReceived) and isinstance(events[-1], ResponseEnded)
+    data = [(e.data, e.overhead) for e in events if isinstance(e, DataReceived)]
+    assert data == [
+        (b"x" * 16, 9 + 256),
+        (b"y" * 100, 9 + 1),
+        (b"", 9 + 201),
+        (b"z" * 5000, 9),
+        (b"", 9 + 8),
+    ]
+    assert body_charge(events) == len(body_wire)  # every byte of every DATA frame, once
+    # nothing is held once the events are taken
+    assert pair.client.is_idle and pair.client.buffered_bytes() == len(pair.client.data_to_send())
+
+
+def test_data_on_a_cancelled_stream_is_not_an_event() -> None:
+    pair = Pair()
+    pair.handshake()
+    a, b = pair.start(1), pair.start(2)
+    pair.client.cancel(2, now=0.0)
+    pair.to_server()
+    wire = raw(HeadersFrame(a, data=b"\x88", flags=["END_HEADERS"]))  # :status 200
+    wire += raw(DataFrame(b, data=b"gone", pad_length=9, flags=["PADDED"]))
+    wire += raw(DataFrame(a, data=b"kept", pad_length=3, flags=["PADDED", "END_STREAM"]))
+    feed_whole(pair.client, wire)
+    events = drain(pair.client)
+    assert [e.exchange_id for e in events] == [1, 1, 1]
+    assert events[1] == DataReceived(exchange_id=1, data=b"kept", overhead=9 + 4)
 
 
 # -- header bounds -----------------------------------------------------------------
@@ -412,7 +470,9 @@ def test_small_data_frame_flood(feeder: Feeder) -> None:
     feed_whole(pair.client, pair.server.data_to_send())
     peak = feeder(pair.client, raw(DataFrame(sid, data=b"x")) * 10 + raw(DataFrame(sid)) * 10)
     events = drain(pair.client)
-    assert len(events) == 1 + 10  # empty DATA frames make no events
+    # empty DATA frames make events that carry only their framing
+    assert len(events) == 1 + 20
+    assert events[11:] == [DataReceived(exchange_id=1, data=b"", overhead=9)] * 10
     assert not pair.client.is_broken
     peak = max(peak, feeder(pair.client, raw(DataFrame(sid, data=b"0123456789abcde"))))
     assert peak <= 64
@@ -656,7 +716,8 @@ def test_goaway_fails_unprocessed_streams_and_lets_others_finish() -> None:
     tail = pair.server.data_to_send()
     tail += raw(DataFrame(a, data=b"late")) + raw(DataFrame(a, flags=["END_STREAM"]))
     feed_whole(pair.client, tail)
-    assert drain(pair.client) == [DataReceived(exchange_id=1, data=b"late"),
+    assert drain(pair.client) == [DataReceived(exchange_id=1, data=b"late", overhead=9),
+                                  DataReceived(exchange_id=1, data=b"", overhead=9),
                                   ResponseEnded(exchange_id=1)]  # fmt: skip
     assert pair.client.is_broken and pair.client.is_idle
     with pytest.raises(LocalProtocolError):
@@ -787,15 +848,18 @@ _values = st.binary(max_size=3000).map(lambda b: bytes(33 + c % 90 for c in b))
     heads=st.lists(st.lists(st.tuples(_names, _values), max_size=12), min_size=1, max_size=3),
     trailers=st.lists(st.tuples(_names, _values), max_size=4),
     body=st.binary(max_size=3000),
+    pads=st.lists(st.none() | st.integers(0, 255), min_size=1, max_size=6),
     seed=st.integers(0, 2**16),
 )
 def test_raw_size_equals_bytes_sent(
     heads: list[list[tuple[bytes, bytes]]],
     trailers: list[tuple[bytes, bytes]],
     body: bytes,
+    pads: list[int | None],
     seed: int,
 ) -> None:
-    """Differential: every head's raw_size is the HEADERS+CONTINUATION payload sent."""
+    """Differential: every head's raw_size is the HEADERS+CONTINUATION payload sent, and
+    the body's data + overhead is the DATA frames sent (headers and padding included)."""
     pair = Pair()
     pair.handshake()
     sid = pair.start(1)
@@ -804,7 +868,12 @@ def test_raw_size_equals_bytes_sent(
         pair.server.send_headers(sid, [(b":status", b"103"), *fields])
     pair.server.send_headers(sid, [(b":status", b"200"), *final], end_stream=not body)
     if body:
-        pair.server.send_data(sid, body, end_stream=not trailers)
+        # the body in len(pads) frames, each padded (or not) as drawn
+        cuts = [len(body) * k // len(pads) for k in range(len(pads) + 1)]
+        for k, pad in enumerate(pads):
+            last = k == len(pads) - 1
+            piece = body[cuts[k] : cuts[k + 1]]
+            pair.server.send_data(sid, piece, end_stream=last and not trailers, pad_length=pad)
         if trailers:
             pair.server.send_headers(sid, trailers, end_stream=True)
     wire = pair.server.data_to_send()
@@ -819,4 +888,5 @@ def test_raw_size_equals_bytes_sent(
     sizes = [e.raw_size for e in events if isinstance(e, heads_seen)]
     assert sizes == header_block_sizes(wire)
     assert b"".join(e.data for e in events if isinstance(e, DataReceived)) == body
+    assert body_charge(events) == data_frame_bytes(wire, sid)
     assert isinstance(events[-1], ResponseEnded)

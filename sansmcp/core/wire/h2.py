@@ -30,6 +30,22 @@ through the scanner first; only bytes the scanner has accepted reach h2:
   the connection.  DATA frames carrying fewer than 16 bytes of data are counted per
   response; more than ``h2_max_small_data_frames`` fails the connection.
 
+What is charged where (the MCP machine charges ``raw_size`` and ``len(data) +
+overhead`` to ``Limits.max_response_bytes``; nothing is counted twice):
+
+* a head's or trailers' ``raw_size`` is the payload bytes of its HEADERS +
+  CONTINUATION frames (padding and priority fields included), not their 9-byte frame
+  headers;
+* every DATA frame of a live exchange becomes one ``DataReceived``: ``data`` is its
+  data, ``overhead`` its 9-byte frame header plus the padding (the Pad Length byte and
+  the pad bytes).  A DATA frame without data (e.g. an empty END_STREAM frame, or one of
+  padding only) comes as ``DataReceived(data=b"", overhead=n)``.  So the body's
+  ``len(data) + overhead`` summed is exactly the wire size of its DATA frames.
+* Not charged to any exchange: the frame headers of HEADERS/CONTINUATION frames (at
+  most ``h2_max_header_frames`` x 9 bytes per block), control frames (bounded by
+  ``h2_max_control_frames`` per ``h2_control_window``), DATA frames on streams we
+  gave up on (their window is returned at once), and the connection preface.
+
 Flow control: we advertise a 256 KiB initial stream window and open the connection
 window to 1 MiB, and acknowledge data (h2 queues WINDOW_UPDATE when half a window is
 consumed) only when :meth:`H2Connection.next_event` returns the ``DataReceived`` that
@@ -543,7 +559,7 @@ class H2Connection:
 
     def _on_data(self, exchange: _Exchange | None, event: h2.events.DataReceived) -> None:
         data: bytes = event.data
-        ack: int = event.flow_controlled_length
+        ack: int = event.flow_controlled_length  # the whole payload: data + padding
         if exchange is None:  # a stream we gave up on: give the window back at once
             self._acknowledge_raw(ack, event.stream_id)
             return
@@ -562,11 +578,9 @@ class H2Connection:
                     )
                 )
                 return
-        if not data:
-            self._acknowledge_raw(ack, event.stream_id)
-            return
+        overhead = 9 + ack - len(data)  # frame header, Pad Length byte, padding
         self._push(
-            DataReceived(exchange_id=exchange.exchange_id, data=data),
+            DataReceived(exchange_id=exchange.exchange_id, data=data, overhead=overhead),
             exchange.stream_id,
             ack=ack,
             size=len(data),
