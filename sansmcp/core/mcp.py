@@ -109,6 +109,9 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 
+# Budgets of the whole connection: once spent, every later operation fails at once.
+_CONN_BUDGETS = frozenset({"max_response_bytes", "max_responses"})
+
 # Header names the machine sets itself; a caller's custom header of the same name is dropped.
 _RESERVED_HEADERS = frozenset(
     {
@@ -551,7 +554,7 @@ class McpMachine:
             self._receive(exchange, event)
         except McpError as error:
             self._cancel(exchange)
-            if isinstance(error, ConnectionFailed) and error.cause == "budget":
+            if isinstance(error, ConnectionFailed) and error.bound in _CONN_BUDGETS:
                 self._exhausted = error
             if exchange.role is _Role.OP or (self._exhausted is error and self._gen is not None):
                 self._op_error(error)

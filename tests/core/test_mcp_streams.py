@@ -213,6 +213,8 @@ def test_more_than_max_server_requests_fails(era: str) -> None:
     assert isinstance(failure, ConnectionFailed) and failure.bound == "max_server_requests"
     assert (failure.limit, failure.observed) == (3, 4)
     assert len(server.answers) == (3 if era != "modern" else 0)
+    server.overrides.pop("tools/list")  # a per-request bound: the connection stays usable
+    assert driver.ok(driver.list_tools())
 
 
 # ---------------------------------------------------------------- modern re-issue
