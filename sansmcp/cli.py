@@ -12,7 +12,8 @@ for machines with ``--json`` (one JSON document on one line).
 
 Exit status: 0 success; 1 the tool ran and reported ``isError``; 2 usage error
 (bad options, a bad URL, arguments that are not one JSON object); 3
-``ConnectionFailed``; 4 ``Unauthorized``; 5 ``ServerAnswered``; 130 interrupted.
+``ConnectionFailed``; 4 ``Unauthorized``; 5 ``ServerAnswered``; 130 interrupted;
+141 the reader of stdout went away.
 A failure prints one line on stderr naming the class, its cause and, for a bound,
 the limit and the observed figure -- never a traceback.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -58,6 +60,7 @@ EXIT_CONNECTION_FAILED = 3
 EXIT_UNAUTHORIZED = 4
 EXIT_SERVER_ANSWERED = 5
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 TOKEN_ENV = "SANSMCP_TOKEN"
 _DESCRIPTION_WIDTH = 72
@@ -242,6 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _emit(err, "sansmcp: interrupted")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader left (``sansmcp tools URL | head``): no traceback now, and none at
+        # exit when Python flushes stdout again.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, out.fileno())
+            finally:
+                os.close(devnull)
+        return EXIT_BROKEN_PIPE
     except (CallerError, McpError) as exc:
         _emit(err, describe_error(exc))
         return exit_status(exc)

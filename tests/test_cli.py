@@ -509,3 +509,23 @@ def test_installed_console_script(demo_url: str) -> None:
     assert (done.returncode, done.stdout) == (3, "")
     assert done.stderr.startswith("sansmcp: ConnectionFailed [cause=dial]: ")
     assert done.stderr.count("\n") == 1
+
+
+def test_console_script_reader_gone(demo_url: str) -> None:
+    """``sansmcp tools URL --json | true``: exit 141 quietly, no BrokenPipeError traceback."""
+    proc = subprocess.Popen(
+        [str(SANSMCP), "tools", demo_url, LOOP, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the child can have written anything
+    try:
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 141
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    assert err == b""
