@@ -1,0 +1,79 @@
+"""The e2e suite's MCP server: ``tests/servers/official.py``'s app plus three probe tools.
+
+Run: ``python -m tests.e2e.server PORT [--host H] [--stateless] [--json]
+[--h2c | --tls CERT KEY [--alpn P ...]]``.  Prints ``READY`` before it starts
+serving (the fixture then polls the port).  Extra tools:
+
+* ``sleep(seconds)`` -- awaits, then answers; for cancellation and deadlines;
+* ``rpc_error()`` -- raises the SDK's ``MCPError`` (-32602), which the SDK sends
+  as a JSON-RPC error, unlike an unknown tool or a failing one (``isError``);
+* ``whoami()`` -- the HTTP version the server saw and the revision it negotiated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+
+from tests.servers.official import build
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--h2c", action="store_true")
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    parser.add_argument("--alpn", nargs="+", default=["h2", "http/1.1"])
+    args = parser.parse_args()
+
+    server = build(0)
+    # The SDK renders a rich traceback for every failing tool (~0.4 s each); the
+    # suite calls ``fail`` on purpose, so keep the SDK's logs to critical ones.
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)
+
+    @server.tool(description="Sleep for a while, then answer.")
+    async def sleep(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool(description="Answer with a JSON-RPC error.")
+    def rpc_error() -> str:
+        raise MCPError(code=-32602, message="rpc_error always answers -32602")
+
+    @server.tool(description="The HTTP version and the protocol revision of this request.")
+    def whoami(ctx: Context) -> str:
+        request = ctx.request_context.request
+        http = request.scope.get("http_version") if request is not None else None
+        return f"{http} {ctx.request_context.protocol_version}"
+
+    app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
+    if args.h2c or args.tls:
+        from hypercorn.asyncio import serve
+        from hypercorn.config import Config
+
+        config = Config()
+        config.bind = [f"{args.host}:{args.port}"]
+        config.loglevel = "WARNING"
+        if args.tls:
+            config.certfile, config.keyfile = args.tls
+            config.alpn_protocols = args.alpn
+        print("READY", flush=True)
+        asyncio.run(serve(app, config))  # type: ignore[arg-type]
+        return
+    import uvicorn
+
+    uvicorn_config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    print("READY", flush=True)
+    uvicorn.Server(uvicorn_config).run()
+
+
+if __name__ == "__main__":
+    main()
