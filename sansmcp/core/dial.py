@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .errors import ConnectionFailed
 from .guard import vet_addresses
 from .limits import Limits
-from .url import Origin
+from .url import Origin, is_loopback_host
 
 __all__ = [
     "connect_error",
@@ -47,10 +47,22 @@ def unique_addresses(addresses: Iterable[str]) -> list[str]:
 def vet(
     origin: Origin, addresses: list[str], *, allow_private: bool, allow_loopback: bool
 ) -> list[str]:
-    """The addresses that may be dialled, in order; ``ConnectionFailed`` when none may."""
+    """The addresses that may be dialled, in order; ``ConnectionFailed`` when none may.
+
+    A loopback *name* (``localhost``, ``*.localhost``) may only reach loopback
+    addresses, whatever the resolver says: the name means this machine (RFC 6761),
+    and a bearer token travels over plain http to it on that promise.
+    """
     allowed, refused = vet_addresses(
         addresses, allow_private=allow_private, allow_loopback=allow_loopback
     )
+    if literal_address(origin.host) is None and is_loopback_host(origin.host):
+        refused += [
+            (address, f"{address} is not loopback, yet {origin.host} is a loopback name")
+            for address in allowed
+            if not is_loopback_host(address)
+        ]
+        allowed = [address for address in allowed if is_loopback_host(address)]
     if allowed:
         return allowed
     if not refused:
