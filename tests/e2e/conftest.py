@@ -332,6 +332,13 @@ class Relay:
         host = host or (f"[{self.host}]" if ":" in self.host else self.host)
         return f"{scheme}://{host}:{self.port}/mcp"
 
+    def wait_for_closes(self, count: int, timeout: float = 5.0) -> None:
+        """Block until the client has closed ``count`` connections (the relay runs in a thread)."""
+        end = time.monotonic() + timeout
+        while len(self.client_closes) < count:
+            assert time.monotonic() < end, f"{len(self.client_closes)} of {count} closes seen"
+            time.sleep(0.01)
+
     def __enter__(self) -> Relay:
         self._selector.register(self.listener, selectors.EVENT_READ)
         self._selector.register(self._wake_r, selectors.EVENT_READ)

@@ -18,9 +18,21 @@ import logging
 
 import anyio
 from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
 from tests.servers.official import build
+
+ALLOWED_NAMES = (
+    "127.0.0.1",
+    "127.0.0.2",
+    "[::1]",
+    "[::ffff:7f00:1]",  # how sansmcp normalises [::ffff:127.0.0.1]
+    "localhost",
+    "svc.localhost",
+    "mcp.test",
+    "mix.test",
+)
 
 
 def main() -> None:
@@ -54,7 +66,15 @@ def main() -> None:
         http = request.scope.get("http_version") if request is not None else None
         return f"{http} {ctx.request_context.protocol_version}"
 
-    app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
+    # The SDK's DNS-rebinding protection, widened to the names the suite maps to
+    # loopback with its resolver hook.
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in ALLOWED_NAMES],
+    )
+    app = server.streamable_http_app(
+        stateless_http=args.stateless, json_response=args.json, transport_security=security
+    )
     if args.h2c or args.tls:
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
