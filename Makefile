@@ -61,3 +61,18 @@ conformance: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 
 interop: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 	$(BIN)/python -X dev -m pytest -W error tests/interop
+
+# Benchmarks (bench/): `bench` runs the full set in a few minutes, `bench-quick` a
+# reduced one in under a minute; both write bench/results/latest.{json,md} and plots.
+.PHONY: bench bench-quick
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench.run
+
+bench-quick: $(BENCH_STAMP)
+	$(BIN)/python -m bench.run --quick

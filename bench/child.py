@@ -1,0 +1,258 @@
+"""One contender in its own process: ``python -m bench.child SPEC_JSON``.
+
+For each phase of the spec: set the contender up, run warm-up work items (checking
+each one listed the expected number of tools and got its echo back), print
+``{"event": "warm"}`` and wait for ``go`` on stdin (the harness resets the server's
+counters meanwhile), run the measured work items, print ``{"event": "done", ...}``
+with the figures, tear the contender down.
+
+Figures: client CPU from ``getrusage(RUSAGE_SELF)`` (user + sys, all threads) over
+the measured items only; wall time per item; peak RSS (``ru_maxrss``); RSS and open
+file descriptors before and after the measured items (a leak shows as growth); and
+errors.  Phase kinds: ``seq`` (one item after another), ``conc`` (``concurrency``
+items in flight at once), ``mem`` (Python heap held per idle pooled connection,
+measured with tracemalloc after ``concurrency`` simultaneous items left their
+sockets in the pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import resource
+import sys
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .contenders import RUNTIME, Contender, make
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE // 1024
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _emit(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def _wait_go() -> None:
+    line = sys.stdin.readline()
+    if line.strip() != "go":
+        raise SystemExit(f"expected 'go' from the harness, got {line!r}")
+
+
+class Phase:
+    def __init__(self, name: str, spec: dict[str, Any]) -> None:
+        self.name = name
+        self.spec = spec
+        self.runtime = RUNTIME[name]
+        self.contender: Contender = make(name, spec["url"], spec["era"], spec["http"])
+        self.errors: list[str] = []
+        self.error_count = 0
+
+    def check(self, outcome: tuple[int, str]) -> None:
+        count, text = outcome
+        if count != self.spec["expect_tools"] or text != "hi":
+            raise RuntimeError(f"wrong work item result: {count} tools, echo {text!r}")
+
+    def failed(self, exc: BaseException) -> None:
+        self.error_count += 1
+        if len(self.errors) < 5:
+            self.errors.append(f"{type(exc).__name__}: {exc}"[:500])
+
+    def pick_n(self, warm_walls: list[float]) -> int:
+        spec = self.spec
+        if spec.get("n"):
+            return int(spec["n"])
+        steady = sorted(warm_walls[1:] or warm_walls)
+        per_item = max(steady[len(steady) // 2], 1e-5)
+        if spec["kind"] == "conc":
+            per_item /= spec["concurrency"]
+        wanted = int(spec["budget"] / per_item)
+        return max(spec["n_min"], min(spec["n_max"], wanted))
+
+    def result(self, n: int, cpu: float, walls: list[float], elapsed: float) -> dict[str, Any]:
+        return {
+            "event": "done",
+            "n": n,
+            "cpu_s": cpu,
+            "elapsed_s": elapsed,
+            "walls_s": walls,
+            "errors": self.error_count,
+            "error_samples": self.errors,
+            "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        }
+
+
+# -- async runtimes -------------------------------------------------------------
+
+
+async def _timed(item: Callable[[], Awaitable[tuple[int, str]]], phase: Phase) -> float:
+    start = time.perf_counter()
+    try:
+        await item()
+    except Exception as exc:
+        phase.failed(exc)
+    return time.perf_counter() - start
+
+
+async def _run_async(phase: Phase, gather: Callable[..., Any], sleep: Any) -> dict[str, Any]:
+    spec = phase.spec
+    contender = phase.contender
+    await contender.open()
+    warm_walls = []
+    for _ in range(spec["warmup"]):
+        start = time.perf_counter()
+        phase.check(await contender.item())
+        warm_walls.append(time.perf_counter() - start)
+    n = phase.pick_n(warm_walls)
+    concurrency = spec.get("concurrency", 1)
+    if spec["kind"] == "mem":
+        return await _measure_memory(phase, gather, sleep, concurrency)
+    gc.collect()
+    rss0, fds0 = _rss_kb(), _fds()
+    _emit({"event": "warm", "n": n})
+    _wait_go()
+    walls: list[float] = []
+    cpu0, t0 = _cpu(), time.perf_counter()
+    if spec["kind"] == "seq":
+        for _ in range(n):
+            walls.append(await _timed(contender.item, phase))
+    else:
+        remaining = [n]
+
+        async def worker() -> None:
+            while remaining[0] > 0:
+                remaining[0] -= 1
+                walls.append(await _timed(contender.item, phase))
+
+        await gather(worker, concurrency)
+    cpu1, t1 = _cpu(), time.perf_counter()
+    out = phase.result(n, cpu1 - cpu0, walls, t1 - t0)
+    gc.collect()
+    await sleep(0.05)
+    out.update(rss_before_kb=rss0, rss_after_kb=_rss_kb(), fds_before=fds0, fds_after=_fds())
+    await contender.close()
+    return out
+
+
+async def _measure_memory(
+    phase: Phase, gather: Callable[..., Any], sleep: Any, concurrency: int
+) -> dict[str, Any]:
+    contender = phase.contender
+    gc.collect()
+    tracemalloc.start()
+    await sleep(0.05)
+    gc.collect()
+    base = tracemalloc.get_traced_memory()[0]
+    fds0 = _fds()
+    _emit({"event": "warm", "n": concurrency})
+    _wait_go()
+
+    async def one() -> None:
+        phase.check(await contender.item())
+
+    await gather(one, concurrency)
+    await sleep(0.1)  # let closing sockets finish closing; pooled ones stay
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+    fds1 = _fds()
+    tracemalloc.stop()
+    out = phase.result(concurrency, 0.0, [], 0.0)
+    out.update(heap_delta_bytes=held, fds_before=fds0, fds_after=fds1)
+    await contender.close()
+    return out
+
+
+async def _asyncio_gather(fn: Callable[[], Awaitable[None]], count: int) -> None:
+    await asyncio.gather(*(fn() for _ in range(count)))
+
+
+async def _trio_gather(fn: Callable[[], Awaitable[None]], count: int) -> None:
+    import trio
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(fn)
+
+
+# -- the blocking floor -----------------------------------------------------------
+
+
+def _run_sync(phase: Phase) -> dict[str, Any]:
+    spec = phase.spec
+    contender = phase.contender
+    asyncio.run(contender.open())
+    item = contender.item_sync  # type: ignore[attr-defined]
+    warm_walls = []
+    for _ in range(spec["warmup"]):
+        start = time.perf_counter()
+        phase.check(item())
+        warm_walls.append(time.perf_counter() - start)
+    if spec["kind"] != "seq":
+        raise SystemExit("the blocking floor runs sequential phases only")
+    n = phase.pick_n(warm_walls)
+    gc.collect()
+    rss0, fds0 = _rss_kb(), _fds()
+    _emit({"event": "warm", "n": n})
+    _wait_go()
+    walls = []
+    cpu0, t0 = _cpu(), time.perf_counter()
+    for _ in range(n):
+        start = time.perf_counter()
+        try:
+            item()
+        except Exception as exc:
+            phase.failed(exc)
+        walls.append(time.perf_counter() - start)
+    cpu1, t1 = _cpu(), time.perf_counter()
+    out = phase.result(n, cpu1 - cpu0, walls, t1 - t0)
+    gc.collect()
+    out.update(rss_before_kb=rss0, rss_after_kb=_rss_kb(), fds_before=fds0, fds_after=_fds())
+    asyncio.run(contender.close())
+    return out
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    name = spec["contender"]
+    if spec.get("cpu") is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {spec["cpu"]})
+    for phase_spec in spec["phases"]:
+        phase = Phase(name, phase_spec)
+        try:
+            if phase.runtime == "sync":
+                out = _run_sync(phase)
+            elif phase.runtime == "trio":
+                import trio
+
+                out = trio.run(_run_async, phase, _trio_gather, trio.sleep)
+            else:
+                out = asyncio.run(_run_async(phase, _asyncio_gather, asyncio.sleep))
+        except Exception as exc:
+            _emit({"event": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            continue
+        _emit(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Subprocess plumbing for the harness: line-oriented pipes with deadlines."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class LineProcess:
+    """A child speaking lines on stdin/stdout; every read has a deadline."""
+
+    def __init__(self, args: list[str], *, log: IO[str], cpu: int | None = None) -> None:
+        self.args = args
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            bufsize=1,
+        )
+        if cpu is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(self.proc.pid, {cpu})
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def readline(self, timeout: float) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"{self.args[:3]} said nothing for {timeout:.0f} s") from None
+        if line is None:
+            code = self.proc.wait(timeout=10)
+            raise EOFError(f"{self.args[:3]} exited ({code})")
+        return line.rstrip("\n")
+
+    def read_json(self, timeout: float) -> dict[str, Any]:
+        while True:
+            line = self.readline(timeout)
+            if line.startswith("{"):
+                message: dict[str, Any] = json.loads(line)
+                return message
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self, grace: float = 5.0) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.send("quit")
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=grace)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class Server(LineProcess):
+    """``bench.server`` for one configuration; counters read over its stdin."""
+
+    def __init__(self, *, http: str, body: str, tools: int, log: IO[str], cpu: int | None) -> None:
+        args = ["-m", "bench.server", "--tools", str(tools)]
+        if body == "json":
+            args.append("--json")
+        if http == "h2":
+            args.append("--h2c")
+        super().__init__(args, log=log, cpu=cpu)
+        self.http, self.body, self.tools = http, body, tools
+        ready = self.readline(timeout=60)
+        if not ready.startswith("READY "):
+            raise RuntimeError(f"the bench server said {ready!r}")
+        self.port = int(ready.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+
+    def reset(self) -> None:
+        self.send("reset")
+        self.read_json(timeout=30)
+
+    def stats(self) -> dict[str, Any]:
+        self.send("stats")
+        return self.read_json(timeout=30)

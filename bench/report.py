@@ -1,0 +1,460 @@
+"""Turn ``latest.json`` into ``latest.md`` and PNG plots: ``python -m bench.report``.
+
+Key columns are ratios, measured side by side on the same server in one run:
+``SDK-default ÷ this`` and ``SDK-tuned ÷ this`` (how many times cheaper this
+contender's client CPU per work item is than the official SDK client), and
+``this ÷ floor`` (how many times the hand-written h11/h2 floor of the same runtime
+it costs: asyncio contenders against the asyncio floor, trio against trio).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+FLOOR_OF = {
+    "sansmcp-asyncio": "floor-asyncio",
+    "sansmcp-trio": "floor-trio",
+    "sdk-default": "floor-asyncio",
+    "sdk-tuned": "floor-asyncio",
+    "fastmcp": "floor-asyncio",
+    "floor-sync": "floor-sync",
+    "floor-asyncio": "floor-asyncio",
+    "floor-trio": "floor-trio",
+}
+ORDER = (
+    "sansmcp-asyncio",
+    "sansmcp-trio",
+    "sdk-default",
+    "sdk-tuned",
+    "fastmcp",
+    "floor-sync",
+    "floor-asyncio",
+    "floor-trio",
+)
+SERVERS = (
+    "h1/json/10",
+    "h1/sse/10",
+    "h2/json/10",
+    "h2/sse/10",
+    "h1/json/100",
+    "h1/json/1000",
+    "h1/sse/1000",
+    "h2/json/1000",
+)
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.{digits}f}"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def _ok(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if "failed" not in r and r.get("kind") in ("seq", "conc")]
+
+
+def _index(records: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    return {(r["server"], r["era"], r["kind"], r["contender"]): r for r in _ok(records)}
+
+
+def _rows(records: list[dict[str, Any]], kind: str) -> list[str]:
+    index = _index(records)
+    groups = sorted(
+        {(r["server"], r["era"]) for r in _ok(records) if r["kind"] == kind},
+        key=lambda g: (SERVERS.index(g[0]) if g[0] in SERVERS else 99, g[1]),
+    )
+    lines = [
+        "| server | era | contender | CPU ms/item | SDK-default ÷ this | SDK-tuned ÷ this "
+        "| this ÷ floor | wall p50 ms | wall p99 ms | req/item | TCP/item | HTTP | peak RSS MB "
+        "| n | errors |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|",
+    ]
+    for server, era in groups:
+
+        def cpu(name: str, server: str = server, era: str = era) -> float | None:
+            record = index.get((server, era, kind, name))
+            return record.get("cpu_ms_per_item") if record else None
+
+        for name in ORDER:
+            record = index.get((server, era, kind, name))
+            if record is None:
+                continue
+            mine = record["cpu_ms_per_item"]
+            versions = "+".join(sorted(record.get("by_version", {})))
+            lines.append(
+                f"| {server} | {era} | {name} | {_fmt(mine, 3)} "
+                f"| {_fmt(_ratio(cpu('sdk-default'), mine))} "
+                f"| {_fmt(_ratio(cpu('sdk-tuned'), mine))} "
+                f"| {_fmt(_ratio(mine, cpu(FLOOR_OF[name])))} "
+                f"| {_fmt(record['wall_ms_median'])} | {_fmt(record['wall_ms_p99'])} "
+                f"| {_fmt(record['requests_per_item'])} | {_fmt(record['connections_per_item'], 3)} "
+                f"| {versions} | {_fmt(record['maxrss_mb'], 1)} | {record['n']} "
+                f"| {record['errors']} |"
+            )
+    return lines
+
+
+def _failures(records: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for r in records:
+        if "failed" in r:
+            lines.append(
+                f"- {r.get('server')} {r.get('era', '')} {r.get('kind', '')} "
+                f"{r['contender']}: {r['failed']}"
+            )
+        elif r.get("errors"):
+            lines.append(
+                f"- {r['server']} {r['era']} {r['kind']} {r['contender']}: "
+                f"{r['errors']} failed work items, e.g. {r['error_samples'][:2]}"
+            )
+    return lines
+
+
+def _health(records: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| server | era | kind | contender | n | RSS growth KiB | RSS growth B/item | fd growth |",
+        "|---|---|---|---|--:|--:|--:|--:|",
+    ]
+    for r in _ok(records):
+        if "rss_growth_kb" not in r:
+            continue
+        lines.append(
+            f"| {r['server']} | {r['era']} | {r['kind']} | {r['contender']} | {r['n']} "
+            f"| {r['rss_growth_kb']} | {_fmt(1024 * r['rss_growth_kb'] / r['n'])} "
+            f"| {r['fds_growth']} |"
+        )
+    return lines
+
+
+def _scaling(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[int, float]]]:
+    series: dict[str, dict[int, float]] = {}
+    for r in _ok(records):
+        if (
+            r["kind"] == "seq"
+            and r["era"] == "modern"
+            and r["http"] == "h1"
+            and r["body"] == "json"
+        ):
+            series.setdefault(r["contender"], {})[r["tools"]] = r["cpu_ms_per_item"]
+    counts = sorted({t for s in series.values() for t in s})
+    lines = [
+        "| contender | " + " | ".join(f"{t} tools ms" for t in counts) + " | 1000 ÷ 10 |",
+        "|---|" + "--:|" * (len(counts) + 1),
+    ]
+    for name in ORDER:
+        if name not in series:
+            continue
+        row = series[name]
+        cells = [_fmt(row.get(t), 3) for t in counts]
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {_fmt(_ratio(row.get(1000), row.get(10)))} |"
+        )
+    return lines, series
+
+
+def _memory(records: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| contender | idle pooled connections | Python heap per idle connection KiB | fd growth |",
+        "|---|--:|--:|--:|",
+    ]
+    for r in records:
+        if r.get("kind") != "mem" or "failed" in r:
+            continue
+        held = r["heap_delta_bytes"]
+        extra = max(1, r["connections"] - 1)
+        lines.append(
+            f"| {r['contender']} | {r['connections']} | {_fmt(held / extra / 1024, 1)} "
+            f"| {r['fds_growth']} |"
+        )
+    return lines
+
+
+def _targets(records: list[dict[str, Any]], parse: dict[str, Any] | None) -> list[str]:
+    index = _index(records)
+    lines = [
+        "| target | where | measured | met |",
+        "|---|---|--:|---|",
+    ]
+    for server in ("h1/json/10", "h1/sse/10", "h2/json/10", "h2/sse/10"):
+        for era in ("legacy", "modern"):
+            for name in ("sansmcp-asyncio", "sansmcp-trio"):
+                me = index.get((server, era, "seq", name))
+                if me is None:
+                    continue
+                mine = me["cpu_ms_per_item"]
+                checks = [
+                    (
+                        "≥ 5x cheaper than SDK tuned",
+                        _ratio(_cpu(index, server, era, "sdk-tuned"), mine),
+                        5.0,
+                        True,
+                    ),
+                    (
+                        "≥ 20x cheaper than SDK default",
+                        _ratio(_cpu(index, server, era, "sdk-default"), mine),
+                        20.0,
+                        True,
+                    ),
+                    (
+                        "≤ 1.5x the floor of its runtime",
+                        _ratio(mine, _cpu(index, server, era, FLOOR_OF[name])),
+                        1.5,
+                        False,
+                    ),
+                ]
+                for label, value, bound, at_least in checks:
+                    if value is None:
+                        continue
+                    met = value >= bound if at_least else value <= bound
+                    lines.append(
+                        f"| {label} | {server} {era} {name} | {_fmt(value)}x | {'yes' if met else '**no**'} |"
+                    )
+    if parse and parse.get("ms"):
+        ms = parse["ms"]
+        sdk = ms.get("SDK: pydantic validate")
+        for key in ("sansmcp core: parse + validate", "sansmcp core: whole exchange"):
+            ratio = _ratio(ms.get(key), sdk)
+            if ratio is not None:
+                lines.append(
+                    f"| 1,000-tool listing ≤ 1/5 of the SDK's CPU | {key} | {_fmt(ratio, 3)} of SDK "
+                    f"| {'yes' if ratio <= 0.2 else '**no**'} |"
+                )
+    for server in SERVERS:
+        for name in ("sansmcp-asyncio", "sansmcp-trio"):
+            me = index.get((server, "modern", "seq", name))
+            if me is not None:
+                value = me["requests_per_item"]
+                lines.append(
+                    f"| modern, warm era: only the operation's requests (2) | {server} {name} "
+                    f"| {_fmt(value)} req | {'yes' if value <= 2.0 + 1e-9 else '**no**'} |"
+                )
+            me = index.get((server, "legacy", "seq", name))
+            if me is not None:
+                value = me["requests_per_item"]
+                lines.append(
+                    f"| legacy: initialize, initialized, list, call, DELETE (5) | {server} {name} "
+                    f"| {_fmt(value)} req | {'yes' if value <= 5.0 + 1e-9 else '**no**'} |"
+                )
+    return lines
+
+
+def _cpu(
+    index: dict[tuple[str, str, str, str], dict[str, Any]], server: str, era: str, name: str
+) -> float | None:
+    record = index.get((server, era, "seq", name))
+    return record["cpu_ms_per_item"] if record else None
+
+
+def _profile(profile: dict[str, Any] | None) -> list[str]:
+    if not profile or "top_own" not in profile:
+        return ["(no profile)"]
+    lines = [
+        f"cProfile of {profile['items']} work items (10 tools, modern, HTTP/1.1 JSON, asyncio adapter, "
+        f"warm pool and era cache); profiled own time {_fmt(profile['profiled_us_per_item'])} µs per "
+        "item (cProfile inflates it; read the shares, not the totals).",
+        "",
+        "Own time by area, µs per item: "
+        + ", ".join(f"{k} {_fmt(v)}" for k, v in profile["areas_us_per_item"].items()),
+        "",
+        "| # | function (own time) | calls/item | own µs/item | cumulative µs/item |",
+        "|--:|---|--:|--:|--:|",
+    ]
+    for i, row in enumerate(profile["top_own"][:10], 1):
+        lines.append(
+            f"| {i} | `{row['function']}` | {_fmt(row['calls_per_item'])} "
+            f"| {_fmt(row['tottime_us_per_item'])} | {_fmt(row['cumtime_us_per_item'])} |"
+        )
+    return lines
+
+
+def _parse(parse: dict[str, Any] | None) -> list[str]:
+    if not parse or "ms" not in parse:
+        return [f"(no parse benchmark: {parse})"]
+    ms = parse["ms"]
+    sdk = ms.get("SDK: pydantic validate")
+    floor = ms.get("json.loads (floor)")
+    lines = [
+        f"One modern `tools/list` body of {parse['tools']:,} tools ({parse['body_bytes']:,} bytes), "
+        f"{parse['rounds']} rounds each, process CPU.",
+        "",
+        "| variant | CPU ms per listing | ÷ SDK | ÷ json.loads |",
+        "|---|--:|--:|--:|",
+    ]
+    for name, value in ms.items():
+        lines.append(
+            f"| {name} | {_fmt(value, 3)} | {_fmt(_ratio(value, sdk), 3)} | {_fmt(_ratio(value, floor))} |"
+        )
+    if parse.get("errors"):
+        lines.append("")
+        lines.append(f"errors: {parse['errors']}")
+    return lines
+
+
+def write(result: dict[str, Any], out: Path) -> None:
+    meta = result["meta"]
+    records = result["records"]
+    scaling_lines, series = _scaling(records)
+    md = [
+        "# sansmcp benchmark" + (" (quick)" if meta.get("quick") else ""),
+        "",
+        f"Run {meta['date']}, {meta['duration_s']} s, Python {meta['python']}, {meta['cpus']} CPUs; "
+        f"server pinned to CPU {meta['pinned']['server']}, clients to CPU {meta['pinned']['client']}. "
+        f"Load average before {meta['load_before']}, after {meta.get('load_after')} "
+        "(the machine is shared: absolute times drift, side-by-side ratios hold better).",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
+        "",
+        "Work item: connect, list tools (following pagination), call `echo`, close; a fresh "
+        "MCP connection each time. CPU is the client process's user+sys (`getrusage`) over the "
+        "measured items; requests and TCP connections are counted inside the server process. "
+        "Server `hN/body/tools`: h1 = uvicorn HTTP/1.1, h2 = hypercorn h2c (prior knowledge); "
+        "json or sse responses; tools in the listing. HTTP column: the versions the server saw. "
+        "Ratios: `SDK-default ÷ this` and `SDK-tuned ÷ this` > 1 means this contender is that "
+        "many times cheaper; `this ÷ floor` is its CPU over the hand-written h11/h2 floor of "
+        "its own runtime (asyncio floor for asyncio clients, trio floor for trio).",
+        "",
+        "## Sequential work items",
+        "",
+        *_rows(records, "seq"),
+        "",
+        "## 50 concurrent work items",
+        "",
+        *_rows(records, "conc"),
+        "",
+        "## Scaling with tool count (modern, HTTP/1.1, JSON): CPU ms per work item",
+        "",
+        *scaling_lines,
+        "",
+        "## Parse and validate a 1,000-tool listing",
+        "",
+        *_parse(result.get("parse")),
+        "",
+        "## Memory per idle pooled connection (HTTP/1.1)",
+        "",
+        "Python heap (tracemalloc) still held after 8 simultaneous work items left their "
+        "sockets in the pool, over the connections beyond the one already pooled; kernel socket "
+        "buffers are not included.",
+        "",
+        *_memory(records),
+        "",
+        "## Targets (issue 7)",
+        "",
+        *_targets(records, result.get("parse")),
+        "",
+        "## Where sansmcp's CPU goes",
+        "",
+        *_profile(result.get("profile")),
+        "",
+        "## Health: RSS and file descriptors across the measured items",
+        "",
+        *_health(records),
+        "",
+        "## Failures and errors",
+        "",
+        *(_failures(records) or ["none"]),
+        "",
+    ]
+    (out / "latest.md").write_text("\n".join(md))
+    _plots(records, series, out)
+
+
+def _plots(records: list[dict[str, Any]], series: dict[str, dict[int, float]], out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    index = _index(records)
+    groups = [
+        (s, e)
+        for s in SERVERS
+        for e in ("legacy", "modern")
+        if s.endswith("/10") and any(index.get((s, e, "seq", n)) for n in ORDER)
+    ]
+    names = [n for n in ORDER if any(index.get((s, e, "seq", n)) for s, e in groups)]
+    if groups and names:
+        fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(groups)), 5))
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            xs, ys = [], []
+            for g, (server, era) in enumerate(groups):
+                record = index.get((server, era, "seq", name))
+                if record:
+                    xs.append(g + i * width - 0.4 + width / 2)
+                    ys.append(record["cpu_ms_per_item"])
+            ax.bar(xs, ys, width, label=name)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([f"{s}\n{e}" for s, e in groups])
+        ax.set_ylabel("client CPU ms per work item (log)")
+        ax.set_title("CPU per work item (10 tools), by contender")
+        ax.legend(fontsize=8, ncol=2)
+        ax.grid(axis="y", which="both", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "cpu_per_item.png", dpi=110)
+        plt.close(fig)
+    if series:
+        fig, ax = plt.subplots(figsize=(7, 5))
+        for name in ORDER:
+            points = series.get(name)
+            if points and len(points) > 1:
+                counts = sorted(points)
+                ax.plot(counts, [points[c] for c in counts], marker="o", label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("tools in the listing")
+        ax.set_ylabel("client CPU ms per work item")
+        ax.set_title("Scaling with tool count (modern, HTTP/1.1, JSON)")
+        ax.legend(fontsize=8)
+        ax.grid(which="both", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "scaling.png", dpi=110)
+        plt.close(fig)
+    conc = [r for r in _ok(records) if r["kind"] == "conc"]
+    if conc:
+        servers = [s for s in SERVERS if any(r["server"] == s for r in conc)]
+        names = [n for n in ORDER if any(r["contender"] == n for r in conc)]
+        fig, ax = plt.subplots(figsize=(8, 5))
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            xs, ys = [], []
+            for g, server in enumerate(servers):
+                record = index.get((server, "modern", "conc", name))
+                if record:
+                    xs.append(g + i * width - 0.4 + width / 2)
+                    ys.append(record["cpu_ms_per_item"])
+            ax.bar(xs, ys, width, label=name)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(servers)))
+        ax.set_xticklabels(servers)
+        ax.set_ylabel("client CPU ms per work item (log)")
+        ax.set_title("50 concurrent work items (10 tools, modern)")
+        ax.legend(fontsize=8, ncol=2)
+        ax.grid(axis="y", which="both", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "concurrent.png", dpi=110)
+        plt.close(fig)
+
+
+def main() -> None:
+    out = Path(__file__).resolve().parent / "results"
+    write(json.loads((out / "latest.json").read_text()), out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""The benchmark's MCP server: the official ``mcp`` package, counting what it is sent.
+
+Run: ``python -m bench.server [--tools N] [--json] [--h2c]``.  Binds 127.0.0.1 on a
+free port and prints ``READY <port>`` once listening.
+
+* ``N`` tools in total: ``echo`` (returns its ``text``) and ``N - 1`` filler tools whose
+  input schema is about 300 bytes of JSON each.
+* ``--json`` answers POSTs with ``application/json``; without it, with SSE streams.
+* HTTP/1.1 is served by uvicorn; ``--h2c`` serves hypercorn, which speaks HTTP/2 with
+  prior knowledge (and HTTP/1.1) on the same plain port.
+
+Counting happens inside this process, so no proxy sits between client and server:
+the ASGI app is wrapped to count HTTP requests by method and by HTTP version, and the
+TCP connections that carried them (distinct client address and port; the kernel does
+not hand one ephemeral port to two live connections, and a run is far shorter than a
+port-range cycle).  Control lines on stdin: ``reset`` zeroes the counters, ``stats``
+prints them as one JSON line, ``quit`` exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import socket
+import sys
+import threading
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+Scope = dict[str, Any]
+
+
+def build(total_tools: int) -> MCPServer:
+    server = MCPServer("sansmcp-bench-server", version="1.0", log_level="WARNING")
+
+    @server.tool(description="Echo the text back.")
+    def echo(text: str) -> str:
+        return text
+
+    def forecast(
+        city: str = Field(description="City name, e.g. Lisbon"),
+        days: int = Field(default=1, description="How many days ahead, 1 to 14"),
+        units: str = Field(default="metric", description="metric or imperial"),
+    ) -> str:
+        return f"{city}:{days}:{units}"
+
+    for index in range(max(0, total_tools - 1)):
+        server.add_tool(
+            forecast,
+            name=f"forecast_{index}",
+            description=f"Weather forecast number {index} for a city, for a number of days.",
+            structured_output=False,
+        )
+    return server
+
+
+class Counter:
+    """Counts requests and connections; touched only on the event loop's thread."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests = 0
+        self.by_method: collections.Counter[str] = collections.Counter()
+        self.by_version: collections.Counter[str] = collections.Counter()
+        self.peers: set[tuple[str, int]] = set()
+        self.statuses: collections.Counter[int] = collections.Counter()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "connections": len(self.peers),
+            "by_method": dict(self.by_method),
+            "by_version": dict(self.by_version),
+            "statuses": {str(k): v for k, v in self.statuses.items()},
+        }
+
+    def wrap(self, app: Any) -> Any:
+        async def counted(scope: Scope, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            self.requests += 1
+            self.by_method[scope["method"]] += 1
+            self.by_version[scope.get("http_version", "?")] += 1
+            client = scope.get("client")
+            if client is not None:
+                self.peers.add((str(client[0]), int(client[1])))
+
+            async def counting_send(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    self.statuses[int(message["status"])] += 1
+                await send(message)
+
+            await app(scope, receive, counting_send)
+
+        return counted
+
+
+def _control(loop: asyncio.AbstractEventLoop, counter: Counter, stop: asyncio.Event) -> None:
+    """Reads control lines on stdin (a thread); counters are touched on the loop."""
+
+    async def on_loop(action: str) -> dict[str, Any]:
+        if action == "reset":
+            counter.reset()
+        return counter.snapshot()
+
+    for line in sys.stdin:
+        action = line.strip()
+        if action not in ("reset", "stats"):
+            break
+        future = asyncio.run_coroutine_threadsafe(on_loop(action), loop)
+        print(json.dumps(future.result(timeout=30)), flush=True)
+    loop.call_soon_threadsafe(stop.set)  # "quit", or the harness went away
+
+
+def _listener() -> socket.socket:
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say TCP, and
+    # without it a response head and body written apart wait out a delayed ACK (40 ms).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited on accept
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1024)
+    return listener
+
+
+async def _serve(app: Any, listener: socket.socket, counter: Counter, h2c: bool) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    threading.Thread(target=_control, args=(loop, counter, stop), daemon=True).start()
+    if h2c:
+        from hypercorn.asyncio import serve as hypercorn_serve
+        from hypercorn.config import Config as HypercornConfig
+
+        config = HypercornConfig()
+        config.bind = [f"fd://{listener.fileno()}"]
+        config.loglevel = "WARNING"
+        config.keep_alive_timeout = 60.0
+        serving = hypercorn_serve(app, config, shutdown_trigger=stop.wait)
+    else:
+        import uvicorn
+
+        server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", timeout_keep_alive=60, lifespan="on")
+        )
+
+        async def stop_uvicorn() -> None:
+            await stop.wait()
+            server.should_exit = True
+
+        stopper = loop.create_task(stop_uvicorn())
+        serving = server.serve(sockets=[listener])
+    # The socket already listens: connections wait in its backlog until served.
+    print(f"READY {listener.getsockname()[1]}", flush=True)
+    try:
+        await serving
+    finally:
+        if not h2c:
+            stopper.cancel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tools", type=int, default=10)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--h2c", action="store_true")
+    args = parser.parse_args()
+    counter = Counter()
+    app = counter.wrap(build(args.tools).streamable_http_app(json_response=args.json))
+    asyncio.run(_serve(app, _listener(), counter, args.h2c))
+
+
+if __name__ == "__main__":
+    main()
