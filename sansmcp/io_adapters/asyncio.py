@@ -371,12 +371,14 @@ class Conn:
         return self.machine.cache_scope
 
     async def list_tools(self) -> list[Tool]:
+        self._check_open()
         outcome = await self._run(self.machine.list_tools)
         assert isinstance(outcome, ToolsListed)
         self.skipped_tools = list(outcome.skipped)
         return list(outcome.tools)
 
     async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
+        self._check_open()
         outcome = await self._run(lambda now: self.machine.call_tool(name, arguments, now=now))
         assert isinstance(outcome, ToolCalled)
         return outcome.result
@@ -458,8 +460,18 @@ class Conn:
                 return
         self.machine.answer_input(output.input_id, answer, now=_now())
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this Conn is closed (closed, or an operation on it was cancelled)")
+
     def _abandon(self) -> None:
-        """Synchronous cleanup after a cancellation: cancel every exchange in flight."""
+        """Synchronous cleanup after a cancellation: cancel every exchange in flight.
+
+        The machine's operation cannot be resumed, so the Conn is closed (a legacy
+        session gets no DELETE: nothing may be awaited under cancellation; the
+        server expires it).  The pool keeps no lease of it.
+        """
+        self._closed = True
         for exchange_id in list(self.exchanges):
             self.client._cancel(exchange_id)
 

@@ -222,10 +222,13 @@ class Client:
                 try:
                     await stream.do_handshake()
                 except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
-                    await trio.aclose_forcefully(tcp)
+                    tcp.socket.close()
                     cause = exc.__cause__ if exc.__cause__ is not None else exc
                     last = cause
                     continue
+                except BaseException:  # cancelled, or the dial deadline: no socket left behind
+                    tcp.socket.close()
+                    raise
                 return stream, stream.selected_alpn_protocol()
             raise dial.connect_error(origin, last)
         raise dial.timeout_error(self.limits)
@@ -368,12 +371,14 @@ class Conn:
         return self.machine.cache_scope
 
     async def list_tools(self) -> list[Tool]:
+        self._check_open()
         outcome = await self._run(self.machine.list_tools)
         assert isinstance(outcome, ToolsListed)
         self.skipped_tools = list(outcome.skipped)
         return list(outcome.tools)
 
     async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
+        self._check_open()
         outcome = await self._run(lambda now: self.machine.call_tool(name, arguments, now=now))
         assert isinstance(outcome, ToolCalled)
         return outcome.result
@@ -448,8 +453,18 @@ class Conn:
                 return
         self.machine.answer_input(output.input_id, answer, now=trio.current_time())
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this Conn is closed (closed, or an operation on it was cancelled)")
+
     def _abandon(self) -> None:
-        """Synchronous cleanup after a cancellation: cancel every exchange in flight."""
+        """Synchronous cleanup after a cancellation: cancel every exchange in flight.
+
+        The machine's operation cannot be resumed, so the Conn is closed (a legacy
+        session gets no DELETE: nothing may be awaited under cancellation; the
+        server expires it).  The pool keeps no lease of it.
+        """
+        self._closed = True
         for exchange_id in list(self.exchanges):
             self.client._cancel(exchange_id)
 
