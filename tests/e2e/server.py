@@ -82,6 +82,7 @@ def main() -> None:
         config = Config()
         config.bind = [f"{args.host}:{args.port}"]
         config.loglevel = "WARNING"
+        config.graceful_timeout = 0.2  # a tool still sleeping must not hold up the teardown
         if args.tls:
             config.certfile, config.keyfile = args.tls
             config.alpn_protocols = args.alpn
@@ -90,7 +91,9 @@ def main() -> None:
         return
     import uvicorn
 
-    uvicorn_config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn_config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=0.2
+    )
     print("READY", flush=True)
     uvicorn.Server(uvicorn_config).run()
 

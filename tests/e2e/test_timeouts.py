@@ -1,0 +1,153 @@
+"""Deadlines on real sockets, with small Limits and an explicit slack.
+
+Each failure is ``ConnectionFailed(cause="timeout")`` naming the bound that
+fired, no earlier than the bound and no later than the bound plus ``SLACK``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sansmcp import Config, ConnectionFailed, Limits
+from sansmcp.core.url import parse_endpoint
+
+from .conftest import TLS_NAME, Backend, Relay, Server, Tls, resolver_for
+
+SLACK = 1.0  # scheduling slack on a shared 2-core machine
+EARLY = 0.02  # clocks differ slightly between the runtime and time.monotonic()
+
+
+def assert_timeout(error: ConnectionFailed, bound: str, limit: float, elapsed: float) -> None:
+    assert error.cause == "timeout", error
+    assert error.bound == bound, error
+    assert error.limit == limit
+    assert limit - EARLY <= elapsed <= limit + SLACK, f"{bound}: {elapsed:.3f} s for {limit} s"
+
+
+def test_call_timeout_against_a_sleeping_tool(backend: Backend, plain: Server) -> None:
+    limits = Limits(call_timeout=0.5)
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, limits=limits) as client,
+            client.connect(Config(url=plain.url())) as conn,
+        ):
+            started = time.monotonic()
+            with pytest.raises(ConnectionFailed) as failed:
+                await conn.call_tool("sleep", b'{"seconds": 5}')
+            assert_timeout(failed.value, "call_timeout", 0.5, time.monotonic() - started)
+            # The Conn and the pool carry on after a deadline.
+            result = await conn.call_tool("echo", b'{"text": "in time"}')
+            assert result.content[0].text == "in time"
+            pool = client.pool
+            assert pool.socket_count == pool.idle_count(parse_endpoint(plain.url()).origin)
+
+    backend.run(main)
+
+
+@pytest.mark.parametrize(
+    ("limits", "bound"),
+    [
+        (Limits(dial_timeout=0.3, connect_timeout=5.0), "dial_timeout"),
+        (Limits(dial_timeout=5.0, connect_timeout=0.4), "connect_timeout"),
+    ],
+    ids=["dial_timeout", "connect_timeout"],
+)
+def test_server_that_accepts_and_never_answers(
+    backend: Backend, relay: Callable[..., Relay], limits: Limits, bound: str
+) -> None:
+    """The TCP connection succeeds; the first request never gets an answer."""
+    sentinel = relay(None)
+    limit = getattr(limits, bound)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True, limits=limits) as client:
+            started = time.monotonic()
+            with pytest.raises(ConnectionFailed) as failed:
+                async with client.connect(Config(url=sentinel.url())):
+                    raise AssertionError("connected to a silent server")
+            assert_timeout(failed.value, bound, limit, time.monotonic() - started)
+
+    backend.run(main)
+    assert sentinel.accepts == 1
+
+
+def test_tls_handshake_never_answered(
+    backend: Backend, tls: Tls, relay: Callable[..., Relay]
+) -> None:
+    sentinel = relay(None)
+    limits = Limits(dial_timeout=0.3)
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True,
+            limits=limits,
+            ssl_context=tls.client_context(),
+            resolver=resolver_for({TLS_NAME: ["127.0.0.1"]}),
+        ) as client:
+            started = time.monotonic()
+            with pytest.raises(ConnectionFailed) as failed:
+                async with client.connect(Config(url=sentinel.url(TLS_NAME, "https"))):
+                    raise AssertionError("connected to a silent server")
+            assert_timeout(failed.value, "dial_timeout", 0.3, time.monotonic() - started)
+            assert client.pool.socket_count == 0
+
+    backend.run(main)
+    assert sentinel.accepts == 1
+
+
+@contextlib.contextmanager
+def full_backlog() -> Iterator[int]:
+    """A loopback listener whose accept queue is full: a new SYN gets no answer."""
+    with contextlib.ExitStack() as stack:
+        listener = stack.enter_context(socket.socket())
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = int(listener.getsockname()[1])
+        for _ in range(3):
+            filler = stack.enter_context(socket.socket())
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+        time.sleep(0.05)
+        probe = stack.enter_context(socket.socket())
+        probe.settimeout(0.1)
+        with pytest.raises(TimeoutError):
+            probe.connect(("127.0.0.1", port))  # the kernel drops SYNs now
+        yield port
+
+
+def test_tcp_connect_never_completes(backend: Backend) -> None:
+    limits = Limits(dial_timeout=0.3)
+
+    async def main(port: int) -> None:
+        async with backend.Client(allow_loopback=True, limits=limits) as client:
+            started = time.monotonic()
+            with pytest.raises(ConnectionFailed) as failed:
+                async with client.connect(Config(url=f"http://127.0.0.1:{port}/mcp")):
+                    raise AssertionError("connected through a full backlog")
+            assert_timeout(failed.value, "dial_timeout", 0.3, time.monotonic() - started)
+            assert client.pool.socket_count == 0
+
+    with full_backlog() as port:
+        backend.run(lambda: main(port))
+
+
+def test_connection_refused_is_a_dial_failure(backend: Backend) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = int(closed.getsockname()[1])  # bound, never listening: RST at once
+
+        async def main() -> None:
+            async with backend.Client(allow_loopback=True) as client:
+                with pytest.raises(ConnectionFailed) as failed:
+                    async with client.connect(Config(url=f"http://127.0.0.1:{port}/mcp")):
+                        raise AssertionError("connected to a closed port")
+                assert failed.value.cause == "dial"
+                assert client.pool.socket_count == 0
+
+        backend.run(main)
