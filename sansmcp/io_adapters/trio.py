@@ -141,8 +141,7 @@ class Client:
                 with trio.move_on_at(start.deadline):
                     await changed.wait()
                     continue
-                conn.feed(_failed(start.exchange_id, dial.timeout_error(self.limits)))
-                return
+                return  # the exchange's own deadline: the machine's timer names its bound
             assert isinstance(checkout, DialNeeded)
             for conn_id in checkout.close_first:
                 self._close_socket(conn_id)
@@ -153,7 +152,10 @@ class Client:
             except ConnectionFailed as failure:
                 self.pool.dial_failed(checkout.conn_id)
                 self._bump()
-                conn.feed(_failed(start.exchange_id, failure))
+                if failure.bound != "dial_timeout" or checkout.deadline <= start.deadline:
+                    conn.feed(_failed(start.exchange_id, failure))
+                # else the exchange's own, tighter deadline passed (connect_timeout,
+                # call_timeout...): the machine's timer names that bound
                 return
             except BaseException:
                 self.pool.dial_failed(checkout.conn_id)
