@@ -21,6 +21,15 @@ from .conftest import TLS_NAME, Backend, Relay, Server, Tls, resolver_for
 SLACK = 1.0  # scheduling slack on a shared 2-core machine
 EARLY = 0.02  # clocks differ slightly between the runtime and time.monotonic()
 
+DIAL_BOUNDS = pytest.mark.parametrize(
+    ("limits", "bound"),
+    [
+        (Limits(dial_timeout=0.3, connect_timeout=5.0), "dial_timeout"),
+        (Limits(dial_timeout=5.0, connect_timeout=0.4), "connect_timeout"),
+    ],
+    ids=["dial_timeout", "connect_timeout"],
+)
+
 
 def assert_timeout(error: ConnectionFailed, bound: str, limit: float, elapsed: float) -> None:
     assert error.cause == "timeout", error
@@ -50,14 +59,7 @@ def test_call_timeout_against_a_sleeping_tool(backend: Backend, plain: Server) -
     backend.run(main)
 
 
-@pytest.mark.parametrize(
-    ("limits", "bound"),
-    [
-        (Limits(dial_timeout=0.3, connect_timeout=5.0), "dial_timeout"),
-        (Limits(dial_timeout=5.0, connect_timeout=0.4), "connect_timeout"),
-    ],
-    ids=["dial_timeout", "connect_timeout"],
-)
+@DIAL_BOUNDS
 def test_server_that_accepts_and_never_answers(
     backend: Backend, relay: Callable[..., Relay], limits: Limits, bound: str
 ) -> None:
@@ -77,11 +79,13 @@ def test_server_that_accepts_and_never_answers(
     assert sentinel.accepts == 1
 
 
+@DIAL_BOUNDS
 def test_tls_handshake_never_answered(
-    backend: Backend, tls: Tls, relay: Callable[..., Relay]
+    backend: Backend, tls: Tls, relay: Callable[..., Relay], limits: Limits, bound: str
 ) -> None:
+    """The dial itself hangs (TLS); whichever bound is tighter is the one named."""
     sentinel = relay(None)
-    limits = Limits(dial_timeout=0.3)
+    limit = getattr(limits, bound)
 
     async def main() -> None:
         async with backend.Client(
@@ -94,11 +98,41 @@ def test_tls_handshake_never_answered(
             with pytest.raises(ConnectionFailed) as failed:
                 async with client.connect(Config(url=sentinel.url(TLS_NAME, "https"))):
                     raise AssertionError("connected to a silent server")
-            assert_timeout(failed.value, "dial_timeout", 0.3, time.monotonic() - started)
+            assert_timeout(failed.value, bound, limit, time.monotonic() - started)
             assert client.pool.socket_count == 0
 
     backend.run(main)
     assert sentinel.accepts == 1
+
+
+def test_call_deadline_while_dialling(
+    backend: Backend, tls_h2: Server, tls: Tls, relay: Callable[..., Relay]
+) -> None:
+    """A call whose socket must be dialled, and the dial hangs: the call's own
+    deadline (tighter than dial_timeout) is the bound named."""
+    proxy = relay(tls_h2.address)
+    limits = Limits(call_timeout=0.5, dial_timeout=5.0, pool_idle_timeout=0.1)
+    url = proxy.url(TLS_NAME, "https")
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True,
+            limits=limits,
+            ssl_context=tls.client_context(),
+            resolver=resolver_for({TLS_NAME: ["127.0.0.1"]}),
+        ) as client:
+            async with client.connect(Config(url=url)) as conn:  # remembers the era
+                await conn.call_tool("echo", b'{"text": "warm"}')
+            await backend.wait_until(lambda: client.pool.socket_count == 0, timeout=5)
+            proxy.target = None  # from now on: accept, never answer (TLS hangs)
+            async with client.connect(Config(url=url)) as conn:  # hinted: no request yet
+                started = time.monotonic()
+                with pytest.raises(ConnectionFailed) as failed:
+                    await conn.call_tool("echo", b'{"text": "cold"}')
+                assert_timeout(failed.value, "call_timeout", 0.5, time.monotonic() - started)
+
+    backend.run(main)
+    assert proxy.accepts == 2
 
 
 @contextlib.contextmanager
@@ -121,8 +155,9 @@ def full_backlog() -> Iterator[int]:
         yield port
 
 
-def test_tcp_connect_never_completes(backend: Backend) -> None:
-    limits = Limits(dial_timeout=0.3)
+@DIAL_BOUNDS
+def test_tcp_connect_never_completes(backend: Backend, limits: Limits, bound: str) -> None:
+    limit = getattr(limits, bound)
 
     async def main(port: int) -> None:
         async with backend.Client(allow_loopback=True, limits=limits) as client:
@@ -130,7 +165,7 @@ def test_tcp_connect_never_completes(backend: Backend) -> None:
             with pytest.raises(ConnectionFailed) as failed:
                 async with client.connect(Config(url=f"http://127.0.0.1:{port}/mcp")):
                     raise AssertionError("connected through a full backlog")
-            assert_timeout(failed.value, "dial_timeout", 0.3, time.monotonic() - started)
+            assert_timeout(failed.value, bound, limit, time.monotonic() - started)
             assert client.pool.socket_count == 0
 
     with full_backlog() as port:
