@@ -13,7 +13,8 @@ official server sent it.  Measured in one process, each for the same number of r
   ``jsonrpc_message_adapter.validate_json``, ``validate_server_result`` for the
   negotiated revision, ``ListToolsResult.model_validate``.
 
-Prints one JSON line: milliseconds of process CPU per listing, per variant.
+Each variant runs in its own process (``VARIANT_INDEX``) and prints one JSON line:
+milliseconds of process CPU per listing.
 """
 
 from __future__ import annotations
@@ -40,25 +41,21 @@ def _measure(fn: Callable[[], Any], rounds: int) -> float:
     return 1000 * (_cpu() - start) / rounds
 
 
-def variants(body: bytes) -> dict[str, Callable[[], Any]]:
-    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher  # noqa: F401  (loads as the SDK does)
-    from mcp_types import ListToolsResult, jsonrpc_message_adapter
-    from mcp_types import methods as sdk_methods
+def _floor(body: bytes, expected: int) -> Callable[[], Any]:
+    def run() -> Any:
+        return json.loads(body)
 
-    from sansmcp.core.config import Config, conn_settings
-    from sansmcp.core.http import DataReceived, ResponseEnded, ResponseReceived
+    return run
+
+
+def _sansmcp_validate(body: bytes, expected: int) -> Callable[[], Any]:
     from sansmcp.core.jsonvalue import parse_json
     from sansmcp.core.limits import Limits
-    from sansmcp.core.mcp import McpMachine, StartExchange, ToolsListed
     from sansmcp.core.tools import Tool, validate_tool
 
     limits = Limits()
-    expected = len(json.loads(body)["result"]["tools"])
 
-    def floor() -> Any:
-        return json.loads(body)
-
-    def sansmcp_validate() -> Any:
+    def run() -> Any:
         message = parse_json(body, max_depth=limits.max_json_depth)
         tools = [
             validate_tool(i, raw, modern=True, max_tool_bytes=limits.max_tool_bytes)
@@ -67,6 +64,16 @@ def variants(body: bytes) -> dict[str, Callable[[], Any]]:
         assert len(tools) == expected and isinstance(tools[-1], Tool)
         return tools
 
+    return run
+
+
+def _sansmcp_exchange(body: bytes, expected: int) -> Callable[[], Any]:
+    from sansmcp.core.config import Config, conn_settings
+    from sansmcp.core.http import DataReceived, ResponseEnded, ResponseReceived
+    from sansmcp.core.limits import Limits
+    from sansmcp.core.mcp import McpMachine, StartExchange, ToolsListed
+
+    limits = Limits()
     settings = conn_settings(
         Config(url="http://127.0.0.1:1/mcp"),
         client_info=None,
@@ -75,7 +82,7 @@ def variants(body: bytes) -> dict[str, Callable[[], Any]]:
     )
     head = ((b"content-type", b"application/json"),)
 
-    def sansmcp_exchange() -> Any:
+    def run() -> Any:
         machine = McpMachine(settings, limits=limits)
         machine.connect(now=0.0)
         while machine.next_output() is not None:
@@ -93,7 +100,15 @@ def variants(body: bytes) -> dict[str, Callable[[], Any]]:
         assert isinstance(listed, ToolsListed) and len(listed.tools) == expected, listed
         return listed
 
-    def sdk() -> Any:
+    return run
+
+
+def _sdk(body: bytes, expected: int) -> Callable[[], Any]:
+    import mcp.client  # noqa: F401  (the process holds what an SDK client process holds)
+    from mcp_types import ListToolsResult, jsonrpc_message_adapter
+    from mcp_types import methods as sdk_methods
+
+    def run() -> Any:
         message = jsonrpc_message_adapter.validate_json(body, by_name=False)
         raw = message.result  # type: ignore[union-attr]
         sdk_methods.validate_server_result("tools/list", "2026-07-28", raw)
@@ -101,25 +116,63 @@ def variants(body: bytes) -> dict[str, Callable[[], Any]]:
         assert len(result.tools) == expected
         return result
 
-    return {
-        "json.loads (floor)": floor,
-        "sansmcp core: parse + validate": sansmcp_validate,
-        "sansmcp core: whole exchange": sansmcp_exchange,
-        "SDK: pydantic validate": sdk,
-    }
+    return run
+
+
+VARIANTS: dict[str, Callable[[bytes, int], Callable[[], Any]]] = {
+    "json.loads (floor)": _floor,
+    "sansmcp core: parse + validate": _sansmcp_validate,
+    "sansmcp core: whole exchange": _sansmcp_exchange,
+    "SDK: pydantic validate": _sdk,
+}
+
+
+def _profile(body: bytes, expected: int, rounds: int) -> dict[str, Any]:
+    """Where sansmcp's parse + validate spends its CPU (cProfile on process time)."""
+    import cProfile
+    import pstats
+    import time
+
+    run = _sansmcp_validate(body, expected)
+    run()
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    for _ in range(rounds):
+        run()
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = [
+        {
+            "function": f"{filename.rsplit('/', 2)[-2]}/{filename.rsplit('/', 1)[-1]}:{line}({func})"
+            if "/" in filename
+            else func,
+            "calls": nc / rounds,
+            "own_ms": 1000 * tt / rounds,
+            "cumulative_ms": 1000 * ct / rounds,
+        }
+        for (filename, line, func), (_cc, nc, tt, ct, _callers) in stats.items()
+    ]
+    rows.sort(key=lambda r: -r["own_ms"])
+    return {"variant": "profile", "rows": rows[:12]}
 
 
 def main() -> None:
+    """``BODY_FILE VARIANT_INDEX|profile [--quick]``: one variant per process, so each pays
+    the garbage collector for its own imports only (a process that imported the SDK
+    walks far more objects in each full collection)."""
     body = Path(sys.argv[1]).read_bytes()
     rounds = 5 if "--quick" in sys.argv else 30
-    tools = len(json.loads(body)["result"]["tools"])
-    out: dict[str, Any] = {"tools": tools, "body_bytes": len(body), "rounds": rounds, "ms": {}}
-    for name, fn in variants(body).items():
-        try:
-            out["ms"][name] = _measure(fn, rounds)
-        except Exception as exc:
-            out["ms"][name] = None
-            out.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"
+    expected = len(json.loads(body)["result"]["tools"])
+    if sys.argv[2] == "profile":
+        print(json.dumps(_profile(body, expected, rounds)), flush=True)
+        return
+    name = list(VARIANTS)[int(sys.argv[2])]
+    out: dict[str, Any] = {"variant": name, "tools": expected, "body_bytes": len(body)}
+    out["rounds"] = rounds
+    try:
+        out["ms"] = _measure(VARIANTS[name](body, expected), rounds)
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(out), flush=True)
 
 

@@ -1,7 +1,8 @@
 """Where sansmcp's CPU goes in one work item: ``python -m bench.profile URL [--quick]``.
 
 Runs the 10-tool modern work item (asyncio adapter, warm pool and era cache) under
-cProfile after a warm-up, and prints one JSON line: the top functions by own time
+cProfile (timed by process CPU time, so waiting on the server costs nothing) after a
+warm-up, and prints one JSON line: the top functions by own time
 (``tottime``) and by cumulative time, plus how the own time splits between
 sansmcp's core, its adapter, the event loop, h11/h2, json and the rest.
 """
@@ -14,6 +15,7 @@ import json
 import pstats
 import re
 import sys
+import time
 from typing import Any
 
 from sansmcp import Config
@@ -53,7 +55,8 @@ def main() -> None:
         async with Client(allow_loopback=True) as client:
             config = Config(url=url)
             await _items(client, config, 20)
-            profiler = cProfile.Profile()
+            # CPU time, not wall time: waiting for the server is not our cost.
+            profiler = cProfile.Profile(time.process_time)
             profiler.enable()
             await _items(client, config, n)
             profiler.disable()

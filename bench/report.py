@@ -166,6 +166,8 @@ def _scaling(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[i
 
 
 def _memory(records: list[dict[str, Any]]) -> list[str]:
+    if not any(r.get("kind") == "mem" for r in records):
+        return ["(not measured in this run; `make bench` measures it)"]
     lines = [
         "| contender | idle pooled connections | Python heap per idle connection KiB | fd growth |",
         "|---|--:|--:|--:|",
@@ -297,6 +299,20 @@ def _parse(parse: dict[str, Any] | None) -> list[str]:
         lines.append(
             f"| {name} | {_fmt(value, 3)} | {_fmt(_ratio(value, sdk), 3)} | {_fmt(_ratio(value, floor))} |"
         )
+    if parse.get("profile"):
+        lines += [
+            "",
+            "Where sansmcp's parse + validate goes (cProfile, process time; inflated by the "
+            "profiler, read the shares):",
+            "",
+            "| function | calls/listing | own ms | cumulative ms |",
+            "|---|--:|--:|--:|",
+        ]
+        for row in parse["profile"][:10]:
+            lines.append(
+                f"| `{row['function']}` | {_fmt(row['calls'])} | {_fmt(row['own_ms'])} "
+                f"| {_fmt(row['cumulative_ms'])} |"
+            )
     if parse.get("errors"):
         lines.append("")
         lines.append(f"errors: {parse['errors']}")
