@@ -76,3 +76,10 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run --quick
+
+# The hostile-server suite (tests/hostile/README.md): `make test` runs its fast set
+# (a case per bound, both backends); `hostile` runs every case and a longer fuzz.
+# SANSMCP_HOSTILE_REPORT=path.jsonl also writes each case's peak RSS and wall time.
+.PHONY: hostile
+hostile: $(STAMP)
+	SANSMCP_HOSTILE_FULL=1 $(BIN)/python -X dev -m pytest -W error tests/hostile

@@ -1,0 +1,1253 @@
+"""The hostile cases: what each server does, and what the client must make of it.
+
+Every :class:`Case` names a misbehaving server (built fresh per run), the client's
+operations and scaled-down ``Limits``, and an :class:`Expect`: the exact error class
+and attributes per DESIGN.md's boundary table, the deadline it must hit (within
+``SLACK``) or else ``QUICK``, and how many requests of each kind the server may see.
+``fast=True`` cases run in ``make test``; all run under ``make hostile``
+(``SANSMCP_HOSTILE_FULL=1``).  ``python -m tests.hostile.cases`` prints the README table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .answers import (
+    LEGACY,
+    MODERN,
+    Answer,
+    Request,
+    call_result,
+    dumps,
+    error,
+    json_answer,
+    list_result,
+    result,
+    sse_answer,
+    sse_event,
+    tool,
+    well_behaved,
+)
+from .server_h1 import H1Reply, H1Server, head, serialise
+from .server_h2 import (
+    CONTINUATION,
+    END_HEADERS,
+    HEADERS,
+    PING,
+    RST_STREAM,
+    SETTINGS,
+    WINDOW_UPDATE,
+    H2Reply,
+    H2Server,
+    frame,
+)
+from .serving import HostileServer
+
+BACKENDS = ("asyncio", "trio")
+
+LIMITS: dict[str, Any] = {
+    "dial_timeout": 1.0,
+    "connect_timeout": 2.0,
+    "list_timeout": 2.0,
+    "call_timeout": 2.0,
+    "close_timeout": 0.5,
+    "cancel_grace": 0.5,
+    "max_response_bytes": 1 << 20,
+    "max_header_bytes": 16 << 10,
+    "max_responses": 32,
+    "max_tool_pages": 20,
+    "max_stream_retries": 3,
+    "max_call_attempts": 5,
+    "max_tool_bytes": 8 << 10,
+    "max_echo_bytes": 4 << 10,
+    "max_server_requests": 16,
+    "max_informational": 8,
+    "h2_max_control_frames": 1000,
+    "h2_max_small_data_frames": 2000,
+    "h2_max_header_frames": 32,
+}
+SLACK = 1.0  # how long past its deadline a case may take to end (scheduling, not speed)
+QUICK = 3.0  # a case stopped by a budget or a rule (no deadline involved) ends within this
+RSS_MARGIN_KIB = 16 * 1024  # peak RSS over the well-behaved run's, at most
+HARD_TIMEOUT = 20.0  # the client host kills a child that has not reported by then
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What the client must make of a case.
+
+    ``requests`` maps a request kind (JSON-RPC method, ``"response"``, or the HTTP
+    method of a GET/DELETE) to an exact count or an inclusive range; a kind not listed
+    must not occur.  ``deadline`` is the limit that must end the failing op: its elapsed
+    time lies in ``[deadline - 0.05, deadline + SLACK]``; without one it is at most
+    ``QUICK``.  ``close_deadline`` bounds the Conn's close the same way.
+    """
+
+    outcome: str  # "ok", "ConnectionFailed", "Unauthorized" or "ServerAnswered"
+    failed_op: str | None = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    over_limit: bool = False  # error.observed > error.limit
+    deadline: float | None = None
+    close_deadline: float | None = None
+    requests: Mapping[str, int | tuple[int, int]] = field(default_factory=dict)
+    connections: tuple[int, int] | None = None
+    check: Callable[[dict[str, Any], Any, int], None] | None = None  # (report, stats, port)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    attack: str  # for the README: what the server does
+    bound: str  # for the README: what stops it
+    server: Callable[[], HostileServer]
+    expect: Expect
+    proto: str = "h1"
+    ops: tuple[str, ...] = ("list", "call")
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    client: Mapping[str, Any] = field(default_factory=dict)
+    url: str = "http://127.0.0.1:{port}/mcp"
+    fast: bool = False
+    xfail: str | None = None
+
+    def make_server(self) -> HostileServer:
+        return self.server()
+
+
+def client_spec(case: Case, backend: str, port: int) -> dict[str, Any]:
+    return {
+        "backend": backend,
+        "url": case.url.format(port=port),
+        "ops": list(case.ops),
+        "limits": {**LIMITS, **case.limits},
+        "h2": case.proto == "h2",
+        "hard_timeout": HARD_TIMEOUT,
+        **case.client,
+    }
+
+
+# ---------------------------------------------------------------- server builders
+
+State = dict[str, Any]
+H1Attack = Callable[[Request, H1Reply, State], Awaitable[None]]
+H2Attack = Callable[[Request, H2Reply, State], Awaitable[None]]
+
+
+def h1(attacks: Mapping[str, H1Attack], *, legacy: bool = False) -> Callable[[], H1Server]:
+    """An HTTP/1.1 server that answers well except for the request kinds in ``attacks``."""
+
+    def make() -> H1Server:
+        state: State = {}
+
+        async def handler(request: Request, reply: H1Reply) -> None:
+            attack = attacks.get(request.key)
+            if attack is not None:
+                state["stats"] = server.stats
+                await attack(request, reply, state)
+            else:
+                await reply.answer(well_behaved(request, legacy=legacy))
+
+        server = H1Server(handler)
+        return server
+
+    return make
+
+
+def h2s(attacks: Mapping[str, H2Attack]) -> Callable[[], H2Server]:
+    """An HTTP/2 server that answers well except for the request kinds in ``attacks``."""
+
+    def make() -> H2Server:
+        state: State = {}
+
+        async def handler(request: Request, reply: H2Reply) -> None:
+            attack = attacks.get(request.key)
+            if attack is not None:
+                await attack(request, reply, state)
+            else:
+                await reply.answer(well_behaved(request))
+
+        return H2Server(handler)
+
+    return make
+
+
+def answer(make: Callable[[Request], Answer], *, delay: float = 0.0) -> H1Attack:
+    """An attack that is just a (possibly late) complete answer."""
+
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        await reply.answer(make(request))
+
+    return attack
+
+
+async def hang(request: Request, reply: H1Reply | H2Reply, state: State) -> None:
+    await reply.hang()
+
+
+JSON_HEAD = [("content-type", "application/json")]
+SSE_HEAD = [("content-type", "text/event-stream")]
+
+
+# ---------------------------------------------------------------- HTTP/1.1 attacks
+
+
+async def chunked_bomb(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(head(200, [*JSON_HEAD, ("transfer-encoding", "chunked")]))
+    chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
+    while True:
+        await reply.send(chunk)
+
+
+async def length_bomb(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(head(200, [*JSON_HEAD, ("content-length", str(5 << 30))]))
+    chunk = b" " * 0x10000
+    while True:
+        await reply.send(chunk)
+
+
+async def length_lie(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(head(200, [*JSON_HEAD, ("content-length", "1000")]) + b'{"jsonrpc":"2.0",')
+    await reply.hang()
+
+
+async def header_padding(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(
+        b"HTTP/1.1 200 OK\r\nX-Pad: a"
+        + b" " * 200_000
+        + b"\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+    )
+    await reply.hang()
+
+
+async def header_fields(request: Request, reply: H1Reply, state: State) -> None:
+    fields = b"".join(b"X-Field-%d: v\r\n" % i for i in range(20_000))
+    await reply.send(b"HTTP/1.1 200 OK\r\n" + fields + b"content-length: 2\r\n\r\n{}")
+    await reply.hang()
+
+
+async def header_never_ends(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(b"HTTP/1.1 200 OK\r\n")
+    while True:
+        await reply.send(b"X-More: yes\r\n" * 64)
+
+
+async def informational_flood(request: Request, reply: H1Reply, state: State) -> None:
+    while True:
+        await reply.send(b"HTTP/1.1 100 Continue\r\n\r\n" * 16)
+
+
+async def slowloris(request: Request, reply: H1Reply, state: State) -> None:
+    for byte in serialise(well_behaved(request)):
+        await reply.send(bytes([byte]))
+        await asyncio.sleep(1.0)
+
+
+def cursor_graph(
+    next_of: Callable[[str | None, State], str | None], *, delay: float = 0.0
+) -> H1Attack:
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        cursor = request.params.get("cursor")
+        state["page"] = state.get("page", 0) + 1
+        value = list_result([tool(f"t{state['page']}")], next_of(cursor, state))
+        await reply.answer(json_answer(result(request.rpc_id, value)))
+
+    return attack
+
+
+def _unique(cursor: str | None, state: State) -> str:
+    state["n"] = state.get("n", 0) + 1
+    return f"page-{state['n']}"
+
+
+async def sse_no_response(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.answer(sse_answer(b"id: 7\nretry: 0\n\n: no response in this stream\n\n"))
+
+
+async def sse_progress_only(request: Request, reply: H1Reply, state: State) -> None:
+    state["n"] = state.get("n", 0) + 1
+    note = {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": 1, "progress": state["n"]},
+    }
+    await reply.answer(sse_answer(sse_event(note)))
+
+
+async def sse_keepalive(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(head(200, SSE_HEAD))  # no length: the body runs until EOF
+    while True:
+        await reply.send(b": keep-alive\n\n")
+        await asyncio.sleep(0.05)
+
+
+async def sse_comment_flood(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(head(200, SSE_HEAD))
+    comment = b":" + b"x" * 65_000 + b"\n"
+    while True:
+        await reply.send(comment)
+
+
+async def sse_then_endless(request: Request, reply: H1Reply, state: State) -> None:
+    """Answer at once in an event stream, then keep the stream open with keep-alives."""
+    value = list_result([tool("echo")])
+    await reply.send(head(200, SSE_HEAD) + sse_event(result(request.rpc_id, value)))
+    sent = time.monotonic()
+    try:
+        while True:
+            await reply.send(b": still here\n\n")
+            await asyncio.sleep(0.05)
+    finally:
+        state["stats"].notes["drained_for"] = time.monotonic() - sent
+
+
+async def server_request_flood(request: Request, reply: H1Reply, state: State) -> None:
+    pings = b"".join(
+        sse_event({"jsonrpc": "2.0", "id": f"p{i}", "method": "ping"}) for i in range(17)
+    )
+    await reply.send(head(200, SSE_HEAD) + pings)
+    await reply.hang()
+
+
+def redirect(location: str | None, status: int) -> H1Attack:
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        where = location
+        if where is None:
+            port = reply.writer.get_extra_info("sockname")[1]
+            where = f"http://127.0.0.1:{port}/elsewhere"
+        await reply.answer(Answer(status, [("location", where)], b""))
+
+    return attack
+
+
+def deep_nesting(request: Request) -> Answer:
+    depth = 100_000
+    body = b'{"jsonrpc":"2.0","id":%d,"result":{"tools":[],"x":' % request.rpc_id
+    return json_answer(body + b"[" * depth + b"]" * depth + b"}}")
+
+
+def huge_number(request: Request) -> Answer:
+    body = b'{"jsonrpc":"2.0","id":%d,"result":{"tools":[],"x":' % request.rpc_id
+    return json_answer(body + b"7" * 1_000_000 + b"}}")
+
+
+def call_answer(content: list[Any], **extra: Any) -> Callable[[Request], Answer]:
+    def make(request: Request) -> Answer:
+        return json_answer(result(request.rpc_id, {**call_result(content), **extra}))
+
+    return make
+
+
+def mrtr(value: Mapping[str, Any]) -> H1Attack:
+    return answer(
+        lambda request: json_answer(
+            result(request.rpc_id, {"resultType": "input_required", **value})
+        )
+    )
+
+
+ELICIT = {
+    "q": {
+        "method": "elicitation/create",
+        "params": {"message": "who?", "requestedSchema": {"type": "object"}},
+    }
+}
+BIG_TOOL = tool("big", description="x" * (10 << 10))
+MIXED_TOOLS = [
+    tool("echo"),
+    {"description": "no name", "inputSchema": {"type": "object"}},
+    {"name": 42, "inputSchema": {"type": "object"}},
+    {"name": "bad_schema", "inputSchema": "not an object"},
+    BIG_TOOL,
+    tool("needs_tasks", execution={"taskSupport": "required"}),
+    tool("echo"),
+    tool("second"),
+]
+
+
+def version_error(supported: list[str]) -> Callable[[Request], Answer]:
+    def make(request: Request) -> Answer:
+        data = {"supported": supported, "requested": MODERN}
+        return json_answer(error(request.rpc_id, -32022, "unsupported protocol version", data), 400)
+
+    return make
+
+
+def auth(status: int, challenge: str) -> Callable[[Request], Answer]:
+    def make(request: Request) -> Answer:
+        return Answer(
+            status, [("www-authenticate", challenge), ("content-type", "text/plain")], b"no"
+        )
+
+    return make
+
+
+# ---------------------------------------------------------------- HTTP/2 attacks
+
+
+async def h2_hpack_bomb(request: Request, reply: H2Reply, state: State) -> None:
+    # One 4,000-byte field enters the HPACK table (index 62), then 8,000 one-byte
+    # references to it: a 12 KB block that decodes to 32 MB.
+    block = reply.h2.encoder.encode(
+        [(b":status", b"200"), (b"content-type", b"application/json"), (b"x-bomb", b"a" * 4000)],
+        huffman=False,
+    )
+    await reply.raw(frame(HEADERS, END_HEADERS, reply.stream_id, block + b"\xbe" * 8000))
+    await reply.hang()
+
+
+async def h2_continuation_flood(request: Request, reply: H2Reply, state: State) -> None:
+    await reply.raw(frame(HEADERS, 0, reply.stream_id, b"\x88"))
+    empty = frame(CONTINUATION, 0, reply.stream_id) * 100
+    while True:
+        await reply.raw(empty)
+
+
+def h2_flood(one: bytes) -> H2Attack:
+    async def attack(request: Request, reply: H2Reply, state: State) -> None:
+        batch = one * 100
+        while True:
+            await reply.raw(batch)
+
+    return attack
+
+
+async def h2_informational_flood(request: Request, reply: H2Reply, state: State) -> None:
+    encode = reply.h2.encoder.encode
+    while True:
+        fields = [(b":status", b"103"), (b"link", b"</style.css>; rel=preload")]
+        await reply.raw(
+            b"".join(
+                frame(HEADERS, END_HEADERS, reply.stream_id, encode(fields)) for _ in range(16)
+            )
+        )
+
+
+async def h2_tiny_data(request: Request, reply: H2Reply, state: State) -> None:
+    await reply.headers(200, JSON_HEAD)
+    while True:
+        for _ in range(50):
+            reply.h2.send_data(reply.stream_id, b" ")
+        await reply.connection.flush()
+
+
+async def h2_body_bomb(request: Request, reply: H2Reply, state: State) -> None:
+    await reply.headers(200, JSON_HEAD)
+    chunk = b" " * (1 << 20)
+    while True:
+        await reply.data(chunk)
+
+
+# ---------------------------------------------------------------- checks beyond the table
+
+
+def _target_is_mcp(report: dict[str, Any], stats: Any, port: int) -> None:
+    assert all(r.target == "/mcp" for r in stats.requests), [r.target for r in stats.requests]
+
+
+def _redirect_to_self(report: dict[str, Any], stats: Any, port: int) -> None:
+    _target_is_mcp(report, stats, port)
+    assert report["error"]["location"] == f"http://127.0.0.1:{port}/elsewhere"
+
+
+def _resumed_with_last_id(report: dict[str, Any], stats: Any, port: int) -> None:
+    gets = [r for r in stats.requests if r.method == "GET"]
+    assert gets and all(r.headers.get("last-event-id") == "7" for r in gets)
+
+
+def _mixed_tools(report: dict[str, Any], stats: Any, port: int) -> None:
+    listing = report["ops"][1]
+    assert listing["tools"] == ["echo", "second"], listing
+    assert [entry[0] for entry in listing["skipped"]] == [1, 2, 3, 4, 5, 6], listing
+    assert listing["skipped"][3][1] == "big" and listing["skipped"][5][1] == "echo", listing
+
+
+def _one_text_block(report: dict[str, Any], stats: Any, port: int) -> None:
+    assert report["ops"][-1]["content"] == [["text", "kept"]], report["ops"]
+
+
+def _drained_within_grace(report: dict[str, Any], stats: Any, port: int) -> None:
+    grace = LIMITS["cancel_grace"]
+    drained = stats.notes.get("drained_for")
+    assert drained is not None and grace - 0.05 <= drained <= grace + SLACK, drained
+    assert report["ops"][1]["elapsed"] < QUICK, report["ops"]
+
+
+def _mrtr_backoff(report: dict[str, Any], stats: Any, port: int) -> None:
+    calls = [r for r in stats.requests if r.key == "tools/call"]
+    assert all(r.params.get("requestState") == "again" for r in calls[1:]), [
+        r.params for r in calls
+    ]
+    assert len({r.rpc_id for r in calls}) == len(calls), "each retry needs a new id"
+
+
+def _answered_inputs(report: dict[str, Any], stats: Any, port: int) -> None:
+    calls = [r for r in stats.requests if r.key == "tools/call"]
+    assert all("inputResponses" in r.params for r in calls[1:]), [r.params for r in calls]
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _failed(cls: str, op: str, **attrs: Any) -> dict[str, Any]:
+    return {"outcome": cls, "failed_op": op, "attrs": attrs}
+
+
+def budget(op: str, bound: str, **extra: Any) -> Expect:
+    limit = LIMITS.get(bound)
+    return Expect(
+        **_failed(
+            "ConnectionFailed", op, cause="budget", bound=bound, limit=extra.pop("limit", limit)
+        ),
+        over_limit=True,
+        **extra,
+    )
+
+
+def timeout(op: str, bound: str, **extra: Any) -> Expect:
+    limit = extra.pop("limit", LIMITS[bound])
+    return Expect(
+        **_failed("ConnectionFailed", op, cause="timeout", bound=bound, limit=limit),
+        deadline=limit,
+        **extra,
+    )
+
+
+def failed(op: str, cause: str, **extra: Any) -> Expect:
+    attrs = {"cause": cause, "bound": None}
+    attrs.update(extra.pop("attrs", {}))
+    return Expect(**_failed("ConnectionFailed", op, **attrs), **extra)
+
+
+def answered(op: str, reason: str, **extra: Any) -> Expect:
+    attrs = {"reason": reason}
+    attrs.update(extra.pop("attrs", {}))
+    return Expect(**_failed("ServerAnswered", op, **attrs), **extra)
+
+
+D = "server/discover"
+L = "tools/list"
+C = "tools/call"
+LEGACY_HANDSHAKE = {D: 1, "initialize": 1, "notifications/initialized": 1}
+
+CASES: list[Case] = [
+    Case(
+        "well_behaved",
+        "a correct 2026-07-28 server (the RSS baseline)",
+        "-",
+        h1({}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}),
+        fast=True,
+    ),
+    Case(
+        "well_behaved_legacy",
+        "a correct 2025-06-18 server with a session",
+        "-",
+        h1({}, legacy=True),
+        Expect("ok", requests={**LEGACY_HANDSHAKE, L: 1, C: 1, "DELETE": 1}),
+    ),
+    # ---- bodies
+    Case(
+        "body_bomb_chunked",
+        "endless chunked body",
+        "max_response_bytes",
+        h1({L: chunked_bomb}),
+        budget("list", "max_response_bytes", requests={D: 1, L: 1}),
+        fast=True,
+    ),
+    Case(
+        "body_bomb_length",
+        "Content-Length: 5 GiB, then bytes as fast as they go",
+        "max_response_bytes",
+        h1({L: length_bomb}),
+        budget("list", "max_response_bytes", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "length_lie_silence",
+        "Content-Length: 1000, 17 bytes, then silence",
+        "dial_timeout (the per-request cap)",
+        h1({L: length_lie}),
+        timeout("list", "dial_timeout", requests={D: 1, L: 1}),
+    ),
+    # ---- header blocks
+    Case(
+        "header_padding",
+        "one header of 1 char + 200,000 spaces",
+        "max_header_bytes (raw, before parsing)",
+        h1({L: header_padding}),
+        budget("list", "max_header_bytes", requests={D: 1, L: 1}),
+        fast=True,
+    ),
+    Case(
+        "header_fields_20000",
+        "20,000 header fields",
+        "max_header_bytes",
+        h1({L: header_fields}),
+        budget("list", "max_header_bytes", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "header_never_ends",
+        "a header block that never ends (fields forever)",
+        "max_header_bytes",
+        h1({D: header_never_ends}),
+        budget("connect", "max_header_bytes", requests={D: 1}),
+    ),
+    Case(
+        "informational_flood",
+        "100 Continue heads forever",
+        "max_informational",
+        h1({L: informational_flood}),
+        budget("list", "max_informational", requests={D: 1, L: 1}),
+        fast=True,
+    ),
+    # ---- listings
+    Case(
+        "cursor_cycle_ab",
+        "nextCursor A -> B -> A",
+        "cursor seen before",
+        h1({L: cursor_graph(lambda c, s: {None: "A", "A": "B", "B": "A"}[c])}),
+        answered("list", "cursor_cycle", requests={D: 1, L: 3}),
+        fast=True,
+    ),
+    Case(
+        "cursor_same_forever",
+        "the same nextCursor forever",
+        "cursor seen before",
+        h1({L: cursor_graph(lambda c, s: "same")}),
+        answered("list", "cursor_cycle", requests={D: 1, L: 2}),
+    ),
+    Case(
+        "cursor_unique_endless",
+        "a new nextCursor on every page, at once",
+        "max_tool_pages",
+        h1({L: cursor_graph(_unique)}),
+        answered(
+            "list",
+            "max_tool_pages",
+            attrs={"bound": "max_tool_pages", "limit": LIMITS["max_tool_pages"]},
+            requests={D: 1, L: LIMITS["max_tool_pages"]},
+        ),
+        fast=True,
+    ),
+    Case(
+        "cursor_unique_slow",
+        "a new nextCursor on every page, 0.25 s per page",
+        "list_timeout",
+        h1({L: cursor_graph(_unique, delay=0.25)}),
+        timeout("list", "list_timeout", requests={D: 1, L: (5, 10)}),
+        fast=True,
+    ),
+    Case(
+        "cursor_oversized",
+        "an 8 KiB nextCursor",
+        "max_echo_bytes",
+        h1({L: cursor_graph(lambda c, s: "x" * 8192)}),
+        answered(
+            "list",
+            "oversized_cursor",
+            attrs={"bound": "max_echo_bytes", "limit": LIMITS["max_echo_bytes"]},
+            requests={D: 1, L: 1},
+        ),
+        fast=True,
+    ),
+    Case(
+        "tools_mixed",
+        "good tools among a nameless one, a numeric name, a string schema, a 10 KiB one, "
+        "a tasks-only one and a duplicate",
+        "each skipped and recorded (max_tool_bytes for the big one)",
+        h1({L: answer(lambda r: json_answer(result(r.rpc_id, list_result(MIXED_TOOLS))))}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, check=_mixed_tools),
+        fast=True,
+    ),
+    # ---- event streams
+    Case(
+        "sse_no_response",
+        "an event stream with `id:` and `retry: 0` that ends without a response, every time",
+        "max_stream_retries (re-issued with a new id)",
+        h1({L: sse_no_response}),
+        Expect(
+            **_failed(
+                "ConnectionFailed",
+                "list",
+                cause="stream_broken",
+                bound="max_stream_retries",
+                limit=3,
+            ),
+            over_limit=True,
+            requests={D: 1, L: 4},
+        ),
+        fast=True,
+    ),
+    Case(
+        "sse_no_response_legacy",
+        "the same on a 2025-06-18 server: resumed by GET with Last-Event-ID, every time",
+        "max_stream_retries (GET resumptions)",
+        h1({L: sse_no_response, "GET": sse_no_response}, legacy=True),
+        Expect(
+            **_failed(
+                "ConnectionFailed",
+                "list",
+                cause="stream_broken",
+                bound="max_stream_retries",
+                limit=3,
+            ),
+            over_limit=True,
+            requests={**LEGACY_HANDSHAKE, L: 1, "GET": 3, "DELETE": 1},
+            check=_resumed_with_last_id,
+        ),
+    ),
+    Case(
+        "sse_progress_forever",
+        "an event stream with one progress notification, then the end, every time",
+        "max_responses",
+        h1({L: sse_progress_only}),
+        budget("list", "max_responses", requests={D: 1, L: LIMITS["max_responses"]}),
+        fast=True,
+    ),
+    Case(
+        "sse_keepalive_forever",
+        "an event stream of `: keep-alive` comments every 50 ms, forever",
+        "dial_timeout (the per-request cap)",
+        h1({L: sse_keepalive}),
+        timeout("list", "dial_timeout", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "sse_comment_flood",
+        "an event stream of 64 KB comments as fast as they go",
+        "max_response_bytes",
+        h1({L: sse_comment_flood}),
+        budget("list", "max_response_bytes", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "sse_response_then_endless",
+        "the response in an event stream that then stays open with keep-alives "
+        "(the next call is answered 1.2 s late)",
+        "cancel_grace (the stream is dropped 0.5 s after the response)",
+        h1({L: sse_then_endless, C: answer(well_behaved, delay=1.2)}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, check=_drained_within_grace),
+        fast=True,
+    ),
+    Case(
+        "sse_response_then_endless_idle",
+        "the same, while the caller waits 1.5 s between list and call",
+        "cancel_grace",
+        h1({L: sse_then_endless}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, check=_drained_within_grace),
+        ops=("list", "sleep:1.5", "call"),
+        xfail=(
+            "cancel_grace is not enforced while the Conn is idle: the DRAIN exchange's "
+            "deadline (McpMachine._on_message_text: now + cancel_grace) is only acted on "
+            "by handle_timer, which both adapters call only from Conn._run/_sleep during an "
+            "operation, so a response stream that stays open after its answer keeps its "
+            "socket until the next operation starts or the Conn closes (measured: dropped "
+            "after ~1.55 s, not 0.5 s)"
+        ),
+    ),
+    Case(
+        "server_request_flood",
+        "17 `ping` requests inside one legacy response stream",
+        "max_server_requests",
+        h1({L: server_request_flood}, legacy=True),
+        budget(
+            "list",
+            "max_server_requests",
+            requests={**LEGACY_HANDSHAKE, L: 1, "response": (0, 16), "DELETE": 1},
+        ),
+        fast=True,
+        xfail=(
+            "trio adapter: Client._start spawns _run_socket as a system task after dialling; "
+            "when the Conn fails (here: the max_server_requests budget) and closes before "
+            "that task first runs, _close_socket has already discarded the connection from "
+            "the pool, so _read/_write call pool.wire(conn_id) -> LocalProtocolError "
+            "('unknown connection id N') inside a system task, and trio.run ends with "
+            "TrioInternalError instead of the ConnectionFailed (asyncio passes)"
+        ),
+    ),
+    # ---- time
+    Case(
+        "slowloris",
+        "a valid answer at one byte per second",
+        "dial_timeout (the per-request cap)",
+        h1({L: slowloris}),
+        timeout("list", "dial_timeout", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "never_answers",
+        "accepts, reads the request, never answers",
+        "dial_timeout (the per-request cap)",
+        h1({D: hang}),
+        timeout("connect", "dial_timeout", requests={D: 1}),
+        fast=True,
+    ),
+    Case(
+        "never_answers_call",
+        "answers everything but tools/call",
+        "call_timeout",
+        h1({C: hang}),
+        timeout("call", "call_timeout", requests={D: 1, L: 1, C: 1}),
+        fast=True,
+    ),
+    Case(
+        "slow_negotiation",
+        "-32022 then initialize then initialized, each 0.7 s late",
+        "connect_timeout",
+        h1(
+            {
+                D: answer(version_error([LEGACY]), delay=0.7),
+                "initialize": answer(lambda r: well_behaved(r, legacy=True), delay=0.7),
+                "notifications/initialized": answer(lambda r: Answer(202), delay=0.7),
+            }
+        ),
+        timeout("connect", "connect_timeout", requests={**LEGACY_HANDSHAKE, "DELETE": (0, 1)}),
+        fast=True,
+    ),
+    Case(
+        "delete_never_answers",
+        "a legacy server whose session DELETE never answers",
+        "close_timeout",
+        h1({"DELETE": hang}, legacy=True),
+        Expect(
+            "ok",
+            close_deadline=LIMITS["close_timeout"],
+            requests={**LEGACY_HANDSHAKE, L: 1, C: 1, "DELETE": 1},
+        ),
+        fast=True,
+    ),
+    Case(
+        "tls_handshake_never_answers",
+        "accepts TCP on an https:// URL, never answers the TLS ClientHello",
+        "dial_timeout (TCP connect + TLS handshake)",
+        h1({}),
+        timeout("connect", "dial_timeout", requests={}, connections=(1, 1)),
+        url="https://127.0.0.1:{port}/mcp",
+    ),
+    # ---- redirects and addresses
+    Case(
+        "redirect_307_loopback",
+        "307 to another path on the same loopback server",
+        "redirects are never followed",
+        h1({D: redirect(None, 307)}),
+        failed(
+            "connect", "redirect", attrs={"status": 307}, requests={D: 1}, check=_redirect_to_self
+        ),
+    ),
+    Case(
+        "redirect_302_metadata",
+        "302 to http://169.254.169.254/latest/meta-data/",
+        "redirects are never followed",
+        h1({D: redirect("http://169.254.169.254/latest/meta-data/", 302)}),
+        failed(
+            "connect",
+            "redirect",
+            attrs={"status": 302, "location": "http://169.254.169.254/latest/meta-data/"},
+            requests={D: 1},
+            check=_target_is_mcp,
+        ),
+        fast=True,
+    ),
+    Case(
+        "guard_metadata_address",
+        "the endpoint URL itself is http://169.254.169.254:PORT/mcp",
+        "dial guard (metadata addresses always refused)",
+        h1({}),
+        failed("connect", "refused_address", requests={}, connections=(0, 0)),
+        url="http://169.254.169.254:{port}/mcp",
+        fast=True,
+    ),
+    Case(
+        "guard_loopback_refused",
+        "a loopback endpoint with allow_loopback=False",
+        "dial guard",
+        h1({}),
+        failed("connect", "refused_address", requests={}, connections=(0, 0)),
+        client={"allow_loopback": False},
+    ),
+    Case(
+        "guard_dns_all_refused",
+        "DNS answers only link-local, private, loopback and unspecified addresses",
+        "dial guard (every address vetted)",
+        h1({}),
+        failed("connect", "refused_address", requests={}, connections=(0, 0)),
+        url="http://mcp.invalid:{port}/mcp",
+        client={
+            "allow_loopback": False,
+            "resolver": ["169.254.169.254", "10.0.0.1", "127.0.0.1", "0.0.0.0"],
+        },
+    ),
+    Case(
+        "guard_dns_mixed",
+        "DNS answers the metadata address first, loopback second",
+        "dial guard (only the allowed address is dialled)",
+        h1({}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, connections=(1, 1)),
+        url="http://mcp.invalid:{port}/mcp",
+        client={"resolver": ["169.254.169.254", "127.0.0.1"]},
+    ),
+    # ---- JSON-RPC
+    Case(
+        "invalid_json",
+        "200 application/json, body not JSON",
+        "boundary: not JSON-RPC",
+        h1({L: answer(lambda r: json_answer(b'{"jsonrpc":"2.0","id":2,"result":{'))}),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "wrong_id",
+        "a response for another request id",
+        "boundary: wrong id",
+        h1({L: answer(lambda r: json_answer(result(r.rpc_id + 1000, list_result([]))))}),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "batch_not_allowed",
+        "a JSON-RPC batch on 2026-07-28",
+        "boundary: batch where none is allowed",
+        h1(
+            {
+                L: answer(
+                    lambda r: json_answer(b"[" + dumps(result(r.rpc_id, list_result([]))) + b"]")
+                )
+            }
+        ),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "deep_nesting",
+        "a result nested 100,000 arrays deep",
+        "max_json_depth / recursion limit",
+        h1({L: answer(deep_nesting)}),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+        fast=True,
+    ),
+    Case(
+        "huge_number",
+        "a 1,000,000-digit JSON number",
+        "Python's integer-digit limit",
+        h1({L: answer(huge_number)}),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "html_200",
+        "200 text/html to server/discover",
+        "boundary: not JSON or an event stream",
+        h1({D: answer(lambda r: Answer(200, [("content-type", "text/html")], b"<html>hi</html>"))}),
+        failed("connect", "not_jsonrpc", attrs={"status": 200}, requests={D: 1}),
+    ),
+    # ---- results
+    Case(
+        "content_unknown_types",
+        "tools/call content of unknown types only",
+        "no usable content",
+        h1(
+            {
+                C: answer(
+                    call_answer(
+                        [{"type": "tool_use", "id": "x"}, {"type": "video", "data": "AA=="}]
+                    )
+                )
+            }
+        ),
+        answered("call", "no_usable_content", requests={D: 1, L: 1, C: 1}),
+    ),
+    Case(
+        "content_bad_base64",
+        "tools/call image and audio blocks with invalid base64",
+        "no usable content",
+        h1(
+            {
+                C: answer(
+                    call_answer(
+                        [
+                            {"type": "image", "data": "!!!not base64", "mimeType": "image/png"},
+                            {"type": "audio", "data": "A", "mimeType": "audio/wav"},
+                        ]
+                    )
+                )
+            }
+        ),
+        answered("call", "no_usable_content", requests={D: 1, L: 1, C: 1}),
+    ),
+    Case(
+        "content_mixed",
+        "one text block among unknown and undecodable ones",
+        "bad blocks dropped",
+        h1(
+            {
+                C: answer(
+                    call_answer(
+                        [
+                            {"type": "weird"},
+                            {"type": "text", "text": "kept"},
+                            {"type": "image", "data": "%%%", "mimeType": "image/png"},
+                        ]
+                    )
+                )
+            }
+        ),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, check=_one_text_block),
+    ),
+    # ---- multi round-trip
+    Case(
+        "mrtr_input_no_handler",
+        "input_required with inputRequests, no input handler configured",
+        "input we cannot supply",
+        h1({C: mrtr({"inputRequests": ELICIT})}),
+        answered("call", "input_required", requests={D: 1, L: 1, C: 1}),
+    ),
+    Case(
+        "mrtr_asks_forever",
+        "input_required with inputRequests on every attempt (the handler answers)",
+        "max_call_attempts",
+        h1({C: mrtr({"inputRequests": ELICIT})}),
+        answered(
+            "call",
+            "max_call_attempts",
+            attrs={"bound": "max_call_attempts", "limit": LIMITS["max_call_attempts"]},
+            requests={D: 1, L: 1, C: LIMITS["max_call_attempts"]},
+            check=_answered_inputs,
+        ),
+        client={"input": "answer"},
+        fast=True,
+    ),
+    Case(
+        "mrtr_shed_forever",
+        "input_required with `inputRequests: {}` and a requestState, forever",
+        "max_call_attempts (after backoff)",
+        h1({C: mrtr({"inputRequests": {}, "requestState": "again"})}),
+        answered(
+            "call",
+            "max_call_attempts",
+            attrs={"bound": "max_call_attempts", "limit": LIMITS["max_call_attempts"]},
+            requests={D: 1, L: 1, C: LIMITS["max_call_attempts"]},
+            check=_mrtr_backoff,
+        ),
+    ),
+    Case(
+        "mrtr_state_forever",
+        "input_required with only a requestState, forever (attempt bound raised to 50)",
+        "call_timeout (backoff 50 ms doubling to 500 ms)",
+        h1({C: mrtr({"requestState": "again"})}),
+        timeout("call", "call_timeout", requests={D: 1, L: 1, C: (5, 9)}, check=_mrtr_backoff),
+        limits={"max_call_attempts": 50},
+    ),
+    Case(
+        "mrtr_neither",
+        "input_required with neither inputRequests nor requestState",
+        "boundary: malformed result",
+        h1({C: mrtr({})}),
+        answered("call", "malformed_result", requests={D: 1, L: 1, C: 1}),
+    ),
+    Case(
+        "mrtr_declined",
+        "input_required the input handler declines",
+        "input declined",
+        h1({C: mrtr({"inputRequests": ELICIT})}),
+        answered("call", "input_declined", requests={D: 1, L: 1, C: 1}),
+        client={"input": "decline"},
+    ),
+    Case(
+        "mrtr_oversized_state",
+        "input_required with an 8 KiB requestState",
+        "max_echo_bytes",
+        h1({C: mrtr({"requestState": "s" * 8192})}),
+        answered(
+            "call",
+            "bad_request_state",
+            attrs={"bound": "max_echo_bytes", "limit": LIMITS["max_echo_bytes"]},
+            requests={D: 1, L: 1, C: 1},
+        ),
+    ),
+    Case(
+        "unknown_result_type",
+        'resultType "eventually"',
+        "boundary: unknown resultType",
+        h1({C: answer(call_answer([], resultType="eventually"))}),
+        answered("call", "unknown_result_type", requests={D: 1, L: 1, C: 1}),
+    ),
+    # ---- auth and versions
+    Case(
+        "auth_401",
+        "401 with WWW-Authenticate: Bearer (resource_metadata, error)",
+        "Unauthorized (status, parsed challenge)",
+        h1(
+            {
+                D: answer(
+                    auth(
+                        401,
+                        'Bearer realm="mcp", error="invalid_token", '
+                        'resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource"',
+                    )
+                )
+            }
+        ),
+        Expect(
+            **_failed("Unauthorized", "connect", status=401),
+            requests={D: 1},
+            check=lambda report, stats, port: _challenge(report, "invalid_token"),
+        ),
+        fast=True,
+    ),
+    Case(
+        "auth_403_on_call",
+        "403 with WWW-Authenticate: Bearer error=insufficient_scope on tools/call",
+        "Unauthorized (status, parsed challenge)",
+        h1({C: answer(auth(403, 'Bearer error="insufficient_scope", scope="tools:call"'))}),
+        Expect(
+            **_failed("Unauthorized", "call", status=403),
+            requests={D: 1, L: 1, C: 1},
+            check=lambda report, stats, port: _challenge(report, "insufficient_scope"),
+        ),
+    ),
+    Case(
+        "version_retry_same",
+        "-32022 naming only 2026-07-28 (the version just refused), every time",
+        "one retry per version",
+        h1({D: answer(version_error([MODERN]))}),
+        answered("connect", "unsupported_version", requests={D: 1}),
+    ),
+    Case(
+        "version_unknown_only",
+        "-32022 naming only versions sansmcp does not speak",
+        "unsupported version",
+        h1({D: answer(version_error(["1999-01-01", "2024-11-05"]))}),
+        answered("connect", "unsupported_version", requests={D: 1}),
+    ),
+    Case(
+        "version_ping_pong",
+        "-32022 -> 2025-06-18, then initialize answers -32022 -> 2025-03-26, then again",
+        "one initialize retry",
+        h1(
+            {
+                D: answer(version_error([LEGACY])),
+                "initialize": answer(version_error(["2025-03-26"])),
+            }
+        ),
+        Expect(
+            **_failed("ServerAnswered", "connect", reason="jsonrpc_error", code=-32022),
+            requests={D: 1, "initialize": 2},
+        ),
+    ),
+    # ---- HTTP/2
+    Case(
+        "h2_well_behaved",
+        "a correct server over h2c (the h2 RSS baseline)",
+        "-",
+        h2s({}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}),
+        proto="h2",
+        fast=True,
+    ),
+    Case(
+        "h2_hpack_bomb",
+        "a 12 KB header block that decodes to 32 MB (one indexed 4 KB field, 8,000 references)",
+        "max_header_bytes (decoded size, as HPACK counts it)",
+        h2s({D: h2_hpack_bomb}),
+        budget("connect", "max_header_bytes", requests={D: 1}),
+        proto="h2",
+        fast=True,
+    ),
+    Case(
+        "h2_continuation_flood",
+        "HEADERS without END_HEADERS, then empty CONTINUATION frames forever",
+        "h2_max_header_frames",
+        h2s({D: h2_continuation_flood}),
+        budget("connect", "h2_max_header_frames", requests={D: 1}),
+        proto="h2",
+        fast=True,
+    ),
+    Case(
+        "h2_ping_flood",
+        "PING frames forever",
+        "h2_max_control_frames",
+        h2s({L: h2_flood(frame(PING, 0, 0, b"\0" * 8))}),
+        budget("list", "h2_max_control_frames", requests={D: 1, L: 1}),
+        proto="h2",
+        fast=True,
+    ),
+    Case(
+        "h2_settings_flood",
+        "empty SETTINGS frames forever",
+        "h2_max_control_frames",
+        h2s({L: h2_flood(frame(SETTINGS, 0, 0))}),
+        budget("list", "h2_max_control_frames", requests={D: 1, L: 1}),
+        proto="h2",
+    ),
+    Case(
+        "h2_window_update_flood",
+        "WINDOW_UPDATE (+1) frames forever",
+        "h2_max_control_frames",
+        h2s({L: h2_flood(frame(WINDOW_UPDATE, 0, 0, (1).to_bytes(4, "big")))}),
+        budget("list", "h2_max_control_frames", requests={D: 1, L: 1}),
+        proto="h2",
+    ),
+    Case(
+        "h2_rst_flood",
+        "RST_STREAM frames for a finished stream, forever",
+        "h2_max_control_frames",
+        h2s({L: h2_flood(frame(RST_STREAM, 0, 1, (0).to_bytes(4, "big")))}),
+        budget("list", "h2_max_control_frames", requests={D: 1, L: 1}),
+        proto="h2",
+    ),
+    Case(
+        "h2_informational_flood",
+        "103 Early Hints heads forever, over HTTP/2",
+        "max_informational",
+        h2s({L: h2_informational_flood}),
+        budget("list", "max_informational", requests={D: 1, L: 1}),
+        proto="h2",
+    ),
+    Case(
+        "h2_tiny_data",
+        "1-byte DATA frames forever",
+        "h2_max_small_data_frames",
+        h2s({L: h2_tiny_data}),
+        budget("list", "h2_max_small_data_frames", requests={D: 1, L: 1}),
+        proto="h2",
+        fast=True,
+    ),
+    Case(
+        "h2_body_bomb",
+        "an endless body within the flow-control windows",
+        "max_response_bytes",
+        h2s({L: h2_body_bomb}),
+        budget("list", "max_response_bytes", requests={D: 1, L: 1}),
+        proto="h2",
+    ),
+]
+
+
+def _challenge(report: dict[str, Any], error_code: str) -> None:
+    challenges = report["error"]["challenges"]
+    assert challenges and challenges[0][0].lower() == "bearer", challenges
+    assert challenges[0][1].get("error") == error_code, challenges
+
+
+def table() -> str:
+    """The README table: case -> expected outcome -> bound that stops it."""
+    rows = [
+        "| case | attack | expected outcome | bound that stops it | fast set |",
+        "|---|---|---|---|---|",
+    ]
+    for case in CASES:
+        expect = case.expect
+        if expect.outcome == "ok":
+            outcome = "succeeds"
+        else:
+            shown = {k: v for k, v in expect.attrs.items() if v is not None}
+            detail = ", ".join(f"{k}={json.dumps(v)}" for k, v in shown.items())
+            outcome = f"`{expect.outcome}` ({detail}) in {expect.failed_op}"
+        rows.append(
+            f"| `{case.name}` | {case.attack} | {outcome} | {case.bound} | {'yes' if case.fast else ''} |"
+        )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -1,0 +1,240 @@
+"""Runs the real sansmcp ``Client`` in forked children, one per scenario, and reports.
+
+Run as ``python -X dev -W error -m tests.hostile.client_host``.  The host imports
+sansmcp and both runtimes once, caps its address space (``RLIMIT_AS``, a safety net
+only), then reads one JSON line per batch on stdin -- ``[spec, spec, ...]`` -- forks one
+child per spec (they run concurrently), and writes one JSON line with the children's
+reports in the same order.  Forking gives every scenario a fresh process (so its peak
+RSS, ``ru_maxrss``, is its own) without paying interpreter start-up each time.
+
+A spec: ``backend`` (``"asyncio"`` / ``"trio"``), ``url``, ``ops`` (after connecting:
+``"list"``, ``"call"``, ``"sleep:SECONDS"``), ``limits`` (``Limits`` fields), and optionally ``h2``
+(prior-knowledge h2c), ``allow_loopback`` (default true), ``resolver`` (a fixed answer),
+``input`` (``"answer"`` / ``"decline"``: an input handler), ``versions``, ``tool``,
+``arguments``, ``hard_timeout`` (seconds; the child is killed past it).
+
+A report: ``ok``, ``error`` (class name and every attribute), ``failed_op``, ``elapsed``
+(seconds from the start of the failing op to the exception, or to the end of the last
+op), ``close_elapsed``, ``total``, ``ops`` (per-op results), ``maxrss_kib``, ``stderr``
+(the child's, bounded), and ``escaped`` (a traceback) when anything but an
+``McpError`` left the public API; ``hung`` / ``crashed`` when the child never reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+import trio
+
+from sansmcp import Config, Limits, McpError
+from sansmcp.io_adapters import asyncio as asyncio_adapter
+from sansmcp.io_adapters import trio as trio_adapter
+
+ADDRESS_SPACE_CAP = 2 << 30
+STDERR_KEEP = 8192
+
+
+def describe(exc: BaseException) -> dict[str, Any]:
+    out: dict[str, Any] = {"class": type(exc).__name__, "message": str(exc)[:400]}
+    for name in (
+        "cause",
+        "bound",
+        "limit",
+        "observed",
+        "status",
+        "location",
+        "reason",
+        "code",
+        "www_authenticate",
+        "challenges",
+    ):
+        if hasattr(exc, name):
+            value = getattr(exc, name)
+            out[name] = value if isinstance(value, str | int | float | bool | None) else repr(value)
+    if hasattr(exc, "challenges"):
+        out["challenges"] = [[scheme, dict(params)] for scheme, params in exc.challenges]
+    return out
+
+
+async def scenario(client_cls: Any, sleep: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Connect, run the ops, close; record what happened and when (backend-neutral)."""
+    report: dict[str, Any] = {"ok": False, "ops": []}
+    kwargs: dict[str, Any] = {
+        "limits": Limits(**spec.get("limits", {})),
+        "allow_loopback": spec.get("allow_loopback", True),
+        "http2_prior_knowledge": spec.get("h2", False),
+    }
+    if spec.get("resolver") is not None:
+        answer = list(spec["resolver"])
+
+        async def resolve(host: str, port: int) -> list[str]:
+            return answer
+
+        kwargs["resolver"] = resolve
+    if spec.get("input") is not None:
+        accept = spec["input"] == "answer"
+
+        async def handler(requests: Any) -> Any:
+            if not accept:
+                return None
+            return {key: {"action": "accept", "content": {"ok": True}} for key in requests}
+
+        kwargs["input_handler"] = handler
+        kwargs["capabilities"] = {"elicitation": {}}
+    config = Config(url=spec["url"], protocol_versions=spec.get("versions"))
+    op, started = "connect", time.monotonic()
+    try:
+        async with client_cls(**kwargs) as client:
+            async with client.connect(config) as conn:
+                report["ops"].append(
+                    {
+                        "op": "connect",
+                        "elapsed": time.monotonic() - started,
+                        "version": conn.protocol_version,
+                    }
+                )
+                for op in spec.get("ops", []):
+                    started = time.monotonic()
+                    try:
+                        entry = await _run_op(conn, op, spec, sleep)
+                    except BaseException:
+                        report["elapsed"] = time.monotonic() - started
+                        raise
+                    entry["elapsed"] = time.monotonic() - started
+                    report["ops"].append(entry)
+                op, started = "close", time.monotonic()
+            report["close_elapsed"] = time.monotonic() - started
+        report["ok"] = True
+    except McpError as exc:
+        report["error"] = describe(exc)
+        report["failed_op"] = op
+        report.setdefault("elapsed", time.monotonic() - started)
+    return report
+
+
+async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[str, Any]:
+    if op.startswith("sleep:"):
+        await sleep(float(op.partition(":")[2]))
+        return {"op": op}
+    if op == "list":
+        tools = await conn.list_tools()
+        return {
+            "op": op,
+            "tools": [tool.name for tool in tools],
+            "skipped": [[s.index, s.name, s.reason] for s in conn.skipped_tools],
+        }
+    if op == "call":
+        arguments = spec.get("arguments", '{"text": "hi"}').encode()
+        result = await conn.call_tool(spec.get("tool", "echo"), arguments)
+        return {
+            "op": op,
+            "is_error": result.is_error,
+            "content": [[block.type, block.text] for block in result.content],
+        }
+    raise ValueError(f"unknown op {op!r}")
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    began = time.monotonic()
+    try:
+        if spec["backend"] == "trio":
+            report = trio.run(scenario, trio_adapter.Client, trio.sleep, spec)
+        else:
+            report = asyncio.run(scenario(asyncio_adapter.Client, asyncio.sleep, spec))
+    except BaseException as exc:  # anything but McpError escaped the public API
+        report = {"ok": False, "escaped": "".join(traceback.format_exception(exc))[-6000:]}
+    report["total"] = time.monotonic() - began
+    gc.collect()  # let unclosed-resource warnings surface now, into stderr
+    report["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return report
+
+
+def fork_child(spec: dict[str, Any]) -> tuple[int, int, str]:
+    """Fork a child running ``spec``; returns (pid, read end of its report pipe, stderr path)."""
+    read_fd, write_fd = os.pipe()
+    err_fd, err_path = tempfile.mkstemp(prefix="hostile-stderr-")
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 0
+        try:
+            os.close(read_fd)
+            os.dup2(err_fd, 2)
+            report = run_child(spec)
+            sys.stderr.flush()
+            with open(err_path, "rb") as err:
+                report["stderr"] = err.read(STDERR_KEEP).decode("utf-8", "replace")
+            data = json.dumps(report).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view) :]
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    os.close(err_fd)
+    return pid, read_fd, err_path
+
+
+def run_batch(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    children = [fork_child(spec) for spec in specs]
+    chunks: dict[int, list[bytes]] = {fd: [] for _, fd, _ in children}
+    deadline = time.monotonic() + max(float(s.get("hard_timeout", 30)) for s in specs)
+    open_fds = set(chunks)
+    while open_fds:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        ready, _, _ = select.select(list(open_fds), [], [], remaining)
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if data:
+                chunks[fd].append(data)
+            else:
+                open_fds.discard(fd)
+    reports = []
+    for pid, fd, err_path in children:
+        hung = fd in open_fds
+        if hung:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+        raw = b"".join(chunks[fd])
+        if hung:
+            report: dict[str, Any] = {"ok": False, "hung": True}
+        elif not raw:
+            report = {"ok": False, "crashed": f"wait status {status}"}
+        else:
+            report = json.loads(raw)
+        if "stderr" not in report:
+            with open(err_path, "rb") as err:
+                report["stderr"] = err.read(STDERR_KEEP).decode("utf-8", "replace")
+        os.unlink(err_path)
+        reports.append(report)
+    return reports
+
+
+def main() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_CAP, ADDRESS_SPACE_CAP))
+    print("READY", flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reports = run_batch(json.loads(line))
+        sys.stdout.write(json.dumps(reports) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The test side: the client host subprocess, and running one case on both backends.
+
+:class:`ClientHost` starts ``tests.hostile.client_host`` (``-X dev -W error``) and sends
+it batches of scenario specs; :func:`run_case` starts one hostile server per backend,
+runs the two clients concurrently against their servers, stops the servers and
+returns each backend's (report, server stats).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import select
+import subprocess
+import sys
+import time
+from typing import Any
+
+from .cases import BACKENDS, Case, client_spec
+from .serving import ServerThread, Stats
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# How long the host may take to answer a batch beyond its children's hard timeout.
+HOST_SLACK = 10.0
+
+
+class ClientHost:
+    """The forking client host (see ``client_host.py``); one per test session."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-X", "dev", "-W", "error", "-m", "tests.hostile.client_host"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self._buffer = b""
+        line = self._read_line(30.0)
+        if line != "READY":
+            self.close()
+            raise RuntimeError(f"client host did not start: {line!r}")
+
+    def run(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(specs) + "\n").encode())
+        self.proc.stdin.flush()
+        timeout = max(float(s["hard_timeout"]) for s in specs) + HOST_SLACK
+        reports: list[dict[str, Any]] = json.loads(self._read_line(timeout))
+        return reports
+
+    def _read_line(self, timeout: float) -> str:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(remaining, 0))
+            if not ready:
+                raise TimeoutError(f"client host gave no answer within {timeout:g} s")
+            data = os.read(fd, 1 << 20)
+            if not data:
+                raise RuntimeError(f"client host exited: {self._stderr()}")
+            self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    def _stderr(self) -> str:
+        self.proc.kill()
+        _, err = self.proc.communicate(timeout=10)
+        return err.decode("utf-8", "replace")[-2000:]
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        finally:
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def run_case(host: ClientHost, case: Case) -> dict[str, tuple[dict[str, Any], Stats, int]]:
+    """Run ``case`` on both backends at once: backend -> (report, server stats, port)."""
+    servers = {backend: ServerThread(case.make_server()) for backend in BACKENDS}
+    started: list[ServerThread] = []
+    try:
+        for server in servers.values():
+            started.append(server.__enter__())
+        specs = [client_spec(case, backend, servers[backend].port) for backend in BACKENDS]
+        reports = host.run(specs)
+    finally:
+        for server in started:
+            server.stop()
+    return {
+        backend: (report, servers[backend].stats, servers[backend].port)
+        for backend, report in zip(BACKENDS, reports, strict=True)
+    }
