@@ -123,6 +123,23 @@ def _failures(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _requests(records: list[dict[str, Any]]) -> list[str]:
+    """What each contender sends per work item, as the server saw it (10-tool servers)."""
+    lines = [
+        "| server | era | contender | per work item (JSON-RPC method or HTTP method) |",
+        "|---|---|---|---|",
+    ]
+    for r in _ok(records):
+        if r["kind"] != "seq" or r["tools"] != 10 or not r.get("by_rpc"):
+            continue
+        parts = ", ".join(
+            f"{name} {_fmt(count / r['n'])}"
+            for name, count in sorted(r["by_rpc"].items(), key=lambda kv: -kv[1])
+        )
+        lines.append(f"| {r['server']} | {r['era']} | {r['contender']} | {parts} |")
+    return lines
+
+
 def _health(records: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| server | era | kind | contender | n | RSS growth KiB | RSS growth B/item | fd growth |",
@@ -342,9 +359,30 @@ def write(result: dict[str, Any], out: Path) -> None:
         "many times cheaper; `this ÷ floor` is its CPU over the hand-written h11/h2 floor of "
         "its own runtime (asyncio floor for asyncio clients, trio floor for trio).",
         "",
+        "Notes on reading it:",
+        "",
+        "- The official server answers 2026-07-28 requests with `application/json` even in "
+        "SSE mode (it streams only when a request needs to), so the SSE servers run the legacy "
+        "era only.",
+        "- `sdk-default` and `fastmcp` build a new `httpx2` client per work item (new TCP "
+        "connections each time, `mode='auto'`: a `server/discover` probe each time) and speak "
+        "HTTP/1.1 even to the h2c server. `sdk-tuned` shares one pooled `httpx2.AsyncClient` "
+        "(HTTP/2 prior knowledge on h2 servers) and pins `mode` to 2026-07-28 (no probe) or "
+        "`legacy`. In legacy mode the SDK also opens the standalone GET stream (one more request "
+        "and connection per item); sansmcp never opens it.",
+        "- Floors send sansmcp's exact request bytes over one keep-alive connection per "
+        "in-flight work item (unbounded; HTTP/2 floors do not multiplex concurrent items) and "
+        "`json.loads` each body; nothing else.",
+        "- p99 over fewer than 100 items is the sample's maximum. Under 50 concurrent items "
+        "the single-process server is the bottleneck, so wall times there measure the server.",
+        "",
         "## Sequential work items",
         "",
         *_rows(records, "seq"),
+        "",
+        "## Requests per work item, by kind",
+        "",
+        *_requests(records),
         "",
         "## 50 concurrent work items",
         "",
@@ -375,6 +413,9 @@ def write(result: dict[str, Any], out: Path) -> None:
         *_profile(result.get("profile")),
         "",
         "## Health: RSS and file descriptors across the measured items",
+        "",
+        "Growth from just before to just after the measured items (after a collection). Under "
+        "concurrency the fd growth is the idle sockets the pool keeps.",
         "",
         *_health(records),
         "",

@@ -153,6 +153,7 @@ def _summarise(done: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
         "by_method": stats["by_method"],
         "by_version": stats["by_version"],
         "statuses": stats["statuses"],
+        "by_rpc": stats.get("by_rpc", {}),
     }
     if walls:
         out.update(

@@ -10,7 +10,8 @@ free port and prints ``READY <port>`` once listening.
   prior knowledge (and HTTP/1.1) on the same plain port.
 
 Counting happens inside this process, so no proxy sits between client and server:
-the ASGI app is wrapped to count HTTP requests by method and by HTTP version, and the
+the ASGI app is wrapped to count HTTP requests by method, by HTTP version and by
+JSON-RPC method (peeked from the first body chunk; the HTTP method when none), and the
 TCP connections that carried them (distinct client address and port; the kernel does
 not hand one ephemeral port to two live connections, and a run is far shorter than a
 port-range cycle).  Control lines on stdin: ``reset`` zeroes the counters, ``stats``
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import collections
 import json
+import re
 import socket
 import sys
 import threading
@@ -32,6 +34,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 Scope = dict[str, Any]
+_RPC_METHOD = re.compile(rb'"method"\s*:\s*"([^"]{1,64})"')
 
 
 def build(total_tools: int) -> MCPServer:
@@ -70,6 +73,7 @@ class Counter:
         self.by_version: collections.Counter[str] = collections.Counter()
         self.peers: set[tuple[str, int]] = set()
         self.statuses: collections.Counter[int] = collections.Counter()
+        self.by_rpc: collections.Counter[str] = collections.Counter()
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -78,6 +82,7 @@ class Counter:
             "by_method": dict(self.by_method),
             "by_version": dict(self.by_version),
             "statuses": {str(k): v for k, v in self.statuses.items()},
+            "by_rpc": dict(self.by_rpc),
         }
 
     def wrap(self, app: Any) -> Any:
@@ -92,12 +97,24 @@ class Counter:
             if client is not None:
                 self.peers.add((str(client[0]), int(client[1])))
 
+            first = [scope["method"] == "POST"]
+            if not first[0]:
+                self.by_rpc[scope["method"]] += 1
+
+            async def peeking_receive() -> dict[str, Any]:
+                message: dict[str, Any] = await receive()
+                if first[0] and message["type"] == "http.request":
+                    first[0] = False
+                    found = _RPC_METHOD.search(message.get("body", b"")[:200])
+                    self.by_rpc[found.group(1).decode() if found else "POST ?"] += 1
+                return message
+
             async def counting_send(message: dict[str, Any]) -> None:
                 if message["type"] == "http.response.start":
                     self.statuses[int(message["status"])] += 1
                 await send(message)
 
-            await app(scope, receive, counting_send)
+            await app(scope, peeking_receive, counting_send)
 
         return counted
 
