@@ -286,6 +286,7 @@ class _Role(enum.Enum):
     OP = "op"  # the current operation waits for it
     SIDE = "side"  # fire and forget (answers to server requests, cancellations)
     DRAIN = "drain"  # answered already; read to the end so the socket can be reused
+    LISTEN = "listen"  # a legacy standalone GET stream carrying server requests during a call
 
 
 class _Body(enum.Enum):
@@ -616,6 +617,9 @@ class McpMachine:
             return
 
     def _end_op(self, outcome: Output) -> None:
+        for exchange in list(self._exchanges.values()):
+            if exchange.role is _Role.LISTEN:
+                self._cancel(exchange)
         self._gen = None
         self._op_exchange = None
         self._sleep_until = None
@@ -728,6 +732,12 @@ class McpMachine:
     def _on_head(self, exchange: _Exchange, status: int, headers: Headers) -> None:
         exchange.status = status
         exchange.headers = headers
+        if exchange.role is _Role.LISTEN:
+            media = content_type(header_value(headers, b"content-type"))
+            if status == 200 and media == "text/event-stream":
+                exchange.kind = _Body.SSE
+                exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
+            return
         if exchange.role is not _Role.OP:
             return
         if 300 <= status < 400:
@@ -858,6 +868,12 @@ class McpMachine:
             raise ConnectionFailed(
                 f"the server sent an event that is not JSON: {exc}", cause="not_jsonrpc"
             ) from None
+        if exchange.role is _Role.LISTEN:
+            items = parsed if isinstance(parsed, list) else [parsed]
+            for item in items:
+                if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
+                    self._on_server_request(exchange, item)
+            return
         if exchange.role is not _Role.OP or exchange.rpc_id is None:
             return  # answered already: later events are ignored
         message, others = match_response(
@@ -1140,10 +1156,9 @@ class McpMachine:
         if not modern:
             yield from self._initialize(legacy[0])
             return
-        tried: set[str] = set()
+        retried = False
         version = modern[0]
         while True:
-            tried.add(version)
             self._probe_version = version
             reply = yield from self._request("server/discover", {})
             verdict = classify_probe(reply.status, reply.message, method="server/discover")
@@ -1154,8 +1169,9 @@ class McpMachine:
             elif verdict is Verdict.RETRY_VERSION:
                 assert reply.message is not None
                 chosen = negotiate_version(versions, reply.message["error"]["data"]["supported"])
-                if chosen is not None and chosen in tried:
+                if retried:
                     chosen = None
+                retried = True
             elif verdict is Verdict.MODERN_ERROR:
                 assert reply.message is not None
                 raise _server_error(reply.message)
@@ -1366,6 +1382,11 @@ class McpMachine:
 
     def _call_op(self, name: str, arguments: bytes, parsed: Mapping[str, Any]) -> OpGen:
         limits = self.limits
+        if self._era is _Era.LEGACY and self._can_answer and self.session_id is not None:
+            # A legacy server may send its requests (elicitation, sampling) on the standalone
+            # GET stream only; an embedder that can answer them listens there during the call.
+            request = self._legacy_request(b"GET", b"")
+            self._open(request, None, self._op_deadline, _Role.LISTEN)
         attempts = 0
         relisted = False
         inputs: Mapping[str, Any] | None = None

@@ -139,6 +139,8 @@ class FakeServer:
     def default(self, request: HttpRequest, body: Any) -> Response | None:
         if request.method == b"DELETE":
             return Response(status=200)
+        if request.method == b"GET":
+            return Response(status=405)
         method = body.get("method")
         rid = body.get("id")
         params = body.get("params") or {}

@@ -291,3 +291,28 @@ def test_arguments_are_spliced_verbatim() -> None:
     driver.ok(driver.call("echo", raw))
     assert raw in server.requests[-1].body
     assert json.loads(server.requests[-1].body)["params"]["arguments"] == {"text": "hé", "n": 1.5}
+
+
+def test_unsupported_version_naming_ours_is_retried_exactly_once() -> None:
+    """A server mid-deploy may reject the version it then lists (conformance: request-metadata)."""
+    server = FakeServer()
+    rejected = {"n": 0}
+
+    def discover(req: object, body: dict) -> Response | None:
+        if rejected["n"] < 1:
+            rejected["n"] += 1
+            data = {"supported": ["2026-07-28"], "requested": "2026-07-28"}
+            return json_response(error(body["id"], -32022, "unsupported", data), 400)
+        return server.default(req, body)  # type: ignore[arg-type]
+
+    server.overrides["server/discover"] = discover
+    driver = Driver(server)
+    assert driver.ok(driver.connect()) == Connected(protocol_version="2026-07-28")
+    assert len(server.requests) == 2
+    ids = [body["id"] for body in server.bodies]
+    assert ids[0] != ids[1]
+    rejected["n"] = -10  # now it rejects forever
+    driver = Driver(server)
+    failure = driver.failure(driver.connect())
+    assert isinstance(failure, ServerAnswered) and failure.reason == "unsupported_version"
+    assert len(server.requests) == 4

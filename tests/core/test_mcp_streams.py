@@ -444,3 +444,64 @@ def test_legacy_get_refused_is_http_status() -> None:
     driver = connected(server)
     failure = driver.failure(driver.list_tools())
     assert isinstance(failure, ConnectionFailed) and failure.status == 405
+
+
+# ---------------------------------------------------------------- legacy standalone GET stream
+
+
+def test_legacy_requests_on_the_standalone_stream_reach_the_handler() -> None:
+    """A legacy server may send elicitation only on the GET stream (TS SDK v1 does)."""
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    elicit = {"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {"m": 2}}
+    server.overrides["GET"] = lambda req, body: sse_response(elicit, end=False)
+    driver = connected(
+        server,
+        settings=conn_settings(capabilities={"elicitation": {}}),
+        input_handler=lambda requests: {"request": {"action": "accept", "content": {"n": 1}}},
+    )
+    silent_call = {}
+
+    def call(req: HttpRequest, body: Any) -> Response:
+        silent_call["id"] = body["id"]
+        return sse_response(end=False)
+
+    def answered(req: HttpRequest, body: Any) -> Response:
+        server.answers.append(body)
+        exchange = next(
+            s.exchange_id for s in driver.started if b'"method":"tools/call"' in s.request.body
+        )
+        data = b"data: " + json.dumps(result(silent_call["id"], {"content": []})).encode() + b"\n\n"
+        driver.feed(DataReceived(exchange_id=exchange, data=data))
+        driver.feed(ResponseEnded(exchange_id=exchange))
+        return Response(status=202)
+
+    server.overrides["tools/call"] = call
+    server.overrides["None"] = answered
+    assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
+    assert server.answers == [
+        {"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {"n": 1}}}
+    ]
+    get = next(s for s in driver.started if s.request.method == b"GET")
+    assert header_value(get.request.headers, b"accept") == b"text/event-stream"
+    assert header_value(get.request.headers, b"mcp-session-id") == b"session-1"
+    assert header_value(get.request.headers, b"last-event-id") is None
+    assert get.exchange_id in driver.cancelled  # the listen stream ends with the call
+    assert driver.methods().index("GET") < driver.methods().index("tools/call")
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "modern"])
+def test_no_standalone_stream_without_an_input_handler_or_modern(era: str) -> None:
+    server = make_server(era)
+    capabilities = {"elicitation": {}} if era == "modern" else None
+    driver = connected(server, settings=conn_settings(capabilities=capabilities))
+    assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
+    assert "GET" not in driver.methods()
+
+
+def test_a_refused_or_garbled_standalone_stream_does_not_hurt_the_call() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    server.overrides["GET"] = lambda req, body: sse_response(b"data: {not json\n\n", end=False)
+    driver = connected(server, settings=conn_settings(capabilities={"elicitation": {}}))
+    assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
+    server.overrides["GET"] = lambda req, body: Response(status=405)
+    assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
