@@ -212,7 +212,7 @@ class Launcher:
             server.process.terminate()
         for server in self.servers.values():
             try:
-                server.process.wait(timeout=3)
+                server.process.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 server.process.kill()
                 server.process.wait(timeout=3)
@@ -323,9 +323,12 @@ class Relay:
         self.from_client = bytearray()
         self._peers: dict[socket.socket, socket.socket | None] = {}
         self._client_side: set[socket.socket] = set()
+        self._used: set[socket.socket] = set()  # client sockets that carried a request
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._stop = False
+        self._hang_up = False
+        self.drop_on_reuse = False  # a client sending on an existing connection gets it closed
         self._thread = threading.Thread(target=self._loop, name="relay", daemon=True)
 
     def url(self, host: str | None = None, scheme: str = "http") -> str:
@@ -345,6 +348,11 @@ class Relay:
         self._thread.start()
         return self
 
+    def hang_up(self) -> None:
+        """Close every relayed connection, as a server closing idle keep-alives does."""
+        self._hang_up = True
+        self._wake_w.send(b"h")
+
     def __exit__(self, *exc: object) -> None:
         self._stop = True
         self._wake_w.send(b"x")
@@ -361,7 +369,14 @@ class Relay:
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
                 if sock is self._wake_r:
-                    return
+                    self._wake_r.recv(64)
+                    if self._stop:
+                        return
+                    if self._hang_up:
+                        self._hang_up = False
+                        for one in list(self._peers):
+                            self._drop(one)
+                    continue
                 if sock is self.listener:
                     self._accept()
                 else:
@@ -393,17 +408,29 @@ class Relay:
             data = b""
         if data and peer is not None:
             if sock in self._client_side:
+                if self.drop_on_reuse and sock in self._used:
+                    self.drop_on_reuse = False
+                    self._drop(sock)
+                    return
                 self.from_client += data
+            else:
+                self._used.add(peer)  # the server answered on it: a later request reuses it
             with contextlib.suppress(OSError):
                 peer.sendall(data)
             return
         if sock in self._client_side:
             self.client_closes.append(time.monotonic())
-        for one in (sock, peer):
+        self._drop(sock)
+
+    def _drop(self, sock: socket.socket) -> None:
+        """Close ``sock`` and its peer."""
+        for one in (sock, self._peers.get(sock)):
             if one is not None and one in self._peers:
-                self._selector.unregister(one)
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(one)
                 del self._peers[one]
                 self._client_side.discard(one)
+                self._used.discard(one)
                 one.close()
 
 

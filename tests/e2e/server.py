@@ -1,7 +1,7 @@
 """The e2e suite's MCP server: ``tests/servers/official.py``'s app plus three probe tools.
 
 Run: ``python -m tests.e2e.server PORT [--host H] [--stateless] [--json]
-[--h2c | --tls CERT KEY [--alpn P ...]]``.  Prints ``READY`` before it starts
+[--tools N] [--h2c | --tls CERT KEY [--alpn P ...]]``.  Prints ``READY`` before it starts
 serving (the fixture then polls the port).  Extra tools:
 
 * ``sleep(seconds)`` -- awaits, then answers; for cancellation and deadlines;
@@ -44,9 +44,10 @@ def main() -> None:
     parser.add_argument("--h2c", action="store_true")
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     parser.add_argument("--alpn", nargs="+", default=["h2", "http/1.1"])
+    parser.add_argument("--tools", type=int, default=0)
     args = parser.parse_args()
 
-    server = build(0)
+    server = build(args.tools)
     # The SDK renders a rich traceback for every failing tool (~0.4 s each); the
     # suite calls ``fail`` on purpose, so keep the SDK's logs to critical ones.
     logging.getLogger("mcp").setLevel(logging.CRITICAL)

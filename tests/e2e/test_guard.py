@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from sansmcp import CallerError, Config, ConnectionFailed
+from sansmcp import CallerError, Config, ConnectionFailed, Unauthorized
 from sansmcp.core import dial
 from sansmcp.core.url import parse_endpoint
 
@@ -138,29 +138,40 @@ def test_nothing_allowed_names_what_was_refused(
     assert (sentinel4.accepts, sentinel6.accepts) == (0, 0)
 
 
-class _Redirector(http.server.BaseHTTPRequestHandler):
-    status = 307
-    location = ""
+class _Scripted(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with one scripted response."""
+
+    protocol_version = "HTTP/1.1"
+    status = 200
+    headers_out: tuple[tuple[str, str], ...] = ()
+    body = b""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.send_response(self.status)
-        self.send_header("Location", self.location)
-        self.send_header("Content-Length", "0")
+        for name, value in self.headers_out:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(self.body)))
         self.end_headers()
+        self.wfile.write(self.body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
 
 
 @contextlib.contextmanager
-def redirector(status: int, location: str) -> Iterator[tuple[str, int]]:
-    handler = type("Handler", (_Redirector,), {"status": status, "location": location})
+def scripted(
+    status: int, headers: tuple[tuple[str, str], ...] = (), body: bytes = b""
+) -> Iterator[str]:
+    """A loopback HTTP server answering ``status``; yields its MCP URL."""
+    handler = type(
+        "Handler", (_Scripted,), {"status": status, "headers_out": headers, "body": body}
+    )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        yield ("127.0.0.1", int(server.server_address[1]))
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
     finally:
         server.shutdown()
         server.server_close()
@@ -181,8 +192,7 @@ def test_redirect_is_never_followed(
     target = relay(plain.address)
     location = target.url()
 
-    async def main(address: tuple[str, int]) -> None:
-        url = f"http://{address[0]}:{address[1]}/mcp"
+    async def main(url: str) -> None:
         async with backend.Client(allow_loopback=True) as client:
             with pytest.raises(ConnectionFailed) as failed:
                 async with client.connect(Config(url=url, protocol_versions=versions)):
@@ -191,8 +201,8 @@ def test_redirect_is_never_followed(
             assert failed.value.status == status
             assert failed.value.location == location
 
-    with redirector(status, location) as address:
-        backend.run(lambda: main(address))
+    with scripted(status, (("Location", location),)) as url:
+        backend.run(lambda: main(url))
     assert target.accepts == 0
 
 
@@ -262,3 +272,36 @@ def test_unresolvable_name_is_a_dns_failure(backend: Backend) -> None:
             assert client.pool.socket_count == 0
 
     backend.run(main)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_auth_failures_are_unauthorized(backend: Backend, status: int) -> None:
+    challenge = 'Bearer realm="mcp", error="invalid_token", resource_metadata="https://a.test/m"'
+
+    async def main(url: str) -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(Unauthorized) as refused:
+                async with client.connect(Config(url=url, bearer_token="expired")):
+                    raise AssertionError("connected without a valid token")
+            assert refused.value.status == status
+            scheme, params = refused.value.challenges[0]
+            assert scheme.lower() == "bearer"
+            assert params["error"] == "invalid_token"
+            assert params["resource_metadata"] == "https://a.test/m"
+            assert client.pool.socket_count == client.pool.idle_count(parse_endpoint(url).origin)
+
+    with scripted(status, (("WWW-Authenticate", challenge),), b"nope") as url:
+        backend.run(lambda: main(url))
+
+
+def test_server_error_without_jsonrpc_body(backend: Backend) -> None:
+    async def main(url: str) -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(ConnectionFailed) as failed:
+                async with client.connect(Config(url=url)):
+                    raise AssertionError("connected to a failing server")
+            assert failed.value.cause == "http_status"
+            assert failed.value.status == 502
+
+    with scripted(502, (("Content-Type", "text/html"),), b"<h1>bad gateway</h1>") as url:
+        backend.run(lambda: main(url))

@@ -12,7 +12,7 @@ from sansmcp import Config, ConnectionFailed
 from sansmcp.core.wire.h1 import H1Connection
 from sansmcp.core.wire.h2 import H2Connection
 
-from .conftest import TLS_NAME, Backend, Server, Tls, resolver_for
+from .conftest import TLS_NAME, Backend, Launcher, Server, Tls, resolver_for
 
 VERSIONS = {"default": (None, "2026-07-28"), "legacy": (["2025-11-25"], "2025-11-25")}
 
@@ -105,5 +105,36 @@ def test_tls_verification_failures(backend: Backend, tls_h2: Server, tls: Tls, c
                     raise AssertionError("connected despite a bad certificate")
             assert failed.value.cause == "tls"
             assert client.pool.socket_count == 0
+
+    backend.run(main)
+
+
+@pytest.mark.parametrize("transport", ["h1", "h2c", "tls"])
+def test_large_listing_crosses_flow_control_windows(
+    backend: Backend, launch: Launcher, tls: Tls, transport: str
+) -> None:
+    """~240 KB of tools in one SSE event: many reads, and over HTTP/2 several times the
+    initial 64 KiB flow-control window, so the client's WINDOW_UPDATEs must go out."""
+    tls_args = ("--tls", str(tls.cert), str(tls.key)) if transport == "tls" else ("--h2c",)
+    server = launch("--stateless", "--tools", "500", *tls_args)
+    url = server.url(host=TLS_NAME) if transport == "tls" else server.url()
+
+    async def main() -> None:
+        async with (
+            backend.Client(
+                allow_loopback=True,
+                http2_prior_knowledge=transport == "h2c",
+                ssl_context=tls.client_context(),
+                resolver=resolver_for({TLS_NAME: ["127.0.0.1"]}),
+            ) as client,
+            client.connect(Config(url=url)) as conn,
+        ):
+            tools = await conn.list_tools()
+            assert len(tools) == 500 + 6
+            assert {f"forecast_{index}" for index in range(500)} <= {t.name for t in tools}
+            assert conn.skipped_tools == []
+            wire = H1Connection if transport == "h1" else H2Connection
+            assert isinstance(client.pool.wire(1), wire)
+            assert 3 * 65_536 < conn.machine.bytes_received < 1_000_000
 
     backend.run(main)

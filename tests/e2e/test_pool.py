@@ -14,7 +14,7 @@ import pytest
 from sansmcp import Config, Limits
 from sansmcp.core.url import parse_endpoint
 
-from .conftest import TLS_NAME, Backend, Relay, Server, Tls, resolver_for
+from .conftest import MODES, TLS_NAME, Backend, Launcher, Relay, Server, Tls, resolver_for
 
 IDLE = 0.3
 SLACK = 1.0  # scheduling slack on a shared 2-core machine
@@ -99,5 +99,62 @@ def test_idle_connection_closed_after_the_idle_bound(
             # The pool dials afresh afterwards.
             assert await work_item(client, proxy.url(), "b") == "b"
             assert proxy.accepts == 2
+
+    backend.run(main)
+
+
+def test_socket_bound_queues_work_items(
+    backend: Backend, plain: Server, relay: Callable[..., Relay]
+) -> None:
+    """Ten concurrent work items over HTTP/1.1 with at most three sockets: the rest
+    wait for a socket and all succeed; two idle sockets are kept afterwards."""
+    proxy = relay(plain.address)
+    limits = Limits(pool_max_sockets=3, pool_max_idle_per_origin=2)
+
+    sockets: list[int] = []
+
+    async def item(client: object, index: int) -> str:
+        async with client.connect(Config(url=proxy.url())) as conn:  # type: ignore[attr-defined]
+            slept = await conn.call_tool("sleep", b'{"seconds": 0.1}')
+            assert slept.content[0].text == "slept 0.1"
+            sockets.append(client.pool.socket_count)  # type: ignore[attr-defined]
+            return await work_item(client, proxy.url(), str(index))
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True, limits=limits) as client:
+            results = await backend.gather(
+                [lambda index=index: item(client, index) for index in range(10)]  # type: ignore[misc]
+            )
+            assert results == [str(index) for index in range(10)]
+            origin = parse_endpoint(proxy.url()).origin
+            assert client.pool.socket_count == client.pool.idle_count(origin) == 2
+
+    backend.run(main)
+    assert max(sockets) == 3
+    assert proxy.accepts >= 3
+    proxy.wait_for_closes(proxy.accepts)  # every socket the client opened, it closed
+
+
+@pytest.mark.parametrize("versions", [None, ["2025-11-25"]])
+def test_server_closing_idle_connections(
+    backend: Backend, launch: Launcher, relay: Callable[..., Relay], versions: list[str] | None
+) -> None:
+    """The server (here: the relay) closes its idle keep-alive connections between two
+    calls: the pool notices the EOF, forgets the socket and the next call dials anew."""
+    proxy = relay(launch(*MODES["stateful-sse"]).address)
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(Config(url=proxy.url(), protocol_versions=versions)) as conn,
+        ):
+            first = await conn.call_tool("echo", b'{"text": "1"}')
+            assert first.content[0].text == "1"
+            accepted = proxy.accepts
+            proxy.hang_up()
+            await backend.wait_until(lambda: client.pool.socket_count == 0, timeout=5)
+            second = await conn.call_tool("echo", b'{"text": "2"}')
+            assert second.content[0].text == "2"
+            assert proxy.accepts == accepted + 1
 
     backend.run(main)
