@@ -3,8 +3,9 @@
 For each phase of the spec: set the contender up, run warm-up work items (checking
 each one listed the expected number of tools and got its echo back), print
 ``{"event": "warm"}`` and wait for ``go`` on stdin (the harness resets the server's
-counters meanwhile), run the measured work items, print ``{"event": "done", ...}``
-with the figures, tear the contender down.
+counters meanwhile), run the measured work items, tear the contender down, print
+``{"event": "done", ...}`` with the figures and wait for ``next`` (the harness reads
+the server's counters meanwhile, so the next phase's traffic cannot leak into them).
 
 Figures: client CPU from ``getrusage(RUSAGE_SELF)`` (user + sys, all threads) over
 the measured items only; wall time per item; peak RSS (``ru_maxrss``); RSS and open
@@ -53,10 +54,10 @@ def _emit(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _wait_go() -> None:
+def _wait_for(word: str) -> None:
     line = sys.stdin.readline()
-    if line.strip() != "go":
-        raise SystemExit(f"expected 'go' from the harness, got {line!r}")
+    if line.strip() != word:
+        raise SystemExit(f"expected {word!r} from the harness, got {line!r}")
 
 
 class Phase:
@@ -67,6 +68,7 @@ class Phase:
         self.contender: Contender = make(name, spec["url"], spec["era"], spec["http"])
         self.errors: list[str] = []
         self.error_count = 0
+        self.went = False  # the harness said "go": it now waits for our figures
 
     def check(self, outcome: tuple[int, str]) -> None:
         count, text = outcome
@@ -130,7 +132,8 @@ async def _run_async(phase: Phase, gather: Callable[..., Any], sleep: Any) -> di
     gc.collect()
     rss0, fds0 = _rss_kb(), _fds()
     _emit({"event": "warm", "n": n})
-    _wait_go()
+    phase.went = True
+    _wait_for("go")
     walls: list[float] = []
     cpu0, t0 = _cpu(), time.perf_counter()
     if spec["kind"] == "seq":
@@ -165,7 +168,8 @@ async def _measure_memory(
     base = tracemalloc.get_traced_memory()[0]
     fds0 = _fds()
     _emit({"event": "warm", "n": concurrency})
-    _wait_go()
+    phase.went = True
+    _wait_for("go")
 
     async def one() -> None:
         phase.check(await contender.item())
@@ -213,7 +217,8 @@ def _run_sync(phase: Phase) -> dict[str, Any]:
     gc.collect()
     rss0, fds0 = _rss_kb(), _fds()
     _emit({"event": "warm", "n": n})
-    _wait_go()
+    phase.went = True
+    _wait_for("go")
     walls = []
     cpu0, t0 = _cpu(), time.perf_counter()
     for _ in range(n):
@@ -249,9 +254,12 @@ def main() -> None:
             else:
                 out = asyncio.run(_run_async(phase, _asyncio_gather, asyncio.sleep))
         except Exception as exc:
-            _emit({"event": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]})
-            continue
+            out = {"event": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
         _emit(out)
+        if phase.went:
+            # The harness reads the server's counters now: nothing of the next phase
+            # may reach the server before it says so.
+            _wait_for("next")
 
 
 if __name__ == "__main__":

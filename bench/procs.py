@@ -97,8 +97,10 @@ class Server(LineProcess):
         ready = self.readline(timeout=60)
         if not ready.startswith("READY "):
             raise RuntimeError(f"the bench server said {ready!r}")
-        self.port = int(ready.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        _, port, path = ready.split()
+        self.port = int(port)
+        self.path = path
+        self.url = f"http://127.0.0.1:{self.port}{path}"
 
     def reset(self) -> None:
         self.send("reset")

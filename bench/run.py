@@ -154,6 +154,7 @@ def _summarise(done: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
         "by_version": stats["by_version"],
         "statuses": stats["statuses"],
         "by_rpc": stats.get("by_rpc", {}),
+        "stray_requests": stats.get("strays", 0),
     }
     if walls:
         out.update(
@@ -213,6 +214,7 @@ def run_contender(
             child.send("go")
             done = child.read_json(timeout=600)
             stats = server.stats()
+            child.send("next")
             if done["event"] == "failed":
                 record["failed"] = done["error"]
                 print(f"    {name:16} {phase['era']:6} {phase['kind']:4} FAILED {done['error']}")
@@ -286,7 +288,7 @@ def _listing_body(server: Server) -> bytes:
     """The modern tools/list response body, as the server sends it to the floor."""
     from .floor import SyncFloor, work_item
 
-    floor = SyncFloor("127.0.0.1", server.port, "/mcp", "h1")
+    floor = SyncFloor("127.0.0.1", server.port, server.path, "h1")
     steps = work_item("modern")
     try:
         return floor._exchange(next(steps)).body

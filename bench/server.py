@@ -1,7 +1,9 @@
 """The benchmark's MCP server: the official ``mcp`` package, counting what it is sent.
 
 Run: ``python -m bench.server [--tools N] [--json] [--h2c]``.  Binds 127.0.0.1 on a
-free port and prints ``READY <port>`` once listening.
+free port, serves MCP at a random path (``/mcp-<hex>``: a stray client of another
+process that reaches the port gets a 404 and is not counted) and prints
+``READY <port> <path>`` once listening.
 
 * ``N`` tools in total: ``echo`` (returns its ``text``) and ``N - 1`` filler tools whose
   input schema is about 300 bytes of JSON each.
@@ -25,6 +27,7 @@ import asyncio
 import collections
 import json
 import re
+import secrets
 import socket
 import sys
 import threading
@@ -74,6 +77,7 @@ class Counter:
         self.peers: set[tuple[str, int]] = set()
         self.statuses: collections.Counter[int] = collections.Counter()
         self.by_rpc: collections.Counter[str] = collections.Counter()
+        self.strays = 0
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -83,11 +87,14 @@ class Counter:
             "by_version": dict(self.by_version),
             "statuses": {str(k): v for k, v in self.statuses.items()},
             "by_rpc": dict(self.by_rpc),
+            "strays": self.strays,
         }
 
-    def wrap(self, app: Any) -> Any:
+    def wrap(self, app: Any, path: str) -> Any:
         async def counted(scope: Scope, receive: Any, send: Any) -> None:
-            if scope["type"] != "http":
+            if scope["type"] != "http" or scope["path"] != path:
+                if scope["type"] == "http":
+                    self.strays += 1  # another process's client that found our port
                 await app(scope, receive, send)
                 return
             self.requests += 1
@@ -147,7 +154,7 @@ def _listener() -> socket.socket:
     return listener
 
 
-async def _serve(app: Any, listener: socket.socket, counter: Counter, h2c: bool) -> None:
+async def _serve(app: Any, listener: socket.socket, counter: Counter, h2c: bool, path: str) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     threading.Thread(target=_control, args=(loop, counter, stop), daemon=True).start()
@@ -174,7 +181,7 @@ async def _serve(app: Any, listener: socket.socket, counter: Counter, h2c: bool)
         stopper = loop.create_task(stop_uvicorn())
         serving = server.serve(sockets=[listener])
     # The socket already listens: connections wait in its backlog until served.
-    print(f"READY {listener.getsockname()[1]}", flush=True)
+    print(f"READY {listener.getsockname()[1]} {path}", flush=True)
     try:
         await serving
     finally:
@@ -189,8 +196,13 @@ def main() -> None:
     parser.add_argument("--h2c", action="store_true")
     args = parser.parse_args()
     counter = Counter()
-    app = counter.wrap(build(args.tools).streamable_http_app(json_response=args.json))
-    asyncio.run(_serve(app, _listener(), counter, args.h2c))
+    # A path of our own: other processes on this shared machine that dial a port they
+    # once knew may reach ours; they get a 404 and are not counted.
+    path = f"/mcp-{secrets.token_hex(6)}"
+    mcp_app = build(args.tools).streamable_http_app(
+        json_response=args.json, streamable_http_path=path
+    )
+    asyncio.run(_serve(counter.wrap(mcp_app, path), _listener(), counter, args.h2c, path))
 
 
 if __name__ == "__main__":
