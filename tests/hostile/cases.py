@@ -157,7 +157,9 @@ def h1(attacks: Mapping[str, H1Attack], *, legacy: bool = False) -> Callable[[],
     return make
 
 
-def h2s(attacks: Mapping[str, H2Attack]) -> Callable[[], H2Server]:
+def h2s(
+    attacks: Mapping[str, H2Attack], *, max_streams: int | None = None
+) -> Callable[[], H2Server]:
     """An HTTP/2 server that answers well except for the request kinds in ``attacks``."""
 
     def make() -> H2Server:
@@ -170,7 +172,7 @@ def h2s(attacks: Mapping[str, H2Attack]) -> Callable[[], H2Server]:
             else:
                 await reply.answer(well_behaved(request))
 
-        return H2Server(handler)
+        return H2Server(handler, max_streams=max_streams)
 
     return make
 
@@ -237,6 +239,19 @@ async def header_never_ends(request: Request, reply: H1Reply, state: State) -> N
         await reply.send(b"X-More: yes\r\n" * 64)
 
 
+def chunked_then(data: bytes, forever: bytes = b"") -> H1Attack:
+    """A chunked 200 whose body bytes are ``data`` then ``forever`` repeated forever."""
+
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        await reply.send(head(200, [*JSON_HEAD, ("transfer-encoding", "chunked")]) + data)
+        if not forever:
+            await reply.hang()
+        while True:
+            await reply.send(forever)
+
+    return attack
+
+
 async def informational_flood(request: Request, reply: H1Reply, state: State) -> None:
     while True:
         await reply.send(b"HTTP/1.1 100 Continue\r\n\r\n" * 16)
@@ -288,6 +303,12 @@ async def sse_keepalive(request: Request, reply: H1Reply, state: State) -> None:
         await asyncio.sleep(0.05)
 
 
+async def sse_line_endless(request: Request, reply: H1Reply, state: State) -> None:
+    await reply.send(head(200, SSE_HEAD) + b"data: ")
+    while True:
+        await reply.send(b"x" * 65536)
+
+
 async def sse_comment_flood(request: Request, reply: H1Reply, state: State) -> None:
     await reply.send(head(200, SSE_HEAD))
     comment = b":" + b"x" * 65_000 + b"\n"
@@ -306,6 +327,30 @@ async def sse_then_endless(request: Request, reply: H1Reply, state: State) -> No
             await asyncio.sleep(0.05)
     finally:
         state["stats"].notes["drained_for"] = time.monotonic() - sent
+
+
+def sse_payload(payload: bytes) -> H1Attack:
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        await reply.answer(sse_answer(payload))
+
+    return attack
+
+
+async def pings_then_answer(request: Request, reply: H1Reply, state: State) -> None:
+    pings = b"".join(
+        sse_event({"jsonrpc": "2.0", "id": f"p{i}", "method": "ping"}) for i in range(5)
+    )
+    answer = sse_event(result(request.rpc_id, list_result([tool("echo")], modern=False)))
+    await reply.answer(sse_answer(pings + answer))
+
+
+async def listen_request_flood(request: Request, reply: H1Reply, state: State) -> None:
+    asks = b"".join(
+        sse_event({"jsonrpc": "2.0", "id": f"e{i}", "method": "elicitation/create", "params": {}})
+        for i in range(40)
+    )
+    await reply.send(head(200, SSE_HEAD) + asks)
+    await reply.hang()
 
 
 async def server_request_flood(request: Request, reply: H1Reply, state: State) -> None:
@@ -430,6 +475,12 @@ async def h2_informational_flood(request: Request, reply: H2Reply, state: State)
         )
 
 
+async def h2_oversized_frame(request: Request, reply: H2Reply, state: State) -> None:
+    await reply.raw(b"\xff\xff\xff" + bytes([0, 0]) + reply.stream_id.to_bytes(4, "big"))
+    while True:
+        await reply.raw(b" " * 65536)
+
+
 async def h2_tiny_data(request: Request, reply: H2Reply, state: State) -> None:
     await reply.headers(200, JSON_HEAD)
     while True:
@@ -443,6 +494,33 @@ async def h2_body_bomb(request: Request, reply: H2Reply, state: State) -> None:
     chunk = b" " * (1 << 20)
     while True:
         await reply.data(chunk)
+
+
+def legacy_init(**changes: Any) -> Callable[[Request], Answer]:
+    """A legacy initialize answer with ``changes`` to its result (or headers)."""
+
+    def make(request: Request) -> Answer:
+        good = well_behaved(request, legacy=True)
+        value = json.loads(good.body)
+        value["result"].update(changes.get("result", {}))
+        headers = changes.get("headers", good.headers)
+        return json_answer(value, headers=[h for h in headers if h[0] != "content-type"])
+
+    return make
+
+
+def status_answer(status: int, body: Any = None) -> Callable[[Request], Answer]:
+    def make(request: Request) -> Answer:
+        if body is None:
+            return Answer(status, [("content-type", "text/plain")], b"oops")
+        return json_answer(error(request.rpc_id, -32603, body), status)
+
+    return make
+
+
+def listing_idempotent_echo(request: Request) -> Answer:
+    echo = tool("echo", annotations={"idempotentHint": True})
+    return json_answer(result(request.rpc_id, list_result([echo])))
 
 
 # ---------------------------------------------------------------- checks beyond the table
@@ -600,6 +678,27 @@ CASES: list[Case] = [
         budget("connect", "max_header_bytes", requests={D: 1}),
     ),
     Case(
+        "chunk_size_overflow",
+        "a chunk-size line of 22 hex digits",
+        "boundary: malformed framing",
+        h1({L: chunked_then(b"f" * 22 + b"\r\n")}),
+        failed("list", "framing", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "chunk_line_endless",
+        "a chunk-size line whose extension never ends",
+        "max_header_bytes (chunk-size lines are bounded too)",
+        h1({L: chunked_then(b"1;ext=", b"x" * 4096)}),
+        budget("list", "max_header_bytes", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "trailer_flood",
+        "a chunked body, then a trailer block that never ends",
+        "max_header_bytes (trailers are a header block)",
+        h1({L: chunked_then(b"2\r\n{}\r\n0\r\n", b"X-Trailer: yes\r\n" * 64)}),
+        budget("list", "max_header_bytes", requests={D: 1, L: 1}),
+    ),
+    Case(
         "informational_flood",
         "100 Continue heads forever",
         "max_informational",
@@ -719,6 +818,13 @@ CASES: list[Case] = [
         timeout("list", "dial_timeout", requests={D: 1, L: 1}),
     ),
     Case(
+        "sse_data_line_endless",
+        "an event stream whose one `data:` line never ends",
+        "max_response_bytes (the pending line is bounded by the budget)",
+        h1({L: sse_line_endless}),
+        budget("list", "max_response_bytes", requests={D: 1, L: 1}),
+    ),
+    Case(
         "sse_comment_flood",
         "an event stream of 64 KB comments as fast as they go",
         "max_response_bytes",
@@ -768,6 +874,82 @@ CASES: list[Case] = [
             "the pool, so _read/_write call pool.wire(conn_id) -> LocalProtocolError "
             "('unknown connection id N') inside a system task, and trio.run ends with "
             "TrioInternalError instead of the ConnectionFailed (asyncio passes)"
+        ),
+    ),
+    Case(
+        "sse_call_breaks",
+        "tools/call answered by an event stream that ends without a response",
+        "no blind re-issue of a call (one request, stream_broken)",
+        h1({C: sse_no_response}),
+        failed("call", "stream_broken", requests={D: 1, L: 1, C: 1}),
+        fast=True,
+    ),
+    Case(
+        "sse_call_breaks_idempotent",
+        "the same for a tool whose listing says idempotentHint: true",
+        "max_stream_retries (re-issued with a new id)",
+        h1({L: answer(listing_idempotent_echo), C: sse_no_response}),
+        Expect(
+            **_failed(
+                "ConnectionFailed",
+                "call",
+                cause="stream_broken",
+                bound="max_stream_retries",
+                limit=3,
+            ),
+            over_limit=True,
+            requests={D: 1, L: 1, C: 4},
+        ),
+    ),
+    Case(
+        "sse_retry_huge_legacy",
+        "a legacy stream that breaks with `id:` and `retry: 3600000` (an hour)",
+        "list_timeout (the resumption wait counts against the listing)",
+        h1({L: sse_payload(b"id: 7\nretry: 3600000\n\n")}, legacy=True),
+        timeout("list", "list_timeout", requests={**LEGACY_HANDSHAKE, L: 1, "DELETE": 1}),
+    ),
+    Case(
+        "legacy_listen_request_flood",
+        "during a legacy call (input handler set), the standalone GET stream carries 40 "
+        "elicitation requests; the call is answered 0.5 s late",
+        "max_server_requests (per stream; the call itself completes)",
+        h1(
+            {
+                "GET": listen_request_flood,
+                C: answer(lambda r: well_behaved(r, legacy=True), delay=0.5),
+            },
+            legacy=True,
+        ),
+        Expect(
+            "ok",
+            requests={**LEGACY_HANDSHAKE, L: 1, C: 1, "GET": 1, "response": (1, 16), "DELETE": 1},
+        ),
+        client={"input": "answer"},
+    ),
+    Case(
+        "legacy_listen_body_bomb",
+        "during a legacy call (input handler set), the standalone GET stream is an endless "
+        "chunked body; the call is answered 1 s late",
+        "max_response_bytes (the cumulative budget fails the call)",
+        h1(
+            {"GET": chunked_bomb, C: answer(lambda r: well_behaved(r, legacy=True), delay=1.0)},
+            legacy=True,
+        ),
+        budget(
+            "call",
+            "max_response_bytes",
+            requests={**LEGACY_HANDSHAKE, L: 1, C: 1, "GET": 1, "DELETE": (0, 1)},
+        ),
+        client={"input": "answer"},
+    ),
+    Case(
+        "server_pings_then_answer",
+        "5 `ping` requests in a legacy response stream, then the response",
+        "each ping answered (max_server_requests not reached)",
+        h1({L: pings_then_answer}, legacy=True),
+        Expect(
+            "ok",
+            requests={**LEGACY_HANDSHAKE, L: 1, C: 1, "response": (0, 5), "DELETE": 1},
         ),
     ),
     # ---- time
@@ -827,6 +1009,21 @@ CASES: list[Case] = [
         h1({}),
         timeout("connect", "dial_timeout", requests={}, connections=(1, 1)),
         url="https://127.0.0.1:{port}/mcp",
+    ),
+    Case(
+        "delete_body_bomb",
+        "a legacy server whose session DELETE answers an endless chunked body",
+        "max_response_bytes / close_timeout (close ignores the failure)",
+        h1({"DELETE": chunked_bomb}, legacy=True),
+        Expect("ok", requests={**LEGACY_HANDSHAKE, L: 1, C: 1, "DELETE": 1}),
+    ),
+    Case(
+        "h2_to_http1_server",
+        "prior-knowledge h2c to a server that speaks only HTTP/1.1",
+        "boundary: malformed framing (no SETTINGS first)",
+        h1({}),
+        failed("connect", "framing", requests={"PRI": (0, 1)}),
+        proto="h2",
     ),
     # ---- redirects and addresses
     Case(
@@ -939,6 +1136,55 @@ CASES: list[Case] = [
         "boundary: not JSON or an event stream",
         h1({D: answer(lambda r: Answer(200, [("content-type", "text/html")], b"<html>hi</html>"))}),
         failed("connect", "not_jsonrpc", attrs={"status": 200}, requests={D: 1}),
+    ),
+    Case(
+        "http_500_plain",
+        "500 text/plain to tools/list",
+        "boundary: 5xx without a JSON-RPC error",
+        h1({L: answer(status_answer(500))}),
+        failed("list", "http_status", attrs={"status": 500}, requests={D: 1, L: 1}),
+    ),
+    Case(
+        "http_500_jsonrpc_error",
+        "500 with a JSON-RPC error for our id",
+        "boundary: a JSON-RPC error, whatever the status",
+        h1({L: answer(status_answer(500, "internal"))}),
+        Expect(
+            **_failed("ServerAnswered", "list", reason="jsonrpc_error", code=-32603),
+            requests={D: 1, L: 1},
+        ),
+    ),
+    Case(
+        "session_expired_forever",
+        "a legacy server answering 404 to every request with a session id",
+        "one re-initialize, then session_expired",
+        h1({L: answer(lambda r: Answer(404))}, legacy=True),
+        failed(
+            "list",
+            "session_expired",
+            attrs={"status": 404},
+            requests={D: 1, "initialize": 2, "notifications/initialized": 2, L: 2, "DELETE": 1},
+        ),
+    ),
+    Case(
+        "bad_session_id",
+        "initialize assigns an 8 KiB Mcp-Session-Id",
+        "max_echo_bytes (an unusable session id)",
+        h1(
+            {"initialize": answer(legacy_init(headers=[("mcp-session-id", "s" * 8192)]))},
+            legacy=True,
+        ),
+        answered("connect", "bad_session_id", requests={D: 1, "initialize": 1}),
+    ),
+    Case(
+        "initialize_old_version",
+        "initialize answers protocolVersion 2024-11-05",
+        "unsupported version",
+        h1(
+            {"initialize": answer(legacy_init(result={"protocolVersion": "2024-11-05"}))},
+            legacy=True,
+        ),
+        answered("connect", "unsupported_version", requests={D: 1, "initialize": 1}),
     ),
     # ---- results
     Case(
@@ -1108,9 +1354,9 @@ CASES: list[Case] = [
     Case(
         "version_retry_same",
         "-32022 naming only 2026-07-28 (the version just refused), every time",
-        "one retry per version",
+        "one -32022 retry per negotiation",
         h1({D: answer(version_error([MODERN]))}),
-        answered("connect", "unsupported_version", requests={D: 1}),
+        answered("connect", "unsupported_version", requests={D: 2}),
     ),
     Case(
         "version_unknown_only",
@@ -1204,6 +1450,22 @@ CASES: list[Case] = [
         proto="h2",
     ),
     Case(
+        "h2_oversized_frame",
+        "a DATA frame header announcing 16 MiB, then bytes",
+        "SETTINGS_MAX_FRAME_SIZE (checked before buffering)",
+        h2s({L: h2_oversized_frame}),
+        failed("list", "framing", requests={D: 1, L: 1}),
+        proto="h2",
+    ),
+    Case(
+        "h2_zero_streams",
+        "SETTINGS_MAX_CONCURRENT_STREAMS = 0, otherwise correct",
+        "one connection per request, no dial storm",
+        h2s({}, max_streams=0),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, connections=(1, 3)),
+        proto="h2",
+    ),
+    Case(
         "h2_tiny_data",
         "1-byte DATA frames forever",
         "h2_max_small_data_frames",
@@ -1243,9 +1505,10 @@ def table() -> str:
             shown = {k: v for k, v in expect.attrs.items() if v is not None}
             detail = ", ".join(f"{k}={json.dumps(v)}" for k, v in shown.items())
             outcome = f"`{expect.outcome}` ({detail}) in {expect.failed_op}"
-        rows.append(
-            f"| `{case.name}` | {case.attack} | {outcome} | {case.bound} | {'yes' if case.fast else ''} |"
-        )
+        fast = "yes" if case.fast else ""
+        if case.xfail:
+            fast = (fast + " (xfail: known bug)").strip()
+        rows.append(f"| `{case.name}` | {case.attack} | {outcome} | {case.bound} | {fast} |")
     return "\n".join(rows)
 
 

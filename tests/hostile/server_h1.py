@@ -95,7 +95,10 @@ class H1Server(HostileServer):
             except asyncio.IncompleteReadError:
                 return
             request_line, *lines = raw[:-4].decode("latin-1").split("\r\n")
-            method, target, _ = request_line.split(" ", 2)
+            parts = request_line.split(" ", 2)
+            if len(parts) != 3:
+                return  # not HTTP/1.1 (e.g. the rest of an HTTP/2 preface): hang up
+            method, target, _ = parts
             headers: dict[str, str] = {}
             for line in lines:
                 name, _, value = line.partition(":")

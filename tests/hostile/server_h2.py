@@ -18,6 +18,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+import h2.settings
 
 from .answers import Answer, Request, parse_body, well_behaved
 from .serving import MAX_SERVER_BYTES, HostileServer, Stats
@@ -120,14 +121,26 @@ async def default_handler(request: Request, reply: H2Reply) -> None:
 class H2Server(HostileServer):
     """Hands every complete request (HEADERS + DATA + END_STREAM) to ``handler``."""
 
-    def __init__(self, handler: H2Handler = default_handler) -> None:
+    def __init__(
+        self, handler: H2Handler = default_handler, *, max_streams: int | None = None
+    ) -> None:
         super().__init__()
         self.handler = handler
+        self.max_streams = max_streams  # our SETTINGS_MAX_CONCURRENT_STREAMS, if any
 
     async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Connection(writer, self.stats)
         conn.h2.initiate_connection()
         await conn.flush()
+        if self.max_streams is not None:
+            # Announced raw: our own h2 keeps accepting, so the request the client sent
+            # before it saw this SETTINGS still gets its answer.
+            limit = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+            await conn.write(
+                frame(
+                    SETTINGS, 0, 0, limit.to_bytes(2, "big") + self.max_streams.to_bytes(4, "big")
+                )
+            )
         pending: dict[int, tuple[dict[str, str], bytearray]] = {}
         tasks: set[asyncio.Task[None]] = set()
         try:
