@@ -51,12 +51,20 @@ _READ_SIZE = 65536
 
 
 class _Socket:
-    __slots__ = ("conn_id", "reader", "task", "writer")
+    """A pooled socket; ``wire`` is its machine, kept here because the pool may forget
+    the id (the socket closed) before the reader task first runs."""
+
+    __slots__ = ("conn_id", "reader", "task", "wire", "writer")
 
     def __init__(
-        self, conn_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        conn_id: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        wire: Any,
     ) -> None:
         self.conn_id = conn_id
+        self.wire = wire
         self.reader = reader
         self.writer = writer
         self.task: asyncio.Task[None] | None = None
@@ -174,8 +182,8 @@ class Client:
                 self.pool.dial_failed(checkout.conn_id)
                 self._bump()
                 raise
-            self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=_now())
-            wrapped = _Socket(checkout.conn_id, *sock)
+            wire = self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=_now())
+            wrapped = _Socket(checkout.conn_id, *sock, wire)
             self._sockets[checkout.conn_id] = wrapped
             self._begin(conn, start, checkout.conn_id)
             wrapped.task = asyncio.get_running_loop().create_task(self._read(wrapped))
@@ -265,7 +273,7 @@ class Client:
     # -- sockets ----------------------------------------------------------------
 
     async def _read(self, sock: _Socket) -> None:
-        wire: Any = self.pool.wire(sock.conn_id)
+        wire = sock.wire
         try:
             while True:
                 try:
@@ -304,8 +312,7 @@ class Client:
         sock = self._sockets.get(conn_id)
         if sock is None:
             return
-        wire: Any = self.pool.wire(conn_id)
-        data = wire.data_to_send()
+        data = sock.wire.data_to_send()
         if data and not sock.writer.is_closing():
             sock.writer.write(data)
 

@@ -52,11 +52,15 @@ _READ_SIZE = 65536
 
 
 class _Socket:
-    __slots__ = ("conn_id", "outgoing", "scope", "stream")
+    """A pooled socket; ``wire`` is its machine, kept here because the pool may forget
+    the id (the socket closed) before the socket's task first runs."""
 
-    def __init__(self, conn_id: int, stream: trio.abc.Stream) -> None:
+    __slots__ = ("conn_id", "outgoing", "scope", "stream", "wire")
+
+    def __init__(self, conn_id: int, stream: trio.abc.Stream, wire: Any) -> None:
         self.conn_id = conn_id
         self.stream = stream
+        self.wire = wire
         self.scope = trio.CancelScope()
         self.outgoing = trio.Event()
 
@@ -161,8 +165,8 @@ class Client:
                 self.pool.dial_failed(checkout.conn_id)
                 self._bump()
                 raise
-            self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=trio.current_time())
-            sock = _Socket(checkout.conn_id, stream)
+            wire = self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=trio.current_time())
+            sock = _Socket(checkout.conn_id, stream, wire)
             self._sockets[checkout.conn_id] = sock
             self._begin(conn, start, checkout.conn_id)
             trio.lowlevel.spawn_system_task(self._run_socket, sock)
@@ -264,7 +268,7 @@ class Client:
                 await trio.aclose_forcefully(sock.stream)
 
     async def _read(self, sock: _Socket) -> None:
-        wire: Any = self.pool.wire(sock.conn_id)
+        wire = sock.wire
         while True:
             try:
                 data = await sock.stream.receive_some(_READ_SIZE)
@@ -279,7 +283,7 @@ class Client:
                 return
 
     async def _write(self, sock: _Socket) -> None:
-        wire: Any = self.pool.wire(sock.conn_id)
+        wire = sock.wire
         while True:
             data = wire.data_to_send()
             if not data:
