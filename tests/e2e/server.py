@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp_types import InputRequiredResult
+from pydantic import BaseModel
 
 from tests.servers.official import build
 
@@ -60,6 +63,42 @@ def main() -> None:
     @server.tool(description="Answer with a JSON-RPC error.")
     def rpc_error() -> str:
         raise MCPError(code=-32602, message="rpc_error always answers -32602")
+
+    class Name(BaseModel):
+        name: str
+
+    @server.tool(description="Ask the user for a name (elicitation), then greet.")
+    async def ask(ctx: Context) -> str:
+        answer = await ctx.elicit("Who is there?", Name)
+        if answer.action == "accept":
+            return f"hello {answer.data.name}"
+        return answer.action
+
+    @server.tool(description="Ask for a name by a multi round-trip input request (2026-07-28).")
+    async def ask_mrtr(ctx: Context) -> Any:
+        responses = ctx.input_responses or {}
+        answer = responses.get("name")
+        if answer is None:
+            return InputRequiredResult.model_validate(
+                {
+                    "inputRequests": {
+                        "name": {
+                            "method": "elicitation/create",
+                            "params": {
+                                "mode": "form",
+                                "message": "Who is there?",
+                                "requestedSchema": Name.model_json_schema(),
+                            },
+                        }
+                    },
+                    "requestState": "round-1",
+                }
+            )
+        if ctx.request_state != "round-1":
+            return f"lost state {ctx.request_state!r}"
+        if getattr(answer, "action", None) == "accept":
+            return f"hello {answer.content['name']}"  # type: ignore[union-attr]
+        return str(getattr(answer, "action", "?"))
 
     @server.tool(description="The HTTP version and the protocol revision of this request.")
     def whoami(ctx: Context) -> str:
