@@ -130,7 +130,7 @@ def test_large_listing_crosses_flow_control_windows(
             client.connect(Config(url=url)) as conn,
         ):
             tools = await conn.list_tools()
-            assert len(tools) == 500 + 6
+            assert len(tools) == 500 + 8
             assert {f"forecast_{index}" for index in range(500)} <= {t.name for t in tools}
             assert conn.skipped_tools == []
             wire = H1Connection if transport == "h1" else H2Connection

@@ -19,7 +19,7 @@ from .conftest import MODES, Backend, Launcher, Relay, Server
 
 VERSIONS = {"default": None, "legacy": ["2025-11-25"]}
 EXPECTED = {"default": "2026-07-28", "legacy": "2025-11-25"}
-OUR_TOOLS = {"echo", "add", "fail", "sleep", "rpc_error", "whoami"}
+OUR_TOOLS = {"echo", "add", "fail", "sleep", "rpc_error", "whoami", "ask", "ask_mrtr"}
 
 
 @pytest.fixture(scope="module", params=list(MODES))
