@@ -229,7 +229,9 @@ class Client:
                 )
                 context = None
                 if origin.scheme == "https":
-                    context = self._ssl or _default_ssl_context()
+                    if self._ssl is None:  # built once: loading the system CA store costs ~35 ms
+                        self._ssl = _default_ssl_context()
+                    context = self._ssl
                     context.set_alpn_protocols(list(alpn))
                 last: BaseException | None = None
                 for address in allowed:

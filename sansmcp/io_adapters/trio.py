@@ -220,7 +220,9 @@ class Client:
                     tcp.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
                 if origin.scheme != "https":
                     return tcp, None
-                context = self._ssl or _default_ssl_context()
+                if self._ssl is None:  # built once: loading the system CA store costs ~35 ms
+                    self._ssl = _default_ssl_context()
+                context = self._ssl
                 context.set_alpn_protocols(list(alpn))
                 stream = trio.SSLStream(
                     tcp, context, server_hostname=origin.host, https_compatible=True
