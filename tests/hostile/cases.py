@@ -11,6 +11,7 @@ and attributes per DESIGN.md's boundary table, the deadline it must hit (within
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -96,6 +97,7 @@ class Expect:
     close_deadline: float | None = None
     requests: Mapping[str, int | tuple[int, int]] = field(default_factory=dict)
     connections: tuple[int, int] | None = None
+    second_ok: bool = False  # a second Conn on the same Client must then succeed
     check: Callable[[dict[str, Any], Any, int], None] | None = None  # (report, stats, port)
 
 
@@ -125,6 +127,7 @@ def client_spec(case: Case, backend: str, port: int) -> dict[str, Any]:
         "ops": list(case.ops),
         "limits": {**LIMITS, **case.limits},
         "h2": case.proto == "h2",
+        "reconnect": case.expect.second_ok,
         "hard_timeout": HARD_TIMEOUT,
         **case.client,
     }
@@ -137,14 +140,21 @@ H1Attack = Callable[[Request, H1Reply, State], Awaitable[None]]
 H2Attack = Callable[[Request, H2Reply, State], Awaitable[None]]
 
 
-def h1(attacks: Mapping[str, H1Attack], *, legacy: bool = False) -> Callable[[], H1Server]:
-    """An HTTP/1.1 server that answers well except for the request kinds in ``attacks``."""
+def h1(
+    attacks: Mapping[str, H1Attack], *, legacy: bool = False, once: bool = False
+) -> Callable[[], H1Server]:
+    """An HTTP/1.1 server that answers well except for the request kinds in ``attacks``
+    (with ``once``, only the first request of each such kind is attacked)."""
 
     def make() -> H1Server:
         state: State = {}
+        attacked: set[str] = set()
 
         async def handler(request: Request, reply: H1Reply) -> None:
             attack = attacks.get(request.key)
+            if once and request.key in attacked:
+                attack = None
+            attacked.add(request.key)
             if attack is not None:
                 state["stats"] = server.stats
                 await attack(request, reply, state)
@@ -158,15 +168,20 @@ def h1(attacks: Mapping[str, H1Attack], *, legacy: bool = False) -> Callable[[],
 
 
 def h2s(
-    attacks: Mapping[str, H2Attack], *, max_streams: int | None = None
+    attacks: Mapping[str, H2Attack], *, max_streams: int | None = None, once: bool = False
 ) -> Callable[[], H2Server]:
-    """An HTTP/2 server that answers well except for the request kinds in ``attacks``."""
+    """An HTTP/2 server that answers well except for the request kinds in ``attacks``
+    (with ``once``, only the first request of each such kind is attacked)."""
 
     def make() -> H2Server:
         state: State = {}
+        attacked: set[str] = set()
 
         async def handler(request: Request, reply: H2Reply) -> None:
             attack = attacks.get(request.key)
+            if once and request.key in attacked:
+                attack = None
+            attacked.add(request.key)
             if attack is not None:
                 await attack(request, reply, state)
             else:
@@ -608,6 +623,10 @@ def answered(op: str, reason: str, **extra: Any) -> Expect:
     attrs = {"reason": reason}
     attrs.update(extra.pop("attrs", {}))
     return Expect(**_failed("ServerAnswered", op, **attrs), **extra)
+
+
+def replace_expect(expect: Expect, **changes: Any) -> Expect:
+    return dataclasses.replace(expect, **changes)
 
 
 D = "server/discover"
@@ -1371,6 +1390,57 @@ CASES: list[Case] = [
             **_failed("ServerAnswered", "connect", reason="jsonrpc_error", code=-32022),
             requests={D: 1, "initialize": 2},
         ),
+    ),
+    # ---- the pool after an attack: a second Conn on the same Client works
+    Case(
+        "reuse_after_body_bomb",
+        "an endless chunked body on the first listing only, then a second Conn",
+        "the broken socket never returns to the pool",
+        h1({L: chunked_bomb}, once=True),
+        replace_expect(
+            budget("list", "max_response_bytes"), requests={D: (1, 2), L: 2}, second_ok=True
+        ),
+    ),
+    Case(
+        "reuse_after_timeout",
+        "the first listing is never answered, then a second Conn",
+        "the abandoned socket never returns to the pool",
+        h1({L: hang}, once=True),
+        replace_expect(timeout("list", "dial_timeout"), requests={D: (1, 2), L: 2}, second_ok=True),
+    ),
+    Case(
+        "reuse_after_sse_drain",
+        "the first listing's stream stays open after its answer, then a second Conn",
+        "the draining socket is not handed out while busy",
+        h1({L: sse_then_endless}, once=True),
+        Expect("ok", requests={D: (1, 2), L: 2, C: 1}, second_ok=True),
+    ),
+    Case(
+        "reuse_after_h2_ping_flood",
+        "a PING flood on the first listing only, then a second Conn (h2c)",
+        "the failed HTTP/2 connection is not reused",
+        h2s({L: h2_flood(frame(PING, 0, 0, b"\0" * 8))}, once=True),
+        replace_expect(
+            budget("list", "h2_max_control_frames"),
+            requests={D: (1, 2), L: 2},
+            connections=(2, 2),
+            second_ok=True,
+        ),
+        proto="h2",
+    ),
+    Case(
+        "reuse_after_h2_reset",
+        "the first listing is never answered (the stream is reset at the deadline), "
+        "then a second Conn shares the same HTTP/2 connection",
+        "only the stream is reset; the connection stays usable",
+        h2s({L: hang}, once=True),
+        replace_expect(
+            timeout("list", "dial_timeout"),
+            requests={D: (1, 2), L: 2},
+            connections=(1, 1),
+            second_ok=True,
+        ),
+        proto="h2",
     ),
     # ---- HTTP/2
     Case(

@@ -11,11 +11,13 @@ A spec: ``backend`` (``"asyncio"`` / ``"trio"``), ``url``, ``ops`` (after connec
 ``"list"``, ``"call"``, ``"sleep:SECONDS"``), ``limits`` (``Limits`` fields), and optionally ``h2``
 (prior-knowledge h2c), ``allow_loopback`` (default true), ``resolver`` (a fixed answer),
 ``input`` (``"answer"`` / ``"decline"``: an input handler), ``versions``, ``tool``,
-``arguments``, ``hard_timeout`` (seconds; the child is killed past it).
+``arguments``, ``reconnect`` (then open a second ``Conn`` on the same ``Client`` and
+list), ``hard_timeout`` (seconds; the child is killed past it).
 
 A report: ``ok``, ``error`` (class name and every attribute), ``failed_op``, ``elapsed``
 (seconds from the start of the failing op to the exception, or to the end of the last
-op), ``close_elapsed``, ``total``, ``ops`` (per-op results), ``maxrss_kib``, ``stderr``
+op), ``close_elapsed``, ``total``, ``ops`` (per-op results), ``second`` (the second
+``Conn``'s outcome), ``maxrss_kib``, ``stderr``
 (the child's, bounded), and ``escaped`` (a traceback) when anything but an
 ``McpError`` left the public API; ``hung`` / ``crashed`` when the child never reported.
 """
@@ -93,34 +95,53 @@ async def scenario(client_cls: Any, sleep: Any, spec: dict[str, Any]) -> dict[st
         kwargs["input_handler"] = handler
         kwargs["capabilities"] = {"elicitation": {}}
     config = Config(url=spec["url"], protocol_versions=spec.get("versions"))
+    async with client_cls(**kwargs) as client:
+        await _first_conn(client, config, spec, sleep, report)
+        if spec.get("reconnect"):
+            report["second"] = await _second_conn(client, config)
+    return report
+
+
+async def _first_conn(
+    client: Any, config: Config, spec: dict[str, Any], sleep: Any, report: dict[str, Any]
+) -> None:
     op, started = "connect", time.monotonic()
     try:
-        async with client_cls(**kwargs) as client:
-            async with client.connect(config) as conn:
-                report["ops"].append(
-                    {
-                        "op": "connect",
-                        "elapsed": time.monotonic() - started,
-                        "version": conn.protocol_version,
-                    }
-                )
-                for op in spec.get("ops", []):
-                    started = time.monotonic()
-                    try:
-                        entry = await _run_op(conn, op, spec, sleep)
-                    except BaseException:
-                        report["elapsed"] = time.monotonic() - started
-                        raise
-                    entry["elapsed"] = time.monotonic() - started
-                    report["ops"].append(entry)
-                op, started = "close", time.monotonic()
-            report["close_elapsed"] = time.monotonic() - started
+        async with client.connect(config) as conn:
+            report["ops"].append(
+                {
+                    "op": "connect",
+                    "elapsed": time.monotonic() - started,
+                    "version": conn.protocol_version,
+                }
+            )
+            for op in spec.get("ops", []):
+                started = time.monotonic()
+                try:
+                    entry = await _run_op(conn, op, spec, sleep)
+                except BaseException:
+                    report["elapsed"] = time.monotonic() - started
+                    raise
+                entry["elapsed"] = time.monotonic() - started
+                report["ops"].append(entry)
+            op, started = "close", time.monotonic()
+        report["close_elapsed"] = time.monotonic() - started
         report["ok"] = True
     except McpError as exc:
         report["error"] = describe(exc)
         report["failed_op"] = op
         report.setdefault("elapsed", time.monotonic() - started)
-    return report
+
+
+async def _second_conn(client: Any, config: Config) -> dict[str, Any]:
+    """A second Conn on the same Client (and pool) after the first one ended."""
+    started = time.monotonic()
+    try:
+        async with client.connect(config) as conn:
+            tools = await conn.list_tools()
+        return {"ok": True, "tools": [t.name for t in tools], "elapsed": time.monotonic() - started}
+    except McpError as exc:
+        return {"ok": False, "error": describe(exc), "elapsed": time.monotonic() - started}
 
 
 async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[str, Any]:

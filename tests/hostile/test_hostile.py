@@ -92,6 +92,10 @@ def check(case: Case, report: dict[str, Any], stats: Stats, port: int, baseline_
     assert grew <= RSS_MARGIN_KIB, (
         f"peak RSS {report['maxrss_kib']} KiB is {grew} KiB over the baseline"
     )
+    if expect.second_ok:
+        second = report["second"]
+        assert second["ok"], f"the second Conn failed: {second}"
+        assert second["elapsed"] <= QUICK, second
     if expect.check is not None:
         expect.check(report, stats, port)
 
