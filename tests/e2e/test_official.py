@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -88,7 +89,7 @@ def test_contract(backend: Backend, official: Server, versions: str) -> None:
 
 @pytest.mark.parametrize("mode", ["stateful-json", "stateful-sse"])
 def test_legacy_session_is_carried_and_deleted(
-    backend: Backend, launch: Launcher, relay: type[Relay], mode: str
+    backend: Backend, launch: Launcher, relay: Callable[..., Relay], mode: str
 ) -> None:
     """Restricted to 2025-11-25 on a stateful server: initialize, the session id on
     every later request, MCP-Protocol-Version, and a DELETE on close."""
@@ -117,7 +118,7 @@ def test_legacy_session_is_carried_and_deleted(
 
 
 def test_stateless_server_has_no_session(
-    backend: Backend, plain: Server, relay: type[Relay]
+    backend: Backend, plain: Server, relay: Callable[..., Relay]
 ) -> None:
     proxy = relay(plain.address)
 
@@ -137,7 +138,9 @@ def test_stateless_server_has_no_session(
     assert proxy.accepts == 1
 
 
-def test_era_cache_skips_the_probe(backend: Backend, plain: Server, relay: type[Relay]) -> None:
+def test_era_cache_skips_the_probe(
+    backend: Backend, plain: Server, relay: Callable[..., Relay]
+) -> None:
     """A second work item to a known modern endpoint sends its request directly."""
     proxy = relay(plain.address)
 
@@ -154,7 +157,7 @@ def test_era_cache_skips_the_probe(backend: Backend, plain: Server, relay: type[
     assert sent.count(b'"method":"tools/call"') == 2
 
 
-def test_module_level_connect(backend: Backend, plain: Server, relay: type[Relay]) -> None:
+def test_module_level_connect(backend: Backend, plain: Server, relay: Callable[..., Relay]) -> None:
     """``connect()`` runs on a default Client per event loop / trio run, with the default
     guard: loopback is refused before any connection, and a second run gets a fresh one."""
     proxy = relay(plain.address)
