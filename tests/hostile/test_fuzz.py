@@ -33,7 +33,7 @@ from .server_h1 import H1Reply, H1Server
 from .serving import ServerThread
 
 FULL = os.environ.get("SANSMCP_HOSTILE_FULL") == "1"
-EXAMPLES = 200 if FULL else 30
+EXAMPLES = int(os.environ.get("SANSMCP_HOSTILE_FUZZ_EXAMPLES", 200 if FULL else 30))
 ID = "$ID"  # replaced by the request's id when the answer is rendered
 FUZZ_LIMITS = {
     **LIMITS,
