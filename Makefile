@@ -14,14 +14,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check sansmcp tests bench
-	$(BIN)/ruff format --check sansmcp tests bench
+	$(BIN)/ruff check sansmcp tests bench examples
+	$(BIN)/ruff format --check sansmcp tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sansmcp
 
 unit: $(STAMP)
-	$(BIN)/python -X dev -m coverage run -m pytest -W error
+	$(BIN)/python -X dev -m coverage run -m pytest -W error --ignore=tests/interop
 	$(BIN)/python -m coverage report --fail-under=95
 
 test: lint typecheck unit
