@@ -368,6 +368,7 @@ class Conn:
         self.skipped_tools: list[SkippedTool] = []
         self._wake = asyncio.Event()
         self._closed = False
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     @property
     def protocol_version(self) -> str | None:
@@ -413,6 +414,7 @@ class Conn:
         machine = self.machine
         if machine.busy:
             raise RuntimeError("a Conn runs one operation at a time")
+        self._stop_idle_timer()
         start(now=_now())
         try:
             while True:
@@ -436,6 +438,30 @@ class Conn:
         except BaseException:
             self._abandon()
             raise
+        finally:
+            self._arm_idle_timer()
+
+    def _arm_idle_timer(self) -> None:
+        """Between operations the machine may still hold deadlines (a stream drained after
+        its answer, a cancellation notice): honour them without waiting for the next call."""
+        deadline = self.machine.next_deadline()
+        if deadline is not None and not self.machine.busy and self._idle_timer is None:
+            self._idle_timer = asyncio.get_running_loop().call_at(deadline, self._on_idle_timer)
+
+    def _stop_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _on_idle_timer(self) -> None:
+        self._idle_timer = None
+        if self.machine.busy:
+            return
+        self.machine.handle_timer(now=_now())
+        while (output := self.machine.next_output()) is not None:
+            if isinstance(output, CancelExchange):  # all an idle machine asks for
+                self.client._cancel(output.exchange_id)
+        self._arm_idle_timer()
 
     def _learn(self, output: Output) -> None:
         if isinstance(output, Connected | ToolsListed | ToolCalled):

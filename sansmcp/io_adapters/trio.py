@@ -365,6 +365,7 @@ class Conn:
         self.skipped_tools: list[SkippedTool] = []
         self._wake = trio.Event()
         self._closed = False
+        self._idle_scope: trio.CancelScope | None = None
 
     @property
     def protocol_version(self) -> str | None:
@@ -410,6 +411,7 @@ class Conn:
         machine = self.machine
         if machine.busy:
             raise RuntimeError("a Conn runs one operation at a time")
+        self._stop_idle_timer()
         start(now=trio.current_time())
         try:
             while True:
@@ -433,6 +435,35 @@ class Conn:
         except BaseException:
             self._abandon()
             raise
+        finally:
+            self._arm_idle_timer()
+
+    def _arm_idle_timer(self) -> None:
+        """Between operations the machine may still hold deadlines (a stream drained after
+        its answer, a cancellation notice): honour them without waiting for the next call."""
+        deadline = self.machine.next_deadline()
+        if deadline is not None and not self.machine.busy and self._idle_scope is None:
+            self._idle_scope = trio.CancelScope(deadline=deadline)
+            trio.lowlevel.spawn_system_task(self._idle_timer, self._idle_scope)
+
+    def _stop_idle_timer(self) -> None:
+        scope, self._idle_scope = self._idle_scope, None
+        if scope is not None:
+            scope.cancel()
+
+    async def _idle_timer(self, scope: trio.CancelScope) -> None:
+        with scope:
+            await trio.sleep_forever()
+        if self._idle_scope is not scope:
+            return  # stopped: an operation started
+        self._idle_scope = None
+        if self.machine.busy:
+            return
+        self.machine.handle_timer(now=trio.current_time())
+        while (output := self.machine.next_output()) is not None:
+            if isinstance(output, CancelExchange):  # all an idle machine asks for
+                self.client._cancel(output.exchange_id)
+        self._arm_idle_timer()
 
     def _learn(self, output: Output) -> None:
         if isinstance(output, Connected | ToolsListed | ToolCalled):

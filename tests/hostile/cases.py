@@ -866,14 +866,6 @@ CASES: list[Case] = [
         h1({L: sse_then_endless}),
         Expect("ok", requests={D: 1, L: 1, C: 1}, check=_drained_within_grace),
         ops=("list", "sleep:1.5", "call"),
-        xfail=(
-            "cancel_grace is not enforced while the Conn is idle: the DRAIN exchange's "
-            "deadline (McpMachine._on_message_text: now + cancel_grace) is only acted on "
-            "by handle_timer, which both adapters call only from Conn._run/_sleep during an "
-            "operation, so a response stream that stays open after its answer keeps its "
-            "socket until the next operation starts or the Conn closes (measured: dropped "
-            "after ~1.55 s, not 0.5 s)"
-        ),
     ),
     Case(
         "server_request_flood",
