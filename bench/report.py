@@ -373,6 +373,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         "- Floors send sansmcp's exact request bytes over one keep-alive connection per "
         "in-flight work item (unbounded; HTTP/2 floors do not multiplex concurrent items) and "
         "`json.loads` each body; nothing else.",
+        "- hypercorn's `keep_alive_max_requests` (1,000 by default: GOAWAY after 1,000 "
+        "requests on a connection, failing the streams in flight) is raised for the run; with "
+        "the default, 50 concurrent work items over one HTTP/2 connection fail a few percent "
+        "of items, for sansmcp and the SDK alike.",
         "- p99 over fewer than 100 items is the sample's maximum. Under 50 concurrent items "
         "the single-process server is the bottleneck, so wall times there measure the server.",
         "",

@@ -274,9 +274,7 @@ def _phases(config: ServerConfig, name: str, url: str) -> list[dict[str, Any]]:
                 kind="conc",
                 concurrency=50,
                 warmup=5,
-                n=None,
-                n_min=100,
-                n_max=max(100, config.n_max // 2),
+                n=150 if config.budget >= 1.0 else 100,  # 3 (2) waves of 50
             )
         )
     if name in config.memory and config.http == "h1":
@@ -346,6 +344,7 @@ def main() -> None:
                     )
             finally:
                 server.stop()
+            print(f"  ({time.time() - started:.0f} s so far)", flush=True)
     meta["load_after"] = _load()
     meta["duration_s"] = round(time.time() - started, 1)
     result = {"meta": meta, "records": records, **extras}
