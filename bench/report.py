@@ -432,6 +432,11 @@ def write(result: dict[str, Any], out: Path) -> None:
     _plots(records, series, out)
 
 
+def _color(name: str) -> str:
+    """One colour per contender in every plot (matplotlib's tab10 cycle, in ORDER)."""
+    return f"C{ORDER.index(name) % 10}"
+
+
 def _plots(records: list[dict[str, Any]], series: dict[str, dict[int, float]], out: Path) -> None:
     try:
         import matplotlib
@@ -458,13 +463,13 @@ def _plots(records: list[dict[str, Any]], series: dict[str, dict[int, float]], o
                 if record:
                     xs.append(g + i * width - 0.4 + width / 2)
                     ys.append(record["cpu_ms_per_item"])
-            ax.bar(xs, ys, width, label=name)
+            ax.bar(xs, ys, width, label=name, color=_color(name))
         ax.set_yscale("log")
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([f"{s}\n{e}" for s, e in groups])
         ax.set_ylabel("client CPU ms per work item (log)")
         ax.set_title("CPU per work item (10 tools), by contender")
-        ax.legend(fontsize=8, ncol=2)
+        ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
         ax.grid(axis="y", which="both", alpha=0.3)
         fig.tight_layout()
         fig.savefig(out / "cpu_per_item.png", dpi=110)
@@ -475,7 +480,9 @@ def _plots(records: list[dict[str, Any]], series: dict[str, dict[int, float]], o
             points = series.get(name)
             if points and len(points) > 1:
                 counts = sorted(points)
-                ax.plot(counts, [points[c] for c in counts], marker="o", label=name)
+                ax.plot(
+                    counts, [points[c] for c in counts], marker="o", label=name, color=_color(name)
+                )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("tools in the listing")
@@ -499,13 +506,13 @@ def _plots(records: list[dict[str, Any]], series: dict[str, dict[int, float]], o
                 if record:
                     xs.append(g + i * width - 0.4 + width / 2)
                     ys.append(record["cpu_ms_per_item"])
-            ax.bar(xs, ys, width, label=name)
+            ax.bar(xs, ys, width, label=name, color=_color(name))
         ax.set_yscale("log")
         ax.set_xticks(range(len(servers)))
         ax.set_xticklabels(servers)
         ax.set_ylabel("client CPU ms per work item (log)")
         ax.set_title("50 concurrent work items (10 tools, modern)")
-        ax.legend(fontsize=8, ncol=2)
+        ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
         ax.grid(axis="y", which="both", alpha=0.3)
         fig.tight_layout()
         fig.savefig(out / "concurrent.png", dpi=110)
