@@ -140,13 +140,10 @@ def _check_depth(value: Any, max_depth: int) -> None:
 def _loads(text: str, max_depth: int, pairs_hook: Any = None) -> Any:
     if max_depth < 0:
         raise ValueError(f"max_depth must be >= 0, got {max_depth}")
+    if text.startswith("\ufeff"):  # json.loads refuses it; the bare decoder would not
+        raise JsonError("invalid JSON: unexpected UTF-8 BOM", reason="syntax")
     try:
-        value = json.loads(
-            text,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=pairs_hook,
-        )
+        value = (_STRICT_DECODER if pairs_hook is not None else _DECODER).decode(text)
     except JsonError:
         raise
     except RecursionError:
@@ -185,6 +182,15 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             reason="duplicate_key",
         )
     return result
+
+
+# Built once: json.loads with hooks would build a decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_STRICT_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs
+)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
 def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:
@@ -226,13 +232,11 @@ def dumps_compact(value: Any) -> bytes:
     :class:`JsonError`.
     """
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(value)
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:
-            return json.dumps(
-                value, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-            ).encode("ascii")
+            return _ASCII_ENCODER.encode(value).encode("ascii")
     except RecursionError:
         raise JsonError("value is nested too deeply to encode as JSON", reason="encode") from None
     except (TypeError, ValueError) as exc:

@@ -409,6 +409,8 @@ class McpMachine:
         self.bytes_received = 0
         self.responses_received = 0
         self._exhausted: McpError | None = None
+        self._static_headers: list[tuple[bytes, bytes]] | None = None
+        self._meta_cache: dict[str, bytes] = {}
         self._can_answer = settings.capabilities is not None
         versions = tuple(v for v in settings.protocol_versions if v in SUPPORTED_VERSIONS)
         if not versions:
@@ -932,20 +934,38 @@ class McpMachine:
     # ------------------------------------------------------------ requests
 
     def _base_headers(self) -> list[tuple[bytes, bytes]]:
-        headers = [
-            (b"accept", b"application/json, text/event-stream"),
-            (b"content-type", b"application/json"),
-        ]
-        custom = [
-            (k.lower(), v) for k, v in self.settings.headers if k.lower() not in _RESERVED_HEADERS
-        ]
-        if not any(k == b"user-agent" for k, _ in custom):
-            headers.append((b"user-agent", self.settings.user_agent.encode()))
-        token = self.settings.bearer_token
-        if token is not None:
-            headers.append((b"authorization", b"Bearer " + token.encode()))
-        headers.extend(custom)
-        return headers
+        """Accept and Content-Type first (requests edit those two in place), then the rest."""
+        if self._static_headers is None:
+            headers = [
+                (b"accept", b"application/json, text/event-stream"),
+                (b"content-type", b"application/json"),
+            ]
+            custom = [
+                (k.lower(), v)
+                for k, v in self.settings.headers
+                if k.lower() not in _RESERVED_HEADERS
+            ]
+            if not any(k == b"user-agent" for k, _ in custom):
+                headers.append((b"user-agent", self.settings.user_agent.encode()))
+            token = self.settings.bearer_token
+            if token is not None:
+                headers.append((b"authorization", b"Bearer " + token.encode()))
+            headers.extend(custom)
+            self._static_headers = headers
+        return list(self._static_headers)
+
+    def _meta_json(self, version: str) -> bytes:
+        """``_meta`` of every modern request at ``version``, encoded once."""
+        encoded = self._meta_cache.get(version)
+        if encoded is None:
+            meta = {
+                META_VERSION: version,
+                META_CLIENT_INFO: self.settings.client_info,
+                META_CAPABILITIES: self._capabilities(),
+                **self.settings.meta,
+            }
+            encoded = self._meta_cache[version] = dumps_compact(meta)
+        return encoded
 
     def _post(self, headers: list[tuple[bytes, bytes]], body: bytes) -> HttpRequest:
         endpoint = self.settings.endpoint
@@ -997,13 +1017,9 @@ class McpMachine:
         extra: Sequence[tuple[bytes, bytes]] = (),
     ) -> HttpRequest:
         version = self.protocol_version or self._probe_version
-        meta = {
-            META_VERSION: version,
-            META_CLIENT_INFO: self.settings.client_info,
-            META_CAPABILITIES: self._capabilities(),
-            **self.settings.meta,
-        }
-        body = build_body(rpc_id, method, {"_meta": meta, **params}, arguments=arguments)
+        body = build_body(
+            rpc_id, method, params, arguments=arguments, meta=self._meta_json(version)
+        )
         headers = self._base_headers()
         headers.append((b"mcp-protocol-version", version.encode()))
         headers.append((b"mcp-method", method.encode()))

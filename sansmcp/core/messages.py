@@ -74,19 +74,24 @@ def build_body(
     params: Mapping[str, Any] | None,
     *,
     arguments: bytes | None = None,
+    meta: bytes | None = None,
 ) -> bytes:
     """A JSON-RPC request (or notification when ``request_id`` is None).
 
-    ``arguments`` is spliced verbatim as ``params.arguments`` (the caller already
-    checked that it is one strict JSON object), after every other params key.
+    ``meta`` (compact JSON of an object, encoded once per connection) becomes
+    ``params._meta``, first; ``arguments`` is spliced verbatim as
+    ``params.arguments`` (the caller already checked that it is one strict JSON
+    object), after every other params key.
     """
     head = b'{"jsonrpc":"2.0",'
     if request_id is not None:
         head += b'"id":%d,' % request_id
     head += b'"method":' + _dumps(method)
-    if params is None and arguments is None:
+    if params is None and arguments is None and meta is None:
         return head + b"}"
     encoded = _dumps(dict(params or {}))
+    if meta is not None:
+        encoded = b'{"_meta":' + meta + (b"}" if encoded == b"{}" else b"," + encoded[1:])
     if arguments is not None:
         if encoded == b"{}":
             encoded = b'{"arguments":' + arguments + b"}"

@@ -28,6 +28,7 @@ adapters must resolve ``localhost`` names to loopback only.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import unicodedata
 from dataclasses import dataclass
@@ -69,9 +70,18 @@ class Endpoint:
 
 
 def parse_endpoint(url: str) -> Endpoint:
-    """Parse ``url`` into an :class:`Endpoint`, or raise :class:`CallerError` saying why not."""
+    """Parse ``url`` into an :class:`Endpoint`, or raise :class:`CallerError` saying why not.
+
+    Results are memoised (a platform reaches the same endpoints again and again;
+    an ``Endpoint`` is immutable); failures are not.
+    """
     if not isinstance(url, str):
         raise CallerError(f"endpoint URL must be a str, not {type(url).__name__}")
+    return _parse_endpoint(url)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_endpoint(url: str) -> Endpoint:
     try:
         size = len(url.encode("utf-8"))
     except UnicodeEncodeError:

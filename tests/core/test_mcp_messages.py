@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -84,3 +85,17 @@ def test_match_response_splits_a_batch() -> None:
         {"error": {"code": 1, "message": "m"}}, 4, batch_allowed=False, idless_ok=True
     )
     assert ours is not None and ours["id"] == 4
+
+
+def test_build_body_puts_the_encoded_meta_first() -> None:
+    meta = b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}'
+    assert build_body(1, "tools/list", {}, meta=meta) == (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":' + meta + b"}}"
+    )
+    body = build_body(2, "tools/call", {"name": "e"}, arguments=b'{"a": 1}', meta=meta)
+    assert body == (
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":'
+        + meta
+        + b',"name":"e","arguments":{"a": 1}}}'
+    )
+    assert json.loads(body)["params"]["arguments"] == {"a": 1}
