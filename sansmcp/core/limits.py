@@ -20,6 +20,9 @@ class Limits:
     call_timeout: float = 120.0
     close_timeout: float = 2.0
     cancel_grace: float = 1.0
+    # after an answer arrives on an event stream, how long to wait for that stream to end
+    # (so its socket can carry the next request) before moving on anyway
+    stream_end_wait: float = 0.05
     # budgets per Conn
     max_response_bytes: int = 8 << 20
     max_header_bytes: int = 64 << 10

@@ -304,6 +304,8 @@ class _Exchange:
         "kind",
         "message",
         "progressed",
+        "refusals",
+        "request",
         "role",
         "rpc_id",
         "server_requests",
@@ -311,8 +313,17 @@ class _Exchange:
         "status",
     )
 
-    def __init__(self, exchange_id: int, rpc_id: int | None, deadline: float, role: _Role) -> None:
+    def __init__(
+        self,
+        exchange_id: int,
+        request: HttpRequest,
+        rpc_id: int | None,
+        deadline: float,
+        role: _Role,
+    ) -> None:
         self.exchange_id = exchange_id
+        self.request = request
+        self.refusals = 0
         self.rpc_id = rpc_id
         self.deadline = deadline
         self.role = role
@@ -389,6 +400,10 @@ class McpMachine:
         self._op_cap_bound = ""
         self._op_cap = 0.0
         self._sleep_until: float | None = None
+        # An answer that arrived on an event stream, held until that stream ends (so its
+        # socket can carry the next request) or Limits.stream_end_wait passes.
+        self._held: tuple[_Exchange, _Reply] | None = None
+        self._held_until = 0.0
         self._asks: dict[
             int, _Exchange | None
         ] = {}  # input id -> exchange (server request) or None (MRTR)
@@ -521,10 +536,15 @@ class McpMachine:
             deadlines.append(self._op_deadline)
             if self._sleep_until is not None:
                 deadlines.append(self._sleep_until)
+            if self._held is not None:
+                deadlines.append(self._held_until)
         return min(deadlines) if deadlines else None
 
     def handle_timer(self, *, now: float) -> None:
         self._now = now
+        if self._held is not None and now >= self._held_until:
+            self._release_held()
+            return
         for exchange in list(self._exchanges.values()):
             if exchange.role is not _Role.OP and now >= exchange.deadline:
                 self._cancel(exchange)
@@ -561,6 +581,8 @@ class McpMachine:
                 self._exhausted = error
             if exchange.role is _Role.OP or (self._exhausted is error and self._gen is not None):
                 self._op_error(error)
+            elif self._held is not None and self._held[0] is exchange:
+                self._release_held()  # the answer stands; only the rest of its stream was bad
 
     # ------------------------------------------------------------ operation driver
 
@@ -618,6 +640,12 @@ class McpMachine:
             )
             return
 
+    def _release_held(self) -> None:
+        assert self._held is not None
+        reply = self._held[1]
+        self._held = None
+        self._reply(reply)
+
     def _end_op(self, outcome: Output) -> None:
         for exchange in list(self._exchanges.values()):
             if exchange.role is _Role.LISTEN:
@@ -625,6 +653,7 @@ class McpMachine:
         self._gen = None
         self._op_exchange = None
         self._sleep_until = None
+        self._held = None
         self._asks.clear()
         self._ask_server_ids.clear()
         self._outputs.append(outcome)
@@ -653,6 +682,7 @@ class McpMachine:
         self._gen = None
         self._op_exchange = None
         self._sleep_until = None
+        self._held = None
         self._asks.clear()
         self._ask_server_ids.clear()
 
@@ -678,7 +708,7 @@ class McpMachine:
     def _open(
         self, request: HttpRequest, rpc_id: int | None, deadline: float, role: _Role
     ) -> _Exchange:
-        exchange = _Exchange(next(self._exchange_ids), rpc_id, deadline, role)
+        exchange = _Exchange(next(self._exchange_ids), request, rpc_id, deadline, role)
         self._exchanges[exchange.exchange_id] = exchange
         self._outputs.append(
             StartExchange(exchange_id=exchange.exchange_id, request=request, deadline=deadline)
@@ -796,6 +826,9 @@ class McpMachine:
 
     def _on_end(self, exchange: _Exchange) -> None:
         self._finish(exchange)
+        if self._held is not None and self._held[0] is exchange:
+            self._release_held()
+            return
         if exchange.role is not _Role.OP:
             return
         status = exchange.status or 0
@@ -842,7 +875,20 @@ class McpMachine:
         self._reply(_Reply(status, exchange.headers, None))
 
     def _on_failed(self, exchange: _Exchange, error: ConnectionFailed) -> None:
+        if self._held is not None and self._held[0] is exchange:
+            self._release_held()
+            return
         if exchange.role is not _Role.OP:
+            return
+        if (
+            error.cause == "refused"
+            and exchange.status is None
+            and exchange.refusals < self.limits.max_stream_retries
+        ):
+            # The server never processed it (GOAWAY, REFUSED_STREAM): send it again.
+            retry = self._open(exchange.request, exchange.rpc_id, exchange.deadline, _Role.OP)
+            retry.refusals = exchange.refusals + 1
+            self._op_exchange = retry
             return
         if exchange.kind is _Body.SSE and exchange.message is None and error.cause != "budget":
             self._stream_broken(exchange, error)
@@ -891,7 +937,12 @@ class McpMachine:
             exchange.message = message
             exchange.role = _Role.DRAIN
             exchange.deadline = self._now + self.limits.cancel_grace
-            self._reply(_Reply(exchange.status or 200, exchange.headers, message))
+            reply = _Reply(exchange.status or 200, exchange.headers, message)
+            self._op_exchange = None
+            self._held = (exchange, reply)
+            self._held_until = self._now + min(
+                self.limits.stream_end_wait, self.limits.cancel_grace
+            )
 
     def _on_server_request(self, exchange: _Exchange, request: dict[str, Any]) -> None:
         exchange.server_requests += 1

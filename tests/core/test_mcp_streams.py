@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sansmcp.core.errors import ConnectionFailed
 from sansmcp.core.http import DataReceived, HttpRequest, ResponseEnded, header_value
 from sansmcp.core.limits import Limits
-from sansmcp.core.mcp import ConnSettings, InputRequired, ToolCalled, ToolsListed
+from sansmcp.core.mcp import CancelExchange, ConnSettings, InputRequired, ToolCalled, ToolsListed
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import URL, Driver, FakeServer, Response, result, sse_response, tool
@@ -505,3 +505,64 @@ def test_a_refused_or_garbled_standalone_stream_does_not_hurt_the_call() -> None
     assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
     server.overrides["GET"] = lambda req, body: Response(status=405)
     assert isinstance(driver.ok(driver.call("echo")), ToolCalled)
+
+
+# ---------------------------------------------------------------- socket reuse and refused streams
+
+
+@pytest.mark.parametrize("ends", [True, False])
+def test_an_answer_on_a_stream_waits_briefly_for_the_stream_to_end(ends: bool) -> None:
+    """So an HTTP/1.1 socket is free again for the next request (Limits.stream_end_wait)."""
+    server = FakeServer(sse=True)
+    driver = connected(server)
+    server.overrides["tools/list"] = lambda req, body: sse_response(
+        list_result(server, body["id"]), end=ends
+    )
+    start = driver.now
+    assert isinstance(driver.ok(driver.list_tools()), ToolsListed)
+    assert driver.now - start == pytest.approx(0.0 if ends else Limits().stream_end_wait)
+    listing = next(s for s in driver.started if b"tools/list" in s.request.body)
+    assert (listing.exchange_id in driver.cancelled) is False  # still draining, within grace
+    if not ends:  # the stream that never ended is dropped cancel_grace after its answer
+        deadline = driver.machine.next_deadline()
+        assert deadline == pytest.approx(start + Limits().cancel_grace)
+        driver.machine.handle_timer(now=deadline)
+        assert driver.machine.next_output() == CancelExchange(exchange_id=listing.exchange_id)
+    assert driver.machine.next_deadline() is None
+
+
+def test_a_bad_tail_after_the_answer_does_not_lose_the_answer() -> None:
+    server = FakeServer(sse=True)
+    driver = connected(server)
+    server.overrides["tools/list"] = lambda req, body: sse_response(
+        list_result(server, body["id"]), b"data: {broken\n\n", end=False
+    )
+    listed = driver.ok(driver.list_tools())
+    assert isinstance(listed, ToolsListed) and listed.tools[0].name == "echo"
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "modern"])
+def test_a_refused_request_is_sent_again_at_most_max_stream_retries_times(era: str) -> None:
+    server = make_server(era)
+    driver = connected(server)
+    refused = ConnectionFailed("GOAWAY before processing; a retry is safe", cause="refused")
+    count = {"n": 0}
+
+    def refusing(times: int) -> Callable[[HttpRequest, Any], Response]:
+        def answer(request: HttpRequest, body: Any) -> Response | None:
+            count["n"] += 1
+            if count["n"] <= times:
+                return Response(head=False, fail=refused)
+            return server.default(request, body)
+
+        return answer
+
+    server.overrides["tools/list"] = refusing(2)
+    assert isinstance(driver.ok(driver.list_tools()), ToolsListed)
+    bodies = bodies_of(server, "tools/list")
+    assert len(bodies) == 3 and len({b["id"] for b in bodies}) == 1  # never processed: same id
+    count["n"] = 0
+    server.overrides["tools/list"] = refusing(100)
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "refused"
+    assert count["n"] == Limits().max_stream_retries + 1

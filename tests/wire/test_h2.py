@@ -707,7 +707,7 @@ def test_goaway_fails_unprocessed_streams_and_lets_others_finish() -> None:
     events = drain(pair.client)
     assert isinstance(events[0], ResponseReceived)
     error = failure(events)
-    assert error.cause == "reset" and "retry is safe" in error.message
+    assert error.cause == "refused" and "retry is safe" in error.message
     assert events[1].exchange_id == 2
     assert not pair.client.can_start() and not pair.client.is_broken
     # a stray DATA frame on the refused stream makes no event; its window is handed back
@@ -750,6 +750,16 @@ def test_server_reset_fails_the_exchange() -> None:
     error = failure(drain(pair.client))
     assert error.cause == "reset" and "error code 0xff" in error.message
     assert not pair.client.is_broken and pair.client.can_start()
+
+
+def test_refused_stream_says_a_retry_is_safe() -> None:
+    pair = Pair()
+    pair.handshake()
+    sid = pair.start(1)
+    pair.server.reset_stream(sid, error_code=7)  # REFUSED_STREAM
+    feed_whole(pair.client, pair.server.data_to_send())
+    error = failure(drain(pair.client))
+    assert error.cause == "refused" and "retry is safe" in error.message
 
 
 def test_eof_mid_response_and_when_idle() -> None:

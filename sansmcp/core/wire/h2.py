@@ -54,7 +54,7 @@ So the queued body bytes never exceed 1 MiB, whatever the consumer does.  Reques
 bodies larger than the server's windows are queued and sent as WINDOW_UPDATEs arrive.
 
 GOAWAY from the server: exchanges on streams above its last stream id fail (cause
-"reset": the server never processed them, a retry is safe), no more exchanges start,
+"refused": the server never processed them, a retry is safe), no more exchanges start,
 and the others finish.  h2 closes its state machine on any GOAWAY (python-hyper/h2
 #1181), so after a graceful (NO_ERROR) GOAWAY with streams still in flight the machine
 puts h2's connection state back to open; a GOAWAY with an error fails everything.
@@ -185,13 +185,19 @@ def _framing(message: str) -> ConnectionFailed:
     return ConnectionFailed(message, cause="framing")
 
 
+class _H2(h2.connection.H2Connection):
+    # h2 remembers up to 65,536 closed streams (about 240 bytes each) so late frames on
+    # them are handled gracefully; a few hundred cover every stream we ever have open.
+    MAX_CLOSED_STREAMS = 512
+
+
 class H2Connection:
     """An HTTP/2 client connection carrying many exchanges (see the module docstring)."""
 
     def __init__(self, *, limits: Limits, now: float) -> None:
         self._limits = limits
         config = h2.config.H2Configuration(client_side=True, header_encoding=None)
-        self._h2 = h2.connection.H2Connection(config=config)
+        self._h2 = _H2(config=config)
         codes = h2.settings.SettingCodes
         self._h2.local_settings = h2.settings.Settings(
             client=True,
@@ -550,8 +556,11 @@ class H2Connection:
         elif isinstance(event, h2.events.StreamReset):
             code = _code_name(event.error_code)
             if event.remote_reset:
+                refused = event.error_code == h2.errors.ErrorCodes.REFUSED_STREAM
                 error = ConnectionFailed(
-                    f"server reset stream {exchange.stream_id} ({code})", cause="reset"
+                    f"server reset stream {exchange.stream_id} ({code})"
+                    + ("; the request was not processed, a retry is safe" if refused else ""),
+                    cause="refused" if refused else "reset",
                 )
             else:
                 error = _framing(f"server broke HTTP/2 on stream {exchange.stream_id} ({code})")
@@ -600,7 +609,7 @@ class H2Connection:
                     ConnectionFailed(
                         f"server sent GOAWAY (last stream {last}) before processing stream "
                         f"{exchange.stream_id}; the request was not processed, a retry is safe",
-                        cause="reset",
+                        cause="refused",
                     ),
                     reset=False,
                 )
