@@ -26,22 +26,13 @@ import trio
 
 from ..core import dial
 from ..core.config import Config, conn_settings
+from ..core.driving import ConnCore, Router, dial_failure
 from ..core.errors import ConnectionFailed, McpError
-from ..core.http import ExchangeEvent, ExchangeFailed, ResponseEnded
+from ..core.http import ExchangeEvent, ExchangeFailed
 from ..core.limits import Limits
-from ..core.mcp import (
-    CancelExchange,
-    Connected,
-    InputRequired,
-    McpMachine,
-    OperationFailed,
-    Output,
-    StartExchange,
-    ToolCalled,
-    ToolsListed,
-)
+from ..core.mcp import CancelExchange, InputRequired, McpMachine, Output, StartExchange
 from ..core.pool import DialNeeded, MustWait, Pool, UseConnection
-from ..core.tools import CallResult, SkippedTool, Tool
+from ..core.tools import CallResult, Tool
 from ..core.url import Origin
 
 __all__ = ["Client", "Conn", "connect"]
@@ -91,7 +82,7 @@ class Client:
         self.client_info = client_info
         self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
         self._sockets: dict[int, _Socket] = {}
-        self._routes: dict[int, tuple[Conn, int]] = {}  # exchange id -> (conn, pool conn id)
+        self._router = Router(self.pool)
         self._exchange_ids = iter(range(1, 1 << 62))
         self._changed = trio.Event()
         self._janitor: trio.CancelScope | None = None
@@ -156,10 +147,9 @@ class Client:
             except ConnectionFailed as failure:
                 self.pool.dial_failed(checkout.conn_id)
                 self._bump()
-                if failure.bound != "dial_timeout" or checkout.deadline <= start.deadline:
-                    conn.feed(_failed(start.exchange_id, failure))
-                # else the exchange's own, tighter deadline passed (connect_timeout,
-                # call_timeout...): the machine's timer names that bound
+                error = dial_failure(start, checkout, failure)
+                if error is not None:
+                    conn.feed(ExchangeFailed(exchange_id=start.exchange_id, error=error))
                 return
             except BaseException:
                 self.pool.dial_failed(checkout.conn_id)
@@ -175,28 +165,24 @@ class Client:
             return
 
     def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
-        wire: Any = self.pool.wire(conn_id)
-        wire.start(start.exchange_id, start.request, now=trio.current_time())
-        self._routes[start.exchange_id] = (conn, conn_id)
-        conn.exchanges.add(start.exchange_id)
+        wire = self._sockets[conn_id].wire
+        self._router.begin(conn, start, conn_id, wire, now=trio.current_time())
         self._flush(conn_id)
 
     def _cancel(self, exchange_id: int) -> None:
-        route = self._routes.pop(exchange_id, None)
-        if route is None:
-            return
-        conn, conn_id = route
-        conn.exchanges.discard(exchange_id)
-        if conn_id in self._sockets:
-            wire: Any = self.pool.wire(conn_id)
-            wire.cancel(exchange_id, now=trio.current_time())
-            self._flush(conn_id)
-        self._release(conn_id)
-
-    def _release(self, conn_id: int) -> None:
-        for doomed in self.pool.release(conn_id, now=trio.current_time()):
-            self._close_socket(doomed)
+        flush, doomed = self._router.cancel(exchange_id, self._wire_of, now=trio.current_time())
+        if flush is not None:
+            self._flush(flush)
+        self._close_sockets(doomed)
         self._bump()
+
+    def _wire_of(self, conn_id: int) -> Any:
+        sock = self._sockets.get(conn_id)
+        return sock.wire if sock is not None else None
+
+    def _close_sockets(self, conn_ids: list[int]) -> None:
+        for conn_id in conn_ids:
+            self._close_socket(conn_id)
 
     async def _dial(
         self, origin: Origin, alpn: tuple[str, ...], deadline: float
@@ -299,22 +285,12 @@ class Client:
                 return
 
     def _dispatch(self, conn_id: int, wire: Any) -> None:
-        while True:
-            event: ExchangeEvent | None = wire.next_event()
-            if event is None:
-                break
-            route = self._routes.get(event.exchange_id)
-            if route is None:
-                continue
-            conn = route[0]
-            if isinstance(event, ResponseEnded | ExchangeFailed):
-                del self._routes[event.exchange_id]
-                conn.exchanges.discard(event.exchange_id)
-                conn.feed(event)
-                self._release(conn_id)
-            else:
-                conn.feed(event)
+        changed = self.pool.changed
+        doomed = self._router.deliver(conn_id, wire, now=trio.current_time())
         self._flush(conn_id)
+        self._close_sockets(doomed)
+        if self.pool.changed != changed:
+            self._bump()
 
     def _flush(self, conn_id: int) -> None:
         sock = self._sockets.get(conn_id)
@@ -325,13 +301,7 @@ class Client:
         sock = self._sockets.pop(conn_id, None)
         if sock is None:
             return
-        self.pool.discard(conn_id)
-        for exchange_id, (conn, owner) in list(self._routes.items()):
-            if owner == conn_id:  # the socket died under live exchanges
-                del self._routes[exchange_id]
-                conn.exchanges.discard(exchange_id)
-                conn.feed(_failed(exchange_id, dial.reset_error()))
-                self.pool.release(conn_id, now=trio.current_time())
+        self._router.socket_gone(conn_id, now=trio.current_time())
         sock.scope.cancel()
         self._bump()
 
@@ -355,53 +325,31 @@ class Client:
                     self._close_socket(conn_id)
 
 
-class Conn:
+class Conn(ConnCore):
     """One MCP connection (one work item): not safe for concurrent use."""
 
     def __init__(self, client: Client, machine: McpMachine) -> None:
+        super().__init__(client.pool, machine)
         self.client = client
-        self.machine = machine
-        self.exchanges: set[int] = set()
-        self.skipped_tools: list[SkippedTool] = []
         self._wake = trio.Event()
-        self._closed = False
         self._idle_scope: trio.CancelScope | None = None
-
-    @property
-    def protocol_version(self) -> str | None:
-        return self.machine.protocol_version
-
-    @property
-    def tools_ttl_ms(self) -> int:
-        return self.machine.ttl_ms
-
-    @property
-    def tools_cache_scope(self) -> str | None:
-        return self.machine.cache_scope
 
     async def list_tools(self) -> list[Tool]:
         self._check_open()
-        outcome = await self._run(self.machine.list_tools)
-        assert isinstance(outcome, ToolsListed)
-        self.skipped_tools = list(outcome.skipped)
-        return list(outcome.tools)
+        return self._tools(await self._run(self.machine.list_tools))
 
     async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
         self._check_open()
-        outcome = await self._run(lambda now: self.machine.call_tool(name, arguments, now=now))
-        assert isinstance(outcome, ToolCalled)
-        return outcome.result
+        return self._result(
+            await self._run(lambda now: self.machine.call_tool(name, arguments, now=now))
+        )
 
     async def aclose(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
         if self._closed:
             return
         self._closed = True
-        try:
-            await self._run(self.machine.close)
-        except BaseException:
-            self._abandon()
-            raise
+        await self._run(self.machine.close)
 
     def feed(self, event: ExchangeEvent) -> None:
         self.machine.receive(event, now=trio.current_time())
@@ -409,31 +357,26 @@ class Conn:
 
     async def _run(self, start: Callable[..., None]) -> Output:
         machine = self.machine
-        if machine.busy:
-            raise RuntimeError("a Conn runs one operation at a time")
         self._stop_idle_timer()
-        start(now=trio.current_time())
+        self._begin(start, now=trio.current_time())
         try:
             while True:
                 output = machine.next_output()
                 if output is None:
                     await self._sleep()
-                    continue
-                if isinstance(output, StartExchange):
+                elif isinstance(output, StartExchange):
                     await self.client._start(self, output)
                 elif isinstance(output, CancelExchange):
                     self.client._cancel(output.exchange_id)
                 elif isinstance(output, InputRequired):
                     await self._ask(output)
-                elif isinstance(output, OperationFailed):
-                    raise output.error
                 else:
-                    self._learn(output)
-                    return output
+                    return self._finished(output)
         except McpError:
             raise
         except BaseException:
-            self._abandon()
+            for exchange_id in self._abandoned():
+                self.client._cancel(exchange_id)
             raise
         finally:
             self._arm_idle_timer()
@@ -465,12 +408,6 @@ class Conn:
                 self.client._cancel(output.exchange_id)
         self._arm_idle_timer()
 
-    def _learn(self, output: Output) -> None:
-        if isinstance(output, Connected | ToolsListed | ToolCalled):
-            version = self.machine.protocol_version
-            if version is not None:
-                self.client.pool.remember_era(self.machine.settings.endpoint.url, version)
-
     async def _sleep(self) -> None:
         deadline = self.machine.next_deadline()
         with trio.move_on_at(math.inf if deadline is None else deadline) as scope:
@@ -491,25 +428,6 @@ class Conn:
                 self.machine.handle_timer(now=trio.current_time())
                 return
         self.machine.answer_input(output.input_id, answer, now=trio.current_time())
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("this Conn is closed (closed, or an operation on it was cancelled)")
-
-    def _abandon(self) -> None:
-        """Synchronous cleanup after a cancellation: cancel every exchange in flight.
-
-        The machine's operation cannot be resumed, so the Conn is closed (a legacy
-        session gets no DELETE: nothing may be awaited under cancellation; the
-        server expires it).  The pool keeps no lease of it.
-        """
-        self._closed = True
-        for exchange_id in list(self.exchanges):
-            self.client._cancel(exchange_id)
-
-
-def _failed(exchange_id: int, error: ConnectionFailed) -> ExchangeFailed:
-    return ExchangeFailed(exchange_id=exchange_id, error=error)
 
 
 def _default_ssl_context() -> ssl.SSLContext:

@@ -1,0 +1,181 @@
+"""What every runtime adapter does the same way, kept pure: routing and Conn state.
+
+Theory of operation
+-------------------
+An adapter owns sockets, tasks and timers; everything else it would otherwise
+write twice lives here:
+
+* :class:`Router` -- which MCP machine (an :class:`Owner`) owns which exchange on
+  which pooled socket.  It starts exchanges on wire machines, delivers each wire
+  event to its owner, ends leases in the pool on terminal events and
+  cancellations, and fails the exchanges of a socket that died.  Every method
+  returns the pool connection ids the adapter must close now.
+* :class:`ConnCore` -- the runtime-free half of a ``Conn``: its machine and
+  exchanges, the operation's terminal output turned into a result or a raised
+  error, and what a finished operation teaches the pool (the endpoint's era).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .dial import reset_error
+from .errors import ConnectionFailed
+from .http import ExchangeEvent, ExchangeFailed, ResponseEnded
+from .mcp import (
+    Connected,
+    McpMachine,
+    OperationFailed,
+    Output,
+    StartExchange,
+    ToolCalled,
+    ToolsListed,
+)
+from .pool import DialNeeded, Pool
+from .tools import CallResult, SkippedTool, Tool
+
+__all__ = ["ConnCore", "Owner", "Router", "dial_failure"]
+
+
+class Owner(Protocol):
+    """A Conn as the router sees it."""
+
+    exchanges: set[int]
+
+    def feed(self, event: ExchangeEvent) -> None: ...
+
+
+class Router:
+    """Exchanges in flight: exchange id -> (owner, pool connection id)."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self._routes: dict[int, tuple[Owner, int]] = {}
+
+    def begin(
+        self, owner: Owner, start: StartExchange, conn_id: int, wire: Any, *, now: float
+    ) -> None:
+        """Start ``start`` on ``wire`` (the pool's connection ``conn_id``, leased)."""
+        wire.start(start.exchange_id, start.request, now=now)
+        self._routes[start.exchange_id] = (owner, conn_id)
+        owner.exchanges.add(start.exchange_id)
+
+    def cancel(
+        self, exchange_id: int, wire_of: Callable[[int], Any], *, now: float
+    ) -> tuple[int | None, list[int]]:
+        """The owner gave up on an exchange.  Returns (the connection whose wire may
+        have bytes to flush, or None; the connection ids to close)."""
+        route = self._routes.pop(exchange_id, None)
+        if route is None:
+            return None, []
+        owner, conn_id = route
+        owner.exchanges.discard(exchange_id)
+        wire = wire_of(conn_id)
+        if wire is not None:
+            wire.cancel(exchange_id, now=now)
+        return (conn_id if wire is not None else None), self.pool.release(conn_id, now=now)
+
+    def deliver(self, conn_id: int, wire: Any, *, now: float) -> list[int]:
+        """Hand every event the wire has to its owner; returns the ids to close."""
+        doomed: list[int] = []
+        while (event := wire.next_event()) is not None:
+            route = self._routes.get(event.exchange_id)
+            if route is None:
+                continue  # cancelled
+            owner = route[0]
+            if isinstance(event, ResponseEnded | ExchangeFailed):
+                del self._routes[event.exchange_id]
+                owner.exchanges.discard(event.exchange_id)
+                owner.feed(event)
+                doomed.extend(self.pool.release(conn_id, now=now))
+            else:
+                owner.feed(event)
+        return doomed
+
+    def socket_gone(self, conn_id: int, *, now: float) -> None:
+        """The adapter closed the socket: its live exchanges fail (reset), leases end."""
+        self.pool.discard(conn_id)
+        for exchange_id, (owner, owning) in list(self._routes.items()):
+            if owning == conn_id:
+                del self._routes[exchange_id]
+                owner.exchanges.discard(exchange_id)
+                owner.feed(ExchangeFailed(exchange_id=exchange_id, error=reset_error()))
+                self.pool.release(conn_id, now=now)
+
+
+def dial_failure(
+    start: StartExchange, checkout: DialNeeded, failure: ConnectionFailed
+) -> ConnectionFailed | None:
+    """What a failed dial means to the exchange that asked for it.
+
+    When the dial ran out of time because the exchange's own, tighter deadline
+    passed (``connect_timeout``, ``call_timeout``...), None: the machine's timer
+    reports that bound by its name.  Otherwise the failure itself.
+    """
+    if failure.bound == "dial_timeout" and checkout.deadline > start.deadline:
+        return None
+    return failure
+
+
+class ConnCore:
+    """The runtime-free half of a ``Conn`` (one work item; not for concurrent use)."""
+
+    def __init__(self, pool: Pool, machine: McpMachine) -> None:
+        self.pool = pool
+        self.machine = machine
+        self.exchanges: set[int] = set()
+        self.skipped_tools: list[SkippedTool] = []
+        self._closed = False
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The negotiated protocol revision."""
+        return self.machine.protocol_version
+
+    @property
+    def tools_ttl_ms(self) -> int:
+        """The last listing's ``ttlMs`` (0 when absent or negative)."""
+        return self.machine.ttl_ms
+
+    @property
+    def tools_cache_scope(self) -> str | None:
+        """The last listing's ``cacheScope`` (None for legacy servers)."""
+        return self.machine.cache_scope
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this Conn is closed (closed, or an operation on it was cancelled)")
+
+    def _begin(self, start: Callable[..., None], *, now: float) -> None:
+        """Start an operation on the machine (``start`` is one of its commands)."""
+        if self.machine.busy:
+            raise RuntimeError("a Conn runs one operation at a time")
+        start(now=now)
+
+    def _finished(self, output: Output) -> Output:
+        """The operation's terminal output: raise its error, or learn from it."""
+        if isinstance(output, OperationFailed):
+            raise output.error
+        if isinstance(output, Connected | ToolsListed | ToolCalled):
+            version = self.machine.protocol_version
+            if version is not None:
+                self.pool.remember_era(self.machine.settings.endpoint.url, version)
+        return output
+
+    def _tools(self, output: Output) -> list[Tool]:
+        assert isinstance(output, ToolsListed)
+        self.skipped_tools = list(output.skipped)
+        return list(output.tools)
+
+    @staticmethod
+    def _result(output: Output) -> CallResult:
+        assert isinstance(output, ToolCalled)
+        return output.result
+
+    def _abandoned(self) -> list[int]:
+        """After a cancellation: the Conn is closed (its operation cannot resume; a legacy
+        session gets no DELETE, nothing may be awaited now) and these exchanges must be
+        cancelled."""
+        self._closed = True
+        return list(self.exchanges)
