@@ -161,7 +161,11 @@ def _judge(
                 return f"{text} is {rule.kind} ({rule.network}), refused whatever the settings"
             if waived[rule.waiver]:
                 return None
-            return f"{text} is {rule.kind} ({rule.network}), refused unless {rule.waiver}=True"
+            flag = "--" + rule.waiver.replace("_", "-")
+            return (
+                f"{text} is {rule.kind} ({rule.network}), refused unless "
+                f"{rule.waiver}=True (CLI: {flag})"
+            )
     if isinstance(address, ipaddress.IPv6Address) and address not in _GLOBAL_UNICAST_V6:
         return f"{text} is reserved (outside global unicast {_GLOBAL_UNICAST_V6}), refused whatever the settings"
     return None
