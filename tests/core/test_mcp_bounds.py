@@ -100,6 +100,26 @@ def test_list_timeout() -> None:
     assert driver.now == 10.0
 
 
+def test_list_timeout_spans_all_pages() -> None:
+    """Each page answers within dial_timeout, but the listing as a whole runs out."""
+    server = FakeServer(tools=[{"name": f"t{i}", "inputSchema": {}} for i in range(5)], page_size=1)
+    driver = connected(server, limits=Limits(list_timeout=10.0, dial_timeout=5.0))
+    pages = {"n": 0}
+
+    def slow_listing(req: HttpRequest, body: Any) -> Response | None:
+        pages["n"] += 1
+        if pages["n"] == 3:
+            return None  # still working when the listing's budget ends
+        driver.now += 4.0  # each page takes 4 s: under the 5 s per-request cap
+        return server.default(req, body)
+
+    server.overrides["tools/list"] = slow_listing
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound, failure.limit) == ("timeout", "list_timeout", 10.0)
+    assert driver.now == 10.0 and pages["n"] == 3
+
+
 def test_dial_timeout_caps_one_listing_page() -> None:
     server = FakeServer(tools=[{"name": f"t{i}", "inputSchema": {}} for i in range(2)], page_size=1)
     driver = connected(server, limits=Limits(dial_timeout=3.0))
