@@ -10,6 +10,9 @@ write twice lives here:
   event to its owner, ends leases in the pool on terminal events and
   cancellations, and fails the exchanges of a socket that died.  Every method
   returns the pool connection ids the adapter must close now.
+* :class:`ClientCore` -- the runtime-free half of a ``Client``: its limits, guard
+  settings, pool and router, and the machine a new ``Conn`` runs (configured from
+  the caller's ``Config``, with the pool's era hint for the endpoint).
 * :class:`ConnCore` -- the runtime-free half of a ``Conn``: its machine and
   exchanges, the operation's terminal output turned into a result or a raised
   error, and what a finished operation teaches the pool (the endpoint's era).
@@ -17,12 +20,15 @@ write twice lives here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from .config import Config, conn_settings
 from .dial import reset_error
 from .errors import ConnectionFailed
 from .http import ExchangeEvent, ExchangeFailed, ResponseEnded
+from .limits import Limits
 from .mcp import (
     Connected,
     McpMachine,
@@ -35,7 +41,7 @@ from .mcp import (
 from .pool import DialNeeded, Pool
 from .tools import CallResult, SkippedTool, Tool
 
-__all__ = ["ConnCore", "Owner", "Router", "dial_failure"]
+__all__ = ["ClientCore", "ConnCore", "Owner", "Router", "dial_failure"]
 
 
 class Owner(Protocol):
@@ -116,6 +122,44 @@ def dial_failure(
     if failure.bound == "dial_timeout" and checkout.deadline > start.deadline:
         return None
     return failure
+
+
+class ClientCore:
+    """The runtime-free half of a ``Client`` (see the adapters for the arguments)."""
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None,
+        allow_loopback: bool,
+        allow_private: bool,
+        http2_prior_knowledge: bool,
+        answers_input: bool,
+        capabilities: Mapping[str, Any] | None,
+        client_info: Mapping[str, Any] | None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.allow_loopback = allow_loopback
+        self.allow_private = allow_private
+        # Capabilities are declared only by an embedder that can answer what they invite.
+        self.capabilities = (capabilities or {}) if answers_input else None
+        self.client_info = client_info
+        self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
+        self.router = Router(self.pool)
+        self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
+        self._closed = False
+
+    def _machine(self, config: Config) -> McpMachine:
+        """The machine for a new ``Conn`` (``CallerError`` for an unusable ``config``)."""
+        if self._closed:
+            raise RuntimeError("this Client is closed")
+        settings = conn_settings(
+            config, client_info=self.client_info, capabilities=self.capabilities, era_hint=None
+        )
+        hint = self.pool.era_hint(settings.endpoint.url)
+        if hint is not None:
+            settings = dataclasses.replace(settings, era_hint=hint)
+        return McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids)
 
 
 class ConnCore:

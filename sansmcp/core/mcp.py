@@ -647,6 +647,11 @@ class McpMachine:
         self._reply(reply)
 
     def _end_op(self, outcome: Output) -> None:
+        self._drop_op()
+        self._outputs.append(outcome)
+
+    def _drop_op(self) -> None:
+        """Forget the operation: its generator, waits, asks and listening streams."""
         for exchange in list(self._exchanges.values()):
             if exchange.role is _Role.LISTEN:
                 self._cancel(exchange)
@@ -656,7 +661,6 @@ class McpMachine:
         self._held = None
         self._asks.clear()
         self._ask_server_ids.clear()
-        self._outputs.append(outcome)
 
     def _op_error(self, error: McpError) -> None:
         if self._op_exchange is not None:
@@ -679,12 +683,7 @@ class McpMachine:
     def _abandon_op(self) -> None:
         if self._gen is not None:
             self._gen.close()
-        self._gen = None
-        self._op_exchange = None
-        self._sleep_until = None
-        self._held = None
-        self._asks.clear()
-        self._ask_server_ids.clear()
+        self._drop_op()
 
     def _closed(self) -> None:
         self._closing = False

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import socket
 import ssl
 import weakref
@@ -24,13 +23,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from ..core import dial
-from ..core.config import Config, conn_settings
-from ..core.driving import ConnCore, Router, dial_failure
+from ..core.config import Config
+from ..core.driving import ClientCore, ConnCore, dial_failure
 from ..core.errors import ConnectionFailed, McpError
 from ..core.http import ExchangeEvent, ExchangeFailed
 from ..core.limits import Limits
 from ..core.mcp import CancelExchange, InputRequired, McpMachine, Output, StartExchange
-from ..core.pool import DialNeeded, MustWait, Pool, UseConnection
+from ..core.pool import DialNeeded, MustWait, UseConnection
 from ..core.tools import CallResult, Tool
 from ..core.url import Origin
 
@@ -61,7 +60,7 @@ class _Socket:
         self.task: asyncio.Task[None] | None = None
 
 
-class Client:
+class Client(ClientCore):
     """Owns the connection pool and its sockets; hands out :class:`Conn`\\ s.
 
     ``ssl_context`` (default: the system's trust store, TLS >= 1.2) verifies every
@@ -86,21 +85,21 @@ class Client:
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
     ) -> None:
-        self.limits = limits or Limits()
-        self._allow_loopback = allow_loopback
-        self._allow_private = allow_private
+        super().__init__(
+            limits=limits,
+            allow_loopback=allow_loopback,
+            allow_private=allow_private,
+            http2_prior_knowledge=http2_prior_knowledge,
+            answers_input=input_handler is not None,
+            capabilities=capabilities,
+            client_info=client_info,
+        )
         self._ssl = ssl_context
         self._resolver = resolver
         self.input_handler = input_handler
-        self.capabilities = (capabilities or {}) if input_handler is not None else None
-        self.client_info = client_info
-        self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
         self._sockets: dict[int, _Socket] = {}
-        self._router = Router(self.pool)
-        self._exchange_ids = iter(range(1, 1 << 62))
         self._changed = asyncio.Event()
         self._janitor: asyncio.Task[None] | None = None
-        self._closed = False
 
     async def __aenter__(self) -> Client:
         return self
@@ -112,11 +111,11 @@ class Client:
         self._closed = True
         if self._janitor is not None:
             self._janitor.cancel()
+        tasks = [s.task for s in self._sockets.values() if s.task is not None]
         for conn_id in self.pool.close_all(now=_now()):
             self._close_socket(conn_id)
         for sock in list(self._sockets.values()):
             self._close_socket(sock.conn_id)
-        tasks = [s.task for s in self._sockets.values() if s.task is not None]
         if self._janitor is not None:
             tasks.append(self._janitor)
         for task in tasks:
@@ -126,18 +125,7 @@ class Client:
     @contextlib.asynccontextmanager
     async def connect(self, config: Config) -> AsyncIterator[Conn]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
-        if self._closed:
-            raise RuntimeError("this Client is closed")
-        settings = conn_settings(
-            config,
-            client_info=self.client_info,
-            capabilities=self.capabilities,
-            era_hint=None,
-        )
-        hint = self.pool.era_hint(settings.endpoint.url)
-        if hint is not None:
-            settings = dataclasses.replace(settings, era_hint=hint)
-        conn = Conn(self, McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids))
+        conn = Conn(self, self._machine(config))
         try:
             await conn._run(conn.machine.connect)
             yield conn
@@ -191,11 +179,11 @@ class Client:
             return
 
     def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
-        self._router.begin(conn, start, conn_id, self._sockets[conn_id].wire, now=_now())
+        self.router.begin(conn, start, conn_id, self._sockets[conn_id].wire, now=_now())
         self._flush(conn_id)
 
     def _cancel(self, exchange_id: int) -> None:
-        flush, doomed = self._router.cancel(exchange_id, self._wire_of, now=_now())
+        flush, doomed = self.router.cancel(exchange_id, self._wire_of, now=_now())
         if flush is not None:
             self._flush(flush)
         self._close_sockets(doomed)
@@ -218,8 +206,8 @@ class Client:
                 allowed = dial.vet(
                     origin,
                     addresses,
-                    allow_private=self._allow_private,
-                    allow_loopback=self._allow_loopback,
+                    allow_private=self.allow_private,
+                    allow_loopback=self.allow_loopback,
                 )
                 context = None
                 if origin.scheme == "https":
@@ -288,7 +276,7 @@ class Client:
 
     def _dispatch(self, conn_id: int, wire: Any) -> None:
         changed = self.pool.changed
-        doomed = self._router.deliver(conn_id, wire, now=_now())
+        doomed = self.router.deliver(conn_id, wire, now=_now())
         self._flush(conn_id)
         self._close_sockets(doomed)
         if self.pool.changed != changed:
@@ -306,7 +294,7 @@ class Client:
         sock = self._sockets.pop(conn_id, None)
         if sock is None:
             return
-        self._router.socket_gone(conn_id, now=_now())
+        self.router.socket_gone(conn_id, now=_now())
         transport = sock.writer.transport
         transport.abort()
         if sock.task is not None and sock.task is not asyncio.current_task():

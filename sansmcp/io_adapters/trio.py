@@ -16,7 +16,6 @@ return the operation's terminal event.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -25,13 +24,13 @@ from typing import Any
 import trio
 
 from ..core import dial
-from ..core.config import Config, conn_settings
-from ..core.driving import ConnCore, Router, dial_failure
+from ..core.config import Config
+from ..core.driving import ClientCore, ConnCore, dial_failure
 from ..core.errors import ConnectionFailed, McpError
 from ..core.http import ExchangeEvent, ExchangeFailed
 from ..core.limits import Limits
 from ..core.mcp import CancelExchange, InputRequired, McpMachine, Output, StartExchange
-from ..core.pool import DialNeeded, MustWait, Pool, UseConnection
+from ..core.pool import DialNeeded, MustWait, UseConnection
 from ..core.tools import CallResult, Tool
 from ..core.url import Origin
 
@@ -56,7 +55,7 @@ class _Socket:
         self.outgoing = trio.Event()
 
 
-class Client:
+class Client(ClientCore):
     """Owns the connection pool and its sockets; hands out :class:`Conn`\\ s.
 
     ``ssl_context`` (default: the system's trust store, TLS >= 1.2) verifies every
@@ -81,21 +80,21 @@ class Client:
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
     ) -> None:
-        self.limits = limits or Limits()
-        self._allow_loopback = allow_loopback
-        self._allow_private = allow_private
+        super().__init__(
+            limits=limits,
+            allow_loopback=allow_loopback,
+            allow_private=allow_private,
+            http2_prior_knowledge=http2_prior_knowledge,
+            answers_input=input_handler is not None,
+            capabilities=capabilities,
+            client_info=client_info,
+        )
         self._ssl = ssl_context
         self._resolver = resolver
         self.input_handler = input_handler
-        self.capabilities = (capabilities or {}) if input_handler is not None else None
-        self.client_info = client_info
-        self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
         self._sockets: dict[int, _Socket] = {}
-        self._router = Router(self.pool)
-        self._exchange_ids = iter(range(1, 1 << 62))
         self._changed = trio.Event()
         self._janitor: trio.CancelScope | None = None
-        self._closed = False
 
     async def __aenter__(self) -> Client:
         return self
@@ -116,15 +115,7 @@ class Client:
     @contextlib.asynccontextmanager
     async def connect(self, config: Config) -> AsyncIterator[Conn]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
-        if self._closed:
-            raise RuntimeError("this Client is closed")
-        settings = conn_settings(
-            config, client_info=self.client_info, capabilities=self.capabilities, era_hint=None
-        )
-        hint = self.pool.era_hint(settings.endpoint.url)
-        if hint is not None:
-            settings = dataclasses.replace(settings, era_hint=hint)
-        conn = Conn(self, McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids))
+        conn = Conn(self, self._machine(config))
         try:
             await conn._run(conn.machine.connect)
             yield conn
@@ -175,11 +166,11 @@ class Client:
 
     def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
         wire = self._sockets[conn_id].wire
-        self._router.begin(conn, start, conn_id, wire, now=trio.current_time())
+        self.router.begin(conn, start, conn_id, wire, now=trio.current_time())
         self._flush(conn_id)
 
     def _cancel(self, exchange_id: int) -> None:
-        flush, doomed = self._router.cancel(exchange_id, self._wire_of, now=trio.current_time())
+        flush, doomed = self.router.cancel(exchange_id, self._wire_of, now=trio.current_time())
         if flush is not None:
             self._flush(flush)
         self._close_sockets(doomed)
@@ -201,8 +192,8 @@ class Client:
             allowed = dial.vet(
                 origin,
                 addresses,
-                allow_private=self._allow_private,
-                allow_loopback=self._allow_loopback,
+                allow_private=self.allow_private,
+                allow_loopback=self.allow_loopback,
             )
             last: BaseException | None = None
             for address in allowed:
@@ -295,7 +286,7 @@ class Client:
 
     def _dispatch(self, conn_id: int, wire: Any) -> None:
         changed = self.pool.changed
-        doomed = self._router.deliver(conn_id, wire, now=trio.current_time())
+        doomed = self.router.deliver(conn_id, wire, now=trio.current_time())
         self._flush(conn_id)
         self._close_sockets(doomed)
         if self.pool.changed != changed:
@@ -310,7 +301,7 @@ class Client:
         sock = self._sockets.pop(conn_id, None)
         if sock is None:
             return
-        self._router.socket_gone(conn_id, now=trio.current_time())
+        self.router.socket_gone(conn_id, now=trio.current_time())
         sock.scope.cancel()
         self._bump()
 
