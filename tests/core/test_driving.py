@@ -155,3 +155,32 @@ def test_conn_core_turns_outputs_into_results_and_learns_the_era() -> None:
     assert core._abandoned() == [5]
     with pytest.raises(RuntimeError, match="closed"):
         core._check_open()
+
+
+def test_client_core_configures_each_conn_with_the_era_hint() -> None:
+    from sansmcp.core.config import Config
+    from sansmcp.core.driving import ClientCore
+
+    def core(answers_input: bool) -> ClientCore:
+        return ClientCore(
+            limits=None,
+            allow_loopback=True,
+            allow_private=False,
+            http2_prior_knowledge=False,
+            answers_input=answers_input,
+            capabilities={"elicitation": {}},
+            client_info=None,
+        )
+
+    client = core(answers_input=False)
+    assert client.capabilities is None  # nothing declared without a handler
+    assert core(answers_input=True).capabilities == {"elicitation": {}}
+    config = Config(url=ENDPOINT.url)
+    assert client._machine(config).settings.era_hint is None
+    client.pool.remember_era(ENDPOINT.url, "2026-07-28")
+    machine = client._machine(config)
+    assert machine.settings.era_hint == "2026-07-28"
+    assert machine.settings.endpoint == ENDPOINT
+    client._closed = True
+    with pytest.raises(RuntimeError, match="closed"):
+        client._machine(config)
