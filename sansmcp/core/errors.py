@@ -27,6 +27,7 @@ __all__ = [
     "McpError",
     "ServerAnswered",
     "Unauthorized",
+    "budget_exceeded",
 ]
 
 
@@ -123,3 +124,8 @@ class CallerError(ValueError):
 
 class LocalProtocolError(RuntimeError):
     """A core machine was driven in a way its contract forbids (a bug in the driver)."""
+
+
+def budget_exceeded(message: str, bound: str, limit: float, observed: float) -> ConnectionFailed:
+    """The ``ConnectionFailed`` for a spent budget: ``bound`` names the ``Limits`` field."""
+    return ConnectionFailed(message, cause="budget", bound=bound, limit=limit, observed=observed)

@@ -48,6 +48,7 @@ from .errors import (
     McpError,
     ServerAnswered,
     Unauthorized,
+    budget_exceeded,
 )
 from .http import (
     DataReceived,
@@ -725,13 +726,12 @@ class McpMachine:
         self.bytes_received += nbytes
         limit = self.limits.max_response_bytes
         if self.bytes_received > limit:
-            raise ConnectionFailed(
+            raise budget_exceeded(
                 f"the server sent more than {limit:,} response bytes on this connection "
-                f"(Limits.max_response_bytes)",
-                cause="budget",
-                bound="max_response_bytes",
-                limit=limit,
-                observed=self.bytes_received,
+                "(Limits.max_response_bytes)",
+                "max_response_bytes",
+                limit,
+                self.bytes_received,
             )
 
     def _receive(self, exchange: _Exchange, event: ExchangeEvent) -> None:
@@ -743,13 +743,12 @@ class McpMachine:
             self.responses_received += 1
             limit = self.limits.max_responses
             if self.responses_received > limit:
-                raise ConnectionFailed(
+                raise budget_exceeded(
                     f"the server sent more than {limit} HTTP responses on this connection "
-                    f"(Limits.max_responses)",
-                    cause="budget",
-                    bound="max_responses",
-                    limit=limit,
-                    observed=self.responses_received,
+                    "(Limits.max_responses)",
+                    "max_responses",
+                    limit,
+                    self.responses_received,
                 )
             self._on_head(exchange, event.status, event.headers)
         elif isinstance(event, ResponseEnded):
@@ -947,13 +946,12 @@ class McpMachine:
         exchange.server_requests += 1
         limit = self.limits.max_server_requests
         if exchange.server_requests > limit:
-            raise ConnectionFailed(
+            raise budget_exceeded(
                 f"the server sent more than {limit} requests while answering one of ours "
                 "(Limits.max_server_requests)",
-                cause="budget",
-                bound="max_server_requests",
-                limit=limit,
-                observed=exchange.server_requests,
+                "max_server_requests",
+                limit,
+                exchange.server_requests,
             )
         if self._era is not _Era.LEGACY:
             return  # a modern server must not send requests; nothing may answer them

@@ -60,7 +60,7 @@ from collections.abc import Iterable
 
 import h11
 
-from ..errors import ConnectionFailed, LocalProtocolError
+from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
     DataReceived,
     ExchangeEvent,
@@ -107,10 +107,6 @@ class _Scan(enum.Enum):
     MID = enum.auto()  # anything else, not ending in b"\n" or b"\n\r"
     LF = enum.auto()  # ends in b"\n"
     LF_CR = enum.auto()  # ends in b"\n\r"
-
-
-def _budget(message: str, *, bound: str, limit: int, observed: int) -> ConnectionFailed:
-    return ConnectionFailed(message, cause="budget", bound=bound, limit=limit, observed=observed)
 
 
 def _detail(exc: Exception) -> str:
@@ -352,7 +348,7 @@ class H1Connection:
                 self._mode = _Mode.AWAIT if mode is _Mode.HEAD else _Mode.PASS
             elif stop < size:
                 what = "header" if mode is _Mode.HEAD else "trailer"
-                return 0, _budget(
+                return 0, budget_exceeded(
                     f"server sent a {what} block of more than {self._max_head:,} bytes"
                     " (Limits.max_header_bytes)",
                     bound="max_header_bytes",
@@ -395,7 +391,7 @@ class H1Connection:
             end = -1 if found < 0 else found + 2
         if end < 0:
             if stop < size:
-                return 0, _budget(
+                return 0, budget_exceeded(
                     f"server sent a chunk-size line of more than {self._max_head:,} bytes"
                     " (Limits.max_header_bytes)",
                     bound="max_header_bytes",
@@ -485,7 +481,7 @@ class H1Connection:
                 limit = self._limits.max_informational
                 if self._informational > limit:
                     self._fail(
-                        _budget(
+                        budget_exceeded(
                             f"server sent more than {limit:,} informational (1xx) responses"
                             " (Limits.max_informational)",
                             bound="max_informational",

@@ -84,7 +84,7 @@ import hpack
 import hpack.table
 from hpack.struct import HeaderTuple
 
-from ..errors import ConnectionFailed, LocalProtocolError
+from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
     DataReceived,
     ExchangeEvent,
@@ -175,10 +175,6 @@ class _Queued:
     stream_id: int
     ack: int  # flow-controlled bytes to acknowledge when the event is handed out
     size: int  # bytes this entry holds (body bytes or raw header bytes)
-
-
-def _budget(message: str, bound: str, limit: float, observed: float) -> ConnectionFailed:
-    return ConnectionFailed(message, cause="budget", bound=bound, limit=limit, observed=observed)
 
 
 def _framing(message: str) -> ConnectionFailed:
@@ -424,7 +420,7 @@ class H2Connection:
                 return _framing("server sent a CONTINUATION frame outside a header block")
             total, frames = self._block_bytes + length, self._block_frames + 1
             if total > limits.max_header_bytes:
-                return _budget(
+                return budget_exceeded(
                     f"server sent a header block of more than {limits.max_header_bytes:,} "
                     f"bytes (Limits.max_header_bytes): {total:,} announced",
                     "max_header_bytes",
@@ -432,7 +428,7 @@ class H2Connection:
                     total,
                 )
             if frames > limits.h2_max_header_frames:
-                return _budget(
+                return budget_exceeded(
                     f"server split a header block into more than "
                     f"{limits.h2_max_header_frames:,} frames (Limits.h2_max_header_frames)",
                     "h2_max_header_frames",
@@ -450,7 +446,7 @@ class H2Connection:
                 times.popleft()
             times.append(now)
             if len(times) > limits.h2_max_control_frames:
-                return _budget(
+                return budget_exceeded(
                     f"server sent more than {limits.h2_max_control_frames:,} control frames "
                     f"in {limits.h2_control_window:g} s (Limits.h2_max_control_frames)",
                     "h2_max_control_frames",
@@ -468,7 +464,7 @@ class H2Connection:
         except h2.exceptions.DenialOfServiceError:
             limit = self._limits.max_header_bytes
             self._fail_connection(
-                _budget(
+                budget_exceeded(
                     f"server sent a header block that decodes to more than {limit:,} bytes "
                     f"(Limits.max_header_bytes, counted as HPACK does): "
                     f"{self._decoder.inflated:,} when refused",
@@ -505,7 +501,7 @@ class H2Connection:
             if exchange.informational > self._limits.max_informational:
                 self._fail_exchange(
                     exchange,
-                    _budget(
+                    budget_exceeded(
                         f"server sent more than {self._limits.max_informational} 1xx heads "
                         "(Limits.max_informational)",
                         "max_informational",
@@ -577,7 +573,7 @@ class H2Connection:
             limit = self._limits.h2_max_small_data_frames
             if exchange.small_frames > limit:
                 self._fail_connection(
-                    _budget(
+                    budget_exceeded(
                         f"server sent more than {limit:,} DATA frames of under "
                         f"{SMALL_DATA_FRAME} bytes in one response "
                         "(Limits.h2_max_small_data_frames)",
