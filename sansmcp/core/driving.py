@@ -125,7 +125,20 @@ def dial_failure(
 
 
 class ClientCore:
-    """The runtime-free half of a ``Client`` (see the adapters for the arguments)."""
+    """The runtime-free half of a ``Client``; the adapters' ``Client`` arguments:
+
+    ``limits`` bounds everything (:class:`~sansmcp.core.limits.Limits`);
+    ``allow_loopback`` / ``allow_private`` widen the address guard.
+    ``ssl_context`` (default: the system's trust store, TLS >= 1.2) verifies every
+    server; its ALPN protocols are set to ``h2`` and ``http/1.1`` on each dial.
+    ``http2_prior_knowledge`` speaks h2c to ``http://`` origins (tests).
+    ``resolver(host, port)`` replaces DNS (tests); every address it returns is still
+    vetted by the guard.  ``input_handler`` answers what servers ask for
+    (``{key: {"method", "params"}}`` -> ``{key: result}``, or None to decline) and
+    ``capabilities`` is what is declared for it; without a handler nothing is
+    declared and every ask is refused.  ``client_info`` replaces sansmcp's own
+    ``clientInfo``.
+    """
 
     def __init__(
         self,

@@ -58,13 +58,8 @@ class _Socket:
 class Client(ClientCore):
     """Owns the connection pool and its sockets; hands out :class:`Conn`\\ s.
 
-    ``ssl_context`` (default: the system's trust store, TLS >= 1.2) verifies every
-    server; its ALPN protocols are set to ``h2`` and ``http/1.1`` on each dial.
-    ``input_handler`` answers what servers ask for (``{key: {"method", "params"}}`` ->
-    ``{key: result}``, or None to decline) and ``capabilities`` is what is declared
-    for it; without a handler nothing is declared and every ask is refused.
-    ``resolver(host, port)`` replaces DNS (tests); every address it returns is still
-    vetted by the guard.
+    The arguments are the same on every runtime: see
+    :class:`~sansmcp.core.driving.ClientCore`.
     """
 
     def __init__(
