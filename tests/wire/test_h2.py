@@ -900,3 +900,15 @@ def test_raw_size_equals_bytes_sent(
     assert b"".join(e.data for e in events if isinstance(e, DataReceived)) == body
     assert body_charge(events) == data_frame_bytes(wire, sid)
     assert isinstance(events[-1], ResponseEnded)
+
+
+def test_closed_streams_are_remembered_up_to_a_bound() -> None:
+    """h2 would keep 65,536 closed streams (about 240 bytes each) on a long-lived connection."""
+    pair = Pair()
+    pair.handshake()
+    for exchange_id in range(1, 701):
+        sid = pair.start(exchange_id)
+        pair.server.send_headers(sid, [(b":status", b"204")], end_stream=True)
+        pair.client.receive_data(pair.server.data_to_send(), now=0.0)
+        assert [type(e) for e in drain(pair.client)] == [ResponseReceived, ResponseEnded]
+    assert len(pair.client._h2._closed_streams) == 512
