@@ -158,6 +158,7 @@ class _Listing:
     protocol_version: str | None
     tools: list[Tool]
     skipped: list[SkippedTool]
+    skipped_count: int  # every skipped entry; ``skipped`` holds the recorded ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +200,11 @@ def _run(
 
 async def _list(conn: _Conn) -> _Listing:
     tools = await conn.list_tools()
-    return _Listing(conn.protocol_version, tools, list(conn.skipped_tools))
+    skipped = list(conn.skipped_tools)
+    # ConnCore.skipped_count counts the skips past Limits.max_recorded_skips too (issue 10
+    # C); a Conn without it records every skip.
+    count = getattr(conn, "skipped_count", len(skipped))
+    return _Listing(conn.protocol_version, tools, skipped, max(count, len(skipped)))
 
 
 def _caller(name: str, arguments: bytes) -> Callable[[_Conn], Awaitable[_Called]]:
@@ -344,10 +349,16 @@ def render_listing(
     tools: Sequence[Tool],
     skipped: Sequence[SkippedTool],
     *,
+    skipped_count: int | None = None,
     as_json: bool = False,
 ) -> str:
-    """What ``sansmcp tools`` prints for a listing (``as_json``: the ``--json`` document)."""
-    listing = _Listing(protocol_version, list(tools), list(skipped))
+    """What ``sansmcp tools`` prints for a listing (``as_json``: the ``--json`` document).
+
+    ``skipped_count`` is the number of skipped entries when only the first of them
+    were recorded in ``skipped`` (default: ``len(skipped)``).
+    """
+    count = len(skipped) if skipped_count is None else max(skipped_count, len(skipped))
+    listing = _Listing(protocol_version, list(tools), list(skipped), count)
     return _listing_json(listing) if as_json else _listing_text(listing)
 
 
@@ -422,8 +433,10 @@ def _listing_text(listing: _Listing) -> str:
         lines += [
             f"  {n.ljust(name_width)}  {p.ljust(params_width)}  {d}".rstrip() for n, p, d in rows
         ]
-    if listing.skipped:
-        lines.append(f"skipped {len(listing.skipped)} unusable tool definition(s):")
+    if listing.skipped_count:
+        unlisted = listing.skipped_count - len(listing.skipped)
+        more = f" ({unlisted:,} more not recorded)" if unlisted else ""
+        lines.append(f"skipped {listing.skipped_count:,} unusable tool definition(s){more}:")
         lines += [
             f"  #{s.index}{'' if s.name is None else ' ' + name_text(s.name)}: "
             f"{display_text(s.reason)}"

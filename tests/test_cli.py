@@ -217,9 +217,9 @@ def test_tools_json(
     )
     assert (status, err) == (0, "")
     document = json.loads(out)
-    assert list(document) == ["protocol_version", "tools", "skipped"]
+    assert list(document) == ["protocol_version", "tools", "skipped", "skipped_count"]
     assert document["protocol_version"] == expected
-    assert document["skipped"] == []
+    assert (document["skipped"], document["skipped_count"]) == ([], 0)
     # All five tools, though the server serves two per page.
     assert [tool["name"] for tool in document["tools"]] == DEMO_TOOLS
     # The fields of a Tool, in field order (absent ones left out); the first three are an
@@ -401,6 +401,7 @@ def test_every_content_type_and_hostile_text(
         },
     ]
     assert document["skipped"] == [{"index": 1, "reason": "tool name is missing"}]
+    assert document["skipped_count"] == 1
 
     status, out, err = run(capsys, "tools", server.url, LOOP)
     assert (status, err) == (0, "")

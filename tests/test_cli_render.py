@@ -358,7 +358,8 @@ def test_every_field_is_shown_or_left_out_on_purpose() -> None:
 def test_json_carries_every_field_and_decodes_back() -> None:
     tool, skipped, result = sample(Tool), sample(SkippedTool), sample(CallResult)
     _, listing = listing_of(tool, skipped)
-    assert list(listing) == ["protocol_version", "tools", "skipped"]
+    assert list(listing) == ["protocol_version", "tools", "skipped", "skipped_count"]
+    assert listing["skipped_count"] == 1
     assert listing["protocol_version"] == MODERN
     # Every field present (no sample is None), in field order, and decoding gives the value.
     assert list(listing["tools"][0]) == [f.name for f in dataclasses.fields(Tool)]
@@ -436,3 +437,17 @@ def test_any_result_prints_and_its_json_decodes_back(result: CallResult, tool: s
     document = render_call(tool, MODERN, result, as_json=True)
     assert document.isascii()
     assert decoded(CallResult, json.loads(document)) == result
+
+
+def test_skips_past_the_recorded_ones_are_counted() -> None:
+    """Only the first ``Limits.max_recorded_skips`` skips carry details; the rest are a count."""
+    skipped = [SkippedTool(index=i, name=None, reason="tool name is missing") for i in range(2)]
+    text = render_listing(MODERN, [], skipped, skipped_count=1234)
+    assert text.split("\n")[1:] == [
+        "skipped 1,234 unusable tool definition(s) (1,232 more not recorded):",
+        "  #0: tool name is missing",
+        "  #1: tool name is missing",
+    ]
+    document = json.loads(render_listing(MODERN, [], skipped, skipped_count=1234, as_json=True))
+    assert (len(document["skipped"]), document["skipped_count"]) == (2, 1234)
+    assert render_listing(MODERN, [], [], skipped_count=0) == f"protocol {MODERN} · 0 tools"
