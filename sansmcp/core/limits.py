@@ -42,6 +42,13 @@ class Limits:
     under its minimum; the minimum is given beside each field.
     """
 
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            rule = _RULES.get(field.name)
+            if rule is None:  # a field without an entry: the strict kind of its type
+                rule = _TIME if field.type in ("float", float) else _COUNT
+            rule.check(field.name, getattr(self, field.name))
+
     # deadlines
     dial_timeout: float = 30.0  # > 0
     connect_timeout: float = 30.0  # > 0
@@ -75,15 +82,8 @@ class Limits:
     pool_idle_timeout: float = 30.0  # > 0
     pool_max_idle_per_origin: int = 8  # >= 0
     pool_max_sockets: int = 64  # >= 1
-    # JSON parsing
-    max_json_depth: int = 512  # >= 1
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            rule = _RULES.get(field.name)
-            if rule is None:  # a field without an entry: the strict kind of its type
-                rule = _TIME if field.type in ("float", float) else _COUNT
-            rule.check(field.name, getattr(self, field.name))
+    # JSON parsing: nesting depth (>= 1)
+    max_json_depth: int = 512
 
 
 @dataclass(frozen=True, slots=True)
