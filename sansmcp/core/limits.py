@@ -34,6 +34,76 @@ from .errors import CallerError
 __all__ = ["Limits"]
 
 
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """What one field may hold: an ``int`` or any real number, and its minimum."""
+
+    integer: bool
+    minimum: int
+    inclusive: bool
+
+    def describe(self) -> str:
+        kind = "an int" if self.integer else "a finite number"
+        return f"{kind} {'>=' if self.inclusive else '>'} {self.minimum}"
+
+    def check(self, name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            got = f"a {type(value).__name__}"
+        elif self.integer and not isinstance(value, int):
+            got = f"the float {value!r}"
+        elif not self.integer and not _finite(value):
+            got = repr(value) if isinstance(value, float) else "an int too large for a float"
+        elif value > self.minimum or (self.inclusive and value == self.minimum):
+            return
+        else:
+            got = repr(value)
+        raise CallerError(f"Limits.{name} must be {self.describe()}; got {got}")
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond float range: no deadline can be computed from it
+        return False
+
+
+_TIME = _Rule(integer=False, minimum=0, inclusive=False)
+_WAIT = _Rule(integer=False, minimum=0, inclusive=True)
+_COUNT = _Rule(integer=True, minimum=1, inclusive=True)
+_ALLOWANCE = _Rule(integer=True, minimum=0, inclusive=True)
+
+# One entry per field of Limits, in field order (tests/core/test_limits.py fails when one
+# is missing): a field added to Limits needs its line here.
+_RULES: dict[str, _Rule] = {
+    "dial_timeout": _TIME,
+    "connect_timeout": _TIME,
+    "list_timeout": _TIME,
+    "call_timeout": _TIME,
+    "close_timeout": _TIME,
+    "cancel_grace": _WAIT,
+    "stream_end_wait": _WAIT,
+    "max_response_bytes": _COUNT,
+    "max_header_bytes": _COUNT,
+    "max_responses": _COUNT,
+    "max_tool_pages": _COUNT,
+    "max_stream_retries": _ALLOWANCE,
+    "max_call_attempts": _COUNT,
+    "max_tool_bytes": _COUNT,
+    "max_echo_bytes": _COUNT,
+    "max_server_requests": _ALLOWANCE,
+    "max_informational": _ALLOWANCE,
+    "h2_max_control_frames": _COUNT,
+    "h2_control_window": _TIME,
+    "h2_max_small_data_frames": _COUNT,
+    "h2_max_concurrent_streams": _COUNT,
+    "h2_max_header_frames": _COUNT,
+    "pool_idle_timeout": _TIME,
+    "pool_max_idle_per_origin": _ALLOWANCE,
+    "pool_max_sockets": _COUNT,
+    "max_json_depth": _COUNT,
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     """The bounds of one ``Client``; see the module docstring for what each may be.
@@ -84,72 +154,3 @@ class Limits:
     pool_max_sockets: int = 64  # >= 1
     # JSON parsing: nesting depth (>= 1)
     max_json_depth: int = 512
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    """What one field may hold: an ``int`` or any real number, and its minimum."""
-
-    integer: bool
-    minimum: int
-    inclusive: bool
-
-    def describe(self) -> str:
-        kind = "an int" if self.integer else "a finite number"
-        return f"{kind} {'>=' if self.inclusive else '>'} {self.minimum}"
-
-    def check(self, name: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            got = f"a {type(value).__name__}"
-        elif self.integer and not isinstance(value, int):
-            got = f"the float {value!r}"
-        elif not self.integer and not _finite(value):
-            got = repr(value) if isinstance(value, float) else "an int too large for a float"
-        elif value > self.minimum or (self.inclusive and value == self.minimum):
-            return
-        else:
-            got = repr(value)
-        raise CallerError(f"Limits.{name} must be {self.describe()}; got {got}")
-
-
-def _finite(value: int | float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int beyond float range: no deadline can be computed from it
-        return False
-
-
-_TIME = _Rule(integer=False, minimum=0, inclusive=False)
-_WAIT = _Rule(integer=False, minimum=0, inclusive=True)
-_COUNT = _Rule(integer=True, minimum=1, inclusive=True)
-_ALLOWANCE = _Rule(integer=True, minimum=0, inclusive=True)
-
-# One entry per field of Limits (tests/core/test_limits.py fails when one is missing).
-_RULES: dict[str, _Rule] = {
-    "dial_timeout": _TIME,
-    "connect_timeout": _TIME,
-    "list_timeout": _TIME,
-    "call_timeout": _TIME,
-    "close_timeout": _TIME,
-    "cancel_grace": _WAIT,
-    "stream_end_wait": _WAIT,
-    "max_response_bytes": _COUNT,
-    "max_header_bytes": _COUNT,
-    "max_responses": _COUNT,
-    "max_tool_pages": _COUNT,
-    "max_stream_retries": _ALLOWANCE,
-    "max_call_attempts": _COUNT,
-    "max_tool_bytes": _COUNT,
-    "max_echo_bytes": _COUNT,
-    "max_server_requests": _ALLOWANCE,
-    "max_informational": _ALLOWANCE,
-    "h2_max_control_frames": _COUNT,
-    "h2_control_window": _TIME,
-    "h2_max_small_data_frames": _COUNT,
-    "h2_max_concurrent_streams": _COUNT,
-    "h2_max_header_frames": _COUNT,
-    "pool_idle_timeout": _TIME,
-    "pool_max_idle_per_origin": _ALLOWANCE,
-    "pool_max_sockets": _COUNT,
-    "max_json_depth": _COUNT,
-}
