@@ -17,9 +17,13 @@ Exit status: 0 success; 1 the tool ran and reported ``isError``; 2 usage error
 A failure prints one line on stderr naming the class, its cause and, for a bound,
 the limit and the observed figure -- never a traceback.
 
-Everything a server sends is untrusted: text shown to a person has its control
-characters (terminal escapes, carriage returns, bidi overrides) escaped, and
-``--json`` output is pure ASCII.
+Everything a server sends is untrusted.  Shown to a person, a tool or parameter
+name is printable ASCII with everything else escaped (``\\uXXXX``), one-to-one, and
+other text has the characters that hide, reorder or forge text escaped (controls,
+format characters such as zero-width, bidi and tag characters, unassigned and
+private-use code points; see "text hygiene" below).  ``--json`` carries every field
+the library returns (derived from its dataclasses; see "output" below) and is pure
+ASCII.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import sys
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TextIO, TypeVar
 
@@ -50,7 +56,11 @@ __all__ = [
     "EXIT_TOOL_ERROR",
     "EXIT_UNAUTHORIZED",
     "EXIT_USAGE",
+    "display_text",
     "main",
+    "name_text",
+    "render_call",
+    "render_listing",
 ]
 
 EXIT_OK = 0
@@ -148,6 +158,7 @@ class _Listing:
     protocol_version: str | None
     tools: list[Tool]
     skipped: list[SkippedTool]
+    skipped_count: int  # every skipped entry; ``skipped`` holds the recorded ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +200,11 @@ def _run(
 
 async def _list(conn: _Conn) -> _Listing:
     tools = await conn.list_tools()
-    return _Listing(conn.protocol_version, tools, list(conn.skipped_tools))
+    skipped = list(conn.skipped_tools)
+    # ConnCore.skipped_count counts the skips past Limits.max_recorded_skips too (issue 10
+    # C); a Conn without it records every skip.
+    count = getattr(conn, "skipped_count", len(skipped))
+    return _Listing(conn.protocol_version, tools, skipped, max(count, len(skipped)))
 
 
 def _caller(name: str, arguments: bytes) -> Callable[[_Conn], Awaitable[_Called]]:
@@ -239,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         called = _run(args.backend, client_options, config, _caller(args.tool, arguments))
         _emit(out, _call_json(called) if args.json else _call_text(args.tool, called))
         if called.result.is_error:
-            _emit(err, f"sansmcp: the tool {_line(args.tool)!r} reported an error (isError)")
+            name = name_text(args.tool)
+            _emit(err, f"sansmcp: the tool '{name}' reported an error (isError)")
             return EXIT_TOOL_ERROR
         return EXIT_OK
     except KeyboardInterrupt:
@@ -315,43 +331,86 @@ def _figure(value: float) -> str:
 
 
 # --------------------------------------------------------------------------- output
+#
+# ``--json`` is derived from the dataclass fields of what the library returns
+# (``Tool``, ``SkippedTool``, ``CallResult``, ``Content`` and whatever they nest), so a
+# field added there reaches the JSON with no change here: keys are the field names,
+# a ``None`` field (absent) is left out, ``bytes`` holding compact JSON (the names in ``_JSON_BYTES``) are embedded parsed,
+# any other ``bytes`` are standard base64, mappings become objects and tuples arrays.
+# The human output shows every field a person needs (``tests/test_cli.py`` lists the
+# ones it leaves to ``--json``, and fails on a field that is in neither list).
+
+# Fields whose bytes are compact JSON re-serialised by the core: embedded as JSON values.
+_JSON_BYTES = frozenset({"input_schema", "output_schema", "structured_content"})
+
+
+def render_listing(
+    protocol_version: str | None,
+    tools: Sequence[Tool],
+    skipped: Sequence[SkippedTool],
+    *,
+    skipped_count: int | None = None,
+    as_json: bool = False,
+) -> str:
+    """What ``sansmcp tools`` prints for a listing (``as_json``: the ``--json`` document).
+
+    ``skipped_count`` is the number of skipped entries when only the first of them
+    were recorded in ``skipped`` (default: ``len(skipped)``).
+    """
+    count = len(skipped) if skipped_count is None else max(skipped_count, len(skipped))
+    listing = _Listing(protocol_version, list(tools), list(skipped), count)
+    return _listing_json(listing) if as_json else _listing_text(listing)
+
+
+def render_call(
+    tool: str, protocol_version: str | None, result: CallResult, *, as_json: bool = False
+) -> str:
+    """What ``sansmcp call`` prints for a result (``as_json``: the ``--json`` document)."""
+    called = _Called(protocol_version, result)
+    return _call_json(called) if as_json else _call_text(tool, called)
 
 
 def _listing_json(listing: _Listing) -> str:
-    return _dumps(
-        {
-            "protocol_version": listing.protocol_version,
-            "tools": [tool.to_dict() for tool in listing.tools],
-            "skipped": [{"name": s.name, "reason": s.reason} for s in listing.skipped],
-        }
-    )
+    return _dumps(_record(listing))
 
 
 def _call_json(called: _Called) -> str:
-    return _dumps(
-        {
-            "is_error": called.result.is_error,
-            "content": [_content_dict(block) for block in called.result.content],
-        }
-    )
+    document = _record(called)
+    document.update(_record(document.pop("result")))  # the result's fields at the top level
+    return _dumps(document)
 
 
-def _content_dict(block: Content) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": block.type}
-    if block.text is not None:
-        item["text"] = block.text
-    if block.data is not None:
-        item["data"] = base64.b64encode(block.data).decode("ascii")
-    if block.mime_type is not None:
-        item["mime_type"] = block.mime_type
-    if block.uri is not None:
-        item["uri"] = block.uri
-    return item
+def _record(value: Any) -> dict[str, Any]:
+    """A dataclass instance as a JSON object, one member per field, in field order.
+
+    A field that is ``None`` (absent) is left out, so a JSON ``null`` the server sent
+    (a 2026-07-28 ``structuredContent`` may be one) stays distinct from no value.
+    """
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(value):
+        item = getattr(value, field.name)
+        if item is None:
+            continue
+        if isinstance(item, bytes) and field.name in _JSON_BYTES:
+            item = json.loads(item)
+        out[field.name] = item
+    return out
+
+
+def _json_default(value: Any) -> Any:
+    """``json.dumps``'s hook for what JSON has no type for (dicts, lists, tuples pass)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _record(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} has no JSON form")  # pragma: no cover - a bug
 
 
 def _dumps(value: Any) -> str:
     # ASCII only: a lone surrogate or a terminal escape in server text stays an escape.
-    return json.dumps(value, ensure_ascii=True, allow_nan=False)
+    return json.dumps(value, ensure_ascii=True, allow_nan=False, default=_json_default)
 
 
 def _listing_text(listing: _Listing) -> str:
@@ -363,8 +422,8 @@ def _listing_text(listing: _Listing) -> str:
         rows = [("NAME", "PARAMETERS", "DESCRIPTION")]
         rows += [
             (
-                _line(tool.name),
-                _clip(_parameters(tool.input_schema), _PARAMS_WIDTH),
+                name_text(tool.name),
+                _parameters(tool.input_schema),
                 _clip(_first_line(tool.description), _DESCRIPTION_WIDTH),
             )
             for tool in listing.tools
@@ -374,17 +433,26 @@ def _listing_text(listing: _Listing) -> str:
         lines += [
             f"  {n.ljust(name_width)}  {p.ljust(params_width)}  {d}".rstrip() for n, p, d in rows
         ]
-    if listing.skipped:
-        lines.append(f"skipped {len(listing.skipped)} unusable tool definition(s):")
+    if listing.skipped_count:
+        unlisted = listing.skipped_count - len(listing.skipped)
+        more = f" ({unlisted:,} more not recorded)" if unlisted else ""
+        lines.append(f"skipped {listing.skipped_count:,} unusable tool definition(s){more}:")
         lines += [
-            f"  {_line(s.name) if s.name is not None else f'#{s.index}'}: {_line(s.reason)}"
+            f"  #{s.index}{'' if s.name is None else ' ' + name_text(s.name)}: "
+            f"{display_text(s.reason)}"
             for s in listing.skipped
         ]
     return "\n".join(lines)
 
 
 def _parameters(schema: bytes) -> str:
-    """``city: string, days?: integer`` from an input schema's top-level properties."""
+    """``city: string, days?: integer`` from an input schema's top-level properties.
+
+    Any JSON value may stand where a schema keyword is expected: what is not of the
+    expected shape is left out (a ``required`` that is not a list of strings marks
+    nothing required; a ``type`` that is neither a string nor a list is not shown).
+    Names and types are identifiers (:func:`name_text`); the result is clipped.
+    """
     try:
         value = json.loads(schema)
     except ValueError:  # pragma: no cover - the core re-serialised it from a parsed value
@@ -393,79 +461,155 @@ def _parameters(schema: bytes) -> str:
     if not isinstance(properties, dict) or not properties:
         return "-"
     required = value.get("required")
-    required = set(required) if isinstance(required, list) else set()
+    wanted = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
     parts = []
     for name, prop in properties.items():
         kind = prop.get("type") if isinstance(prop, dict) else None
         if isinstance(kind, list):
-            kind = "|".join(str(k) for k in kind)
-        mark = "" if name in required else "?"
-        label = f"{_line(name)}{mark}"
-        parts.append(f"{label}: {_line(kind)}" if isinstance(kind, str) else label)
-    return ", ".join(parts)
+            kind = "|".join(k if isinstance(k, str) else _dumps(k) for k in kind)
+        label = name_text(name) + ("" if name in wanted else "?")
+        parts.append(f"{label}: {name_text(kind)}" if isinstance(kind, str) else label)
+        if sum(len(part) + 2 for part in parts) > _PARAMS_WIDTH:
+            break  # the rest would be clipped anyway: a huge schema costs no more
+    text = ", ".join(parts)
+    return text if len(text) <= _PARAMS_WIDTH else text[: _PARAMS_WIDTH - 1] + "…"
 
 
 def _call_text(tool: str, called: _Called) -> str:
     result = called.result
     verdict = "the tool reported an error" if result.is_error else "ok"
-    lines = [f"protocol {called.protocol_version} · {_line(tool)} → {verdict}"]
+    lines = [f"protocol {called.protocol_version} · {name_text(tool)} → {verdict}"]
     if not result.content:
         lines.append("(no content)")
     for block in result.content:
         lines.append(_block_text(block))
     if result.structured_content is not None:
         structured = result.structured_content.decode("utf-8", "replace")
-        lines.append(f"structured content: {_line(structured)}")
+        lines.append(f"structured content: {display_text(structured)}")
     return "\n".join(lines)
 
 
 def _block_text(block: Content) -> str:
     head = [block.type]
     if block.name is not None:
-        head.append(_line(block.name))
+        head.append(display_text(block.name))
     if block.uri is not None:
-        head.append(_line(block.uri))
+        head.append(display_text(block.uri))
     if block.mime_type is not None:
-        head.append(_line(block.mime_type))
+        head.append(display_text(block.mime_type))
     if block.data is not None:
         head.append(f"{len(block.data):,} bytes")
+    if block.annotations is not None:
+        head.append("annotations=" + _clip(_dumps(block.annotations), _ANNOTATIONS_WIDTH))
     label = "[" + " ".join(head) + "]"
     if block.text is None:
         return label
-    return f"{label} {_printable(block.text, multiline=True)}"
+    return f"{label} {display_text(block.text, multiline=True)}"
 
 
 # --------------------------------------------------------------------------- text hygiene
+#
+# Two escapes, both in Python's own notation (``\xNN``, ``\uXXXX``, ``\UXXXXXXXX``):
+#
+# * a *name* (a tool's, a parameter's, a type's) is an identifier: every character
+#   outside printable ASCII is escaped, and so is the backslash (``\\``), so two
+#   different names never print alike (``codecs.decode(s, "unicode_escape")`` gives
+#   the name back);
+# * *text* (descriptions, content, reasons, URIs) keeps every visible character and
+#   escapes the ones that hide, reorder or forge text: categories Cc (controls, CR,
+#   ESC, NEL), Cf (format: zero-width, word joiner, soft hyphen, BOM, bidi controls,
+#   tags), Co (private use), Cs (lone surrogates), Cn (unassigned, as of the running
+#   Python's Unicode database), Zl, Zp, the tag block U+E0000..E007F and the Hangul
+#   fillers.  A backslash in text is left alone, so text escaping is not reversible:
+#   ``--json`` is the exact form.  In multi-line content (a text block), newline and
+#   tab stay as they are -- the text keeps its lines and indentation -- while CR,
+#   vertical tab, form feed, NEL, U+2028 and U+2029 are escaped, so no line can
+#   overwrite or hide another; a one-line field (a description's first line, a
+#   reason) escapes newline and tab too.
 
-# Invisible characters that reorder or hide text (Trojan Source), escaped like controls.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+_HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
+_TAGS = range(0xE0000, 0xE0080)
+_ANNOTATIONS_WIDTH = 120
 
 
-def _printable(text: str, *, multiline: bool = False) -> str:
-    """``text`` with control, bidi, separator and surrogate characters escaped."""
-    out = []
-    for char in text:
-        if multiline and char in "\n\t":
-            out.append(char)
-        elif char in _BIDI or unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp"):
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(char)
-    return "".join(out)
+def _escape(code: int) -> str:
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def name_text(name: str) -> str:
+    """``name`` as printable ASCII, one-to-one: non-ASCII, controls and ``\\`` escaped."""
+    if name.isascii() and name.isprintable() and "\\" not in name:
+        return name
+    return "".join(_name_token(char) for char in name)
+
+
+def _name_token(char: str) -> str:
+    if char == "\\":
+        return "\\\\"
+    code = ord(char)
+    return char if 0x20 <= code < 0x7F else _escape(code)
+
+
+def _hidden(char: str) -> bool:
+    return (
+        unicodedata.category(char) in _HIDDEN_CATEGORIES
+        or char in _HANGUL_FILLERS
+        or ord(char) in _TAGS
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_token(char: str) -> str:
+    return _escape(ord(char)) if _hidden(char) else char
+
+
+def _text_line(text: str) -> str:
+    # str.isprintable() is False for every hidden category (and for Zs spaces other
+    # than U+0020, which are not hidden): the common text skips the per-character walk.
+    if text.isprintable() and not any(filler in text for filler in _HANGUL_FILLERS):
+        return text
+    return "".join(map(_text_token, text))
+
+
+def display_text(text: str, *, multiline: bool = False) -> str:
+    """``text`` with the characters that hide or forge text escaped (see above).
+
+    ``multiline`` keeps newline and tab (a text content block); otherwise they are
+    escaped too.
+    """
+    if not multiline:
+        return _text_line(text)
+    return "\n".join("\t".join(map(_text_line, line.split("\t"))) for line in text.split("\n"))
 
 
 def _line(text: str) -> str:
-    return _printable(text)
+    return display_text(text)
 
 
 def _first_line(text: str) -> str:
+    # Only a newline ends the line: a CR or U+2028 is shown escaped, not taken as an end.
     return text.strip().split("\n", 1)[0]
 
 
 def _clip(text: str, width: int) -> str:
-    text = _line(text)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """``text`` escaped as one line and cut to ``width`` characters, never inside an escape."""
+    out: list[str] = []
+    used = 0
+    for char in text[: width + 1]:
+        token = _text_token(char)
+        if used + len(token) > width:
+            while used + 1 > width:
+                used -= len(out.pop())
+            out.append("…")
+            break
+        out.append(token)
+        used += len(token)
+    return "".join(out)
 
 
 def _emit(stream: TextIO, text: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -28,6 +29,7 @@ import pytest
 
 from sansmcp import Config, Limits, ServerAnswered
 from sansmcp.cli import main
+from sansmcp.core.tools import Content
 from sansmcp.io_adapters.asyncio import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +38,14 @@ MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 LOOP = "--allow-loopback"
 DEMO_TOOLS = ["echo", "add", "weather", "pixel", "fail"]
+
+
+def block(type: str, **fields: Any) -> dict[str, Any]:
+    """A content block as ``--json`` prints it: its fields in ``Content``'s order."""
+    fields["type"] = type
+    return {f.name: fields[f.name] for f in dataclasses.fields(Content) if f.name in fields}
+
+
 PIXEL_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGBgAAAABQABpfZFQAAAAABJRU5ErkJggg=="
 )
@@ -207,12 +217,18 @@ def test_tools_json(
     )
     assert (status, err) == (0, "")
     document = json.loads(out)
-    assert list(document) == ["protocol_version", "tools", "skipped"]
+    assert list(document) == ["protocol_version", "tools", "skipped", "skipped_count"]
     assert document["protocol_version"] == expected
-    assert document["skipped"] == []
+    assert (document["skipped"], document["skipped_count"]) == ([], 0)
     # All five tools, though the server serves two per page.
     assert [tool["name"] for tool in document["tools"]] == DEMO_TOOLS
-    assert all(list(tool) == ["name", "description", "input_schema"] for tool in document["tools"])
+    # The fields of a Tool, in field order (absent ones left out); the first three are an
+    # Anthropic tool definition.
+    assert all(
+        list(tool) == ["name", "description", "input_schema", "header_params"]
+        for tool in document["tools"]
+    )
+    header_params = [{"header": "City", "path": ["city"], "type": "string"}]
     assert document["tools"][2] == {
         "name": "weather",
         "description": "A (made-up) forecast for a city.",
@@ -224,6 +240,8 @@ def test_tools_json(
             },
             "required": ["city"],
         },
+        # x-mcp-header is a 2026-07-28 feature: a legacy server's tool has none.
+        "header_params": header_params if expected == MODERN else [],
     }
 
 
@@ -260,14 +278,18 @@ def test_call_json(capsys: pytest.CaptureFixture[str], demo_url: str, backend: s
         capsys, "call", demo_url, "add", '{"a": 2, "b": 40}', LOOP, "--json", "--backend", backend
     )
     assert (status, err) == (0, "")
-    assert json.loads(out) == {"is_error": False, "content": [{"type": "text", "text": "42"}]}
+    assert json.loads(out) == {
+        "protocol_version": MODERN,
+        "content": [block("text", text="42")],
+        "is_error": False,
+        "structured_content": {"sum": 42},
+    }
 
     status, out, err = run(capsys, "call", demo_url, "pixel", LOOP, "--json", "--backend", backend)
     assert (status, err) == (0, "")
     content = json.loads(out)["content"]
-    assert content[0] == {"type": "text", "text": "a 1x1 transparent pixel"}
-    assert list(content[1]) == ["type", "data", "mime_type"]
-    assert content[1]["mime_type"] == "image/png"
+    assert content[0] == block("text", text="a 1x1 transparent pixel")
+    assert content[1] == block("image", data=content[1]["data"], mime_type="image/png")
     assert base64.b64decode(content[1]["data"]) == PIXEL_PNG
 
 
@@ -293,8 +315,9 @@ def test_call_tool_error_exits_1(capsys: pytest.CaptureFixture[str], demo_url: s
     status, out, err = run(capsys, "call", demo_url, "fail", LOOP, "--json")
     assert status == 1
     assert json.loads(out) == {
+        "protocol_version": MODERN,
+        "content": [block("text", text="this tool always fails")],
         "is_error": True,
-        "content": [{"type": "text", "text": "this tool always fails"}],
     }
     assert one_line(err) == "sansmcp: the tool 'fail' reported an error (isError)\n"
 
@@ -305,19 +328,48 @@ def test_every_content_type_and_hostile_text(
     blob = bytes(range(256))
     b64 = base64.b64encode(blob).decode()
     evil = "\x1b]0;pwned\x07\x1b[31mred\r\u202etxt.exe\ud800"
+    hidden = "zero\u200bwidth\u2060joiner\u00adsoft\ufeffbom\U000e0041tag\u3164filler"
+    cafe = "caf\u00e9\u200b"
     tools = [
         {"name": "ok", "description": evil, "inputSchema": {"type": "object"}},
         {"description": "no name", "inputSchema": {"type": "object"}},
+        {
+            "name": cafe,
+            "title": "Caf\u00e9",
+            "description": hidden,
+            "inputSchema": {
+                "type": "object",
+                "properties": {"x": {"type": ["string", {"a": 1}]}, "y": 3, "\u00e9": {}},
+                "required": [{"x": 1}, "x"],  # a dict in "required" raised TypeError once
+            },
+            "annotations": {"readOnlyHint": True},
+            "outputSchema": {"type": "object"},
+        },
+        {
+            "name": "caf\\u00e9",  # spells the escape of "caf\u00e9": must print differently
+            "description": "",
+            "inputSchema": {"type": "object", "properties": {"a": {}}, "required": [[1], {}]},
+        },
     ]
     call = {
         "content": [
-            {"type": "text", "text": evil},
+            {
+                "type": "text",
+                "text": evil + "\nline two\tcol",
+                "annotations": {"audience": ["user"]},
+            },
             {"type": "audio", "data": b64, "mimeType": "audio/wav"},
             {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "A"}},
             {"type": "resource", "resource": {"uri": "file:///b", "mimeType": "x/y", "blob": b64}},
-            {"type": "resource_link", "uri": "https://example.com/r", "name": "r"},
+            {
+                "type": "resource_link",
+                "uri": "https://example.com/r",
+                "name": "r\u200b",
+                "mimeType": "text/plain",
+            },
         ],
         "isError": False,
+        "structuredContent": {"k": "v\u200b"},
     }
     server = scripted(modern_server(tools, call))
 
@@ -326,39 +378,92 @@ def test_every_content_type_and_hostile_text(
     assert out.isascii()
     document = json.loads(out)
     assert document["tools"] == [
-        {"name": "ok", "description": evil, "input_schema": {"type": "object"}}
+        {
+            "name": "ok",
+            "description": evil,
+            "input_schema": {"type": "object"},
+            "header_params": [],
+        },
+        {
+            "name": cafe,
+            "description": hidden,
+            "input_schema": tools[2]["inputSchema"],
+            "title": "Caf\u00e9",
+            "annotations": {"readOnlyHint": True},
+            "output_schema": {"type": "object"},
+            "header_params": [],
+        },
+        {
+            "name": "caf\\u00e9",
+            "description": "",
+            "input_schema": tools[3]["inputSchema"],
+            "header_params": [],
+        },
     ]
-    assert [s["name"] for s in document["skipped"]] == [None]
-    assert list(document["skipped"][0]) == ["name", "reason"]
-    assert "name" in document["skipped"][0]["reason"]
+    assert document["skipped"] == [{"index": 1, "reason": "tool name is missing"}]
+    assert document["skipped_count"] == 1
 
     status, out, err = run(capsys, "tools", server.url, LOOP)
     assert (status, err) == (0, "")
-    for raw in ("\x1b", "\x07", "\r", "\u202e", "\ud800"):
+    for raw in (
+        "\x1b",
+        "\x07",
+        "\r",
+        "\u202e",
+        "\ud800",
+        "\u200b",
+        "\u2060",
+        "\u00ad",
+        "\ufeff",
+        "\U000e0041",
+        "\u3164",
+        "\u00e9",
+    ):
         assert raw not in out
-    assert "\\x1b[31mred\\x0d\\u202etxt.exe\\ud800" in out
-    assert "skipped 1 unusable tool definition(s):\n  #1: tool name is missing" in out
+    rows = [line.split("  ") for line in out.splitlines()[2:5]]
+    assert [[cell.strip() for cell in row if cell.strip()] for row in rows] == [
+        ["ok", "-", "\\x1b]0;pwned\\x07\\x1b[31mred\\x0d\\u202etxt.exe\\ud800"],
+        [
+            "caf\\xe9\\u200b",
+            'x: string|{"a": 1}, y?, \\xe9?',
+            "zero\\u200bwidth\\u2060joiner\\xadsoft\\ufeffbom\\U000e0041tag\\u3164filler",
+        ],
+        ["caf\\\\u00e9", "a?"],
+    ]
+    assert out.splitlines()[5:] == [
+        "skipped 1 unusable tool definition(s):",
+        "  #1: tool name is missing",
+    ]
 
     status, out, err = run(capsys, "call", server.url, "ok", LOOP, "--json")
     assert (status, err) == (0, "")
     assert json.loads(out) == {
-        "is_error": False,
+        "protocol_version": MODERN,
         "content": [
-            {"type": "text", "text": evil},
-            {"type": "audio", "data": b64, "mime_type": "audio/wav"},
-            {"type": "resource", "text": "A", "uri": "file:///a.txt"},
-            {"type": "resource", "data": b64, "mime_type": "x/y", "uri": "file:///b"},
-            {"type": "resource_link", "uri": "https://example.com/r"},
+            block("text", text=evil + "\nline two\tcol", annotations={"audience": ["user"]}),
+            block("audio", data=b64, mime_type="audio/wav"),
+            block("resource", text="A", uri="file:///a.txt"),
+            block("resource", data=b64, mime_type="x/y", uri="file:///b"),
+            block(
+                "resource_link", uri="https://example.com/r", name="r\u200b", mime_type="text/plain"
+            ),
         ],
+        "is_error": False,
+        "structured_content": {"k": "v\u200b"},
     }
-    status, out, err = run(capsys, "call", server.url, "ok", LOOP)
+    status, out, err = run(capsys, "call", server.url, cafe, LOOP)
     assert (status, err) == (0, "")
-    assert "\x1b" not in out and "\u202e" not in out
-    assert out.splitlines()[2:] == [
+    assert "\x1b" not in out and "\u202e" not in out and "\u200b" not in out
+    assert out.splitlines() == [
+        f"protocol {MODERN} · caf\\xe9\\u200b → ok",
+        '[text annotations={"audience": ["user"]}] '
+        "\\x1b]0;pwned\\x07\\x1b[31mred\\x0d\\u202etxt.exe\\ud800",
+        "line two\tcol",  # a text block keeps its lines and tabs
         "[audio audio/wav 256 bytes]",
         "[resource file:///a.txt] A",
         "[resource file:///b x/y 256 bytes]",
-        "[resource_link r https://example.com/r]",
+        "[resource_link r\\u200b https://example.com/r text/plain]",
+        'structured content: {"k":"v\\u200b"}',
     ]
 
 

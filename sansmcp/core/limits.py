@@ -2,49 +2,155 @@
 
 Defaults follow DESIGN.md's bounds table (and, through it, the reference design).
 Times are seconds; sizes are bytes.
+
+Theory of operation
+-------------------
+A ``Limits`` checks itself when it is built (``__post_init__``): each field has one
+entry in ``_RULES`` (below the class) saying what kind of number it is and its
+minimum, and a value outside it raises :class:`~sansmcp.core.errors.CallerError`
+naming the field, so no machine ever sees a NaN deadline or a negative budget.
+The kinds are:
+
+* a *time* (``float``): a finite number ``> 0`` -- ``int`` or ``float``, not ``bool``;
+* a *wait* (``float``): a finite number ``>= 0`` (``0`` means "do not wait");
+* a *count* (``int``): an ``int`` (not a ``bool``, not a ``float``) ``>= 1``;
+* an *allowance* (``int``): an ``int`` ``>= 0`` -- retries, idle sockets, optional
+  extras, where ``0`` means "none".
+
+A field added without a ``_RULES`` entry is checked by its declared type (a time
+or a count, the strict kinds) and ``tests/core/test_limits.py`` fails until the entry
+is written.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from typing import Any
+
+from .errors import CallerError
 
 __all__ = ["Limits"]
 
 
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """What one field may hold: an ``int`` or any real number, and its minimum."""
+
+    integer: bool
+    minimum: int
+    inclusive: bool
+
+    def describe(self) -> str:
+        kind = "an int" if self.integer else "a finite number"
+        return f"{kind} {'>=' if self.inclusive else '>'} {self.minimum}"
+
+    def check(self, name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            got = f"a {type(value).__name__}"
+        elif self.integer and not isinstance(value, int):
+            got = f"the float {value!r}"
+        elif not self.integer and not _finite(value):
+            got = repr(value) if isinstance(value, float) else "an int too large for a float"
+        elif value > self.minimum or (self.inclusive and value == self.minimum):
+            return
+        else:
+            got = repr(value)
+        raise CallerError(f"Limits.{name} must be {self.describe()}; got {got}")
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond float range: no deadline can be computed from it
+        return False
+
+
+_TIME = _Rule(integer=False, minimum=0, inclusive=False)
+_WAIT = _Rule(integer=False, minimum=0, inclusive=True)
+_COUNT = _Rule(integer=True, minimum=1, inclusive=True)
+_ALLOWANCE = _Rule(integer=True, minimum=0, inclusive=True)
+
+# One entry per field of Limits, in field order (tests/core/test_limits.py fails when one
+# is missing): a field added to Limits needs its line here.
+_RULES: dict[str, _Rule] = {
+    "dial_timeout": _TIME,
+    "connect_timeout": _TIME,
+    "list_timeout": _TIME,
+    "call_timeout": _TIME,
+    "close_timeout": _TIME,
+    "cancel_grace": _WAIT,
+    "stream_end_wait": _WAIT,
+    "max_response_bytes": _COUNT,
+    "max_header_bytes": _COUNT,
+    "max_responses": _COUNT,
+    "max_tool_pages": _COUNT,
+    "max_stream_retries": _ALLOWANCE,
+    "max_call_attempts": _COUNT,
+    "max_tool_bytes": _COUNT,
+    "max_echo_bytes": _COUNT,
+    "max_server_requests": _ALLOWANCE,
+    "max_informational": _ALLOWANCE,
+    "h2_max_control_frames": _COUNT,
+    "h2_control_window": _TIME,
+    "h2_max_small_data_frames": _COUNT,
+    "h2_max_concurrent_streams": _COUNT,
+    "h2_max_header_frames": _COUNT,
+    "pool_idle_timeout": _TIME,
+    "pool_max_idle_per_origin": _ALLOWANCE,
+    "pool_max_sockets": _COUNT,
+    "max_json_depth": _COUNT,
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
+    """The bounds of one ``Client``; see the module docstring for what each may be.
+
+    Raises ``CallerError`` (naming the field) when a value is not of its kind or is
+    under its minimum; the minimum is given beside each field.
+    """
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            rule = _RULES.get(field.name)
+            if rule is None:  # a field without an entry: the strict kind of its type
+                rule = _TIME if field.type in ("float", float) else _COUNT
+            rule.check(field.name, getattr(self, field.name))
+
     # deadlines
-    dial_timeout: float = 30.0
-    connect_timeout: float = 30.0
-    list_timeout: float = 120.0
-    call_timeout: float = 120.0
-    close_timeout: float = 2.0
-    cancel_grace: float = 1.0
+    dial_timeout: float = 30.0  # > 0
+    connect_timeout: float = 30.0  # > 0
+    list_timeout: float = 120.0  # > 0
+    call_timeout: float = 120.0  # > 0
+    close_timeout: float = 2.0  # > 0
+    cancel_grace: float = 1.0  # >= 0
     # after an answer arrives on an event stream, how long to wait for that stream to end
     # (so its socket can carry the next request) before moving on anyway
-    stream_end_wait: float = 0.05
+    stream_end_wait: float = 0.05  # >= 0
     # budgets per Conn
-    max_response_bytes: int = 8 << 20
-    max_header_bytes: int = 64 << 10
-    max_responses: int = 256
+    max_response_bytes: int = 8 << 20  # >= 1
+    max_header_bytes: int = 64 << 10  # >= 1
+    max_responses: int = 256  # >= 1
     # listing and calls
-    max_tool_pages: int = 100
-    max_stream_retries: int = 3
-    max_call_attempts: int = 10
-    max_tool_bytes: int = 256 << 10
-    max_echo_bytes: int = 64 << 10
-    max_server_requests: int = 16
-    max_informational: int = 8
+    max_tool_pages: int = 100  # >= 1
+    max_stream_retries: int = 3  # >= 0
+    max_call_attempts: int = 10  # >= 1
+    max_tool_bytes: int = 256 << 10  # >= 1
+    max_echo_bytes: int = 64 << 10  # >= 1
+    max_server_requests: int = 16  # >= 0
+    max_informational: int = 8  # >= 0
     # HTTP/2 floods: control frames per connection per window, tiny DATA frames per response
-    h2_max_control_frames: int = 1000
-    h2_control_window: float = 10.0
-    h2_max_small_data_frames: int = 10_000
-    h2_max_concurrent_streams: int = 100
+    h2_max_control_frames: int = 1000  # >= 1
+    h2_control_window: float = 10.0  # > 0
+    h2_max_small_data_frames: int = 10_000  # >= 1
+    h2_max_concurrent_streams: int = 100  # >= 1
     # frames (HEADERS + CONTINUATION) in one HTTP/2 header block; h2 itself refuses more than 64
-    h2_max_header_frames: int = 32
+    h2_max_header_frames: int = 32  # >= 1
     # pool
-    pool_idle_timeout: float = 30.0
-    pool_max_idle_per_origin: int = 8
-    pool_max_sockets: int = 64
-    # JSON parsing
+    pool_idle_timeout: float = 30.0  # > 0
+    pool_max_idle_per_origin: int = 8  # >= 0
+    pool_max_sockets: int = 64  # >= 1
+    # JSON parsing: nesting depth (>= 1)
     max_json_depth: int = 512

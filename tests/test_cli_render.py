@@ -1,0 +1,453 @@
+"""What the CLI prints, without a server: escaping (issue 10, G.2) and field coverage (G.3).
+
+``sansmcp.cli.render_listing`` / ``render_call`` are what ``main`` prints for a listing
+or a call (``tests/test_cli.py`` drives ``main`` against real servers on loopback);
+here they are fed hypothesis-drawn tools, schemas, results and text.
+
+* Names are identifiers: printable ASCII, one-to-one (the escape is Python's, so
+  ``unicode_escape`` decodes it back).
+* Text keeps every visible character and escapes exactly the hidden classes; the
+  oracle below is written from the issue, checked over every code point.
+* ``--json`` carries every field of every result dataclass, and decodes back to the
+  library's value; the human output shows each field listed in ``HUMAN_SHOWN`` and
+  leaves out only those in ``HUMAN_OMITTED`` -- a field in neither fails the test.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import dataclasses
+import json
+import unicodedata
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from sansmcp import cli
+from sansmcp.cli import display_text, name_text, render_call, render_listing
+from sansmcp.core.jsonvalue import dumps_compact
+from sansmcp.core.tools import (
+    CallResult,
+    Content,
+    HeaderParam,
+    SkippedTool,
+    Tool,
+    validate_tool,
+)
+
+MODERN = "2026-07-28"
+
+# --------------------------------------------------------------------------- the oracle
+
+HIDDEN_CATEGORIES = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}
+HANGUL_FILLERS = {0x115F, 0x1160, 0x3164, 0xFFA0}
+
+
+def hidden(code: int) -> bool:
+    """The issue's list: categories Cc Cf Co Cs Zl Zp Cn, tag characters, Hangul fillers."""
+    return (
+        unicodedata.category(chr(code)) in HIDDEN_CATEGORIES
+        or 0xE0000 <= code <= 0xE007F
+        or code in HANGUL_FILLERS
+    )
+
+
+def python_escape(code: int) -> str:
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+# Any code point, surrogates included (hypothesis leaves them out of text by default).
+any_char = st.one_of(
+    st.characters(codec=None),
+    st.integers(0xD800, 0xDFFF).map(chr),
+    st.integers(0xE0000, 0xE007F).map(chr),
+    st.sampled_from("\\\n\t\r\x00\x1b\x7f\x85\u00ad\u200b\u2060\ufeff\u2028\u202e\u3164"),
+)
+any_text = st.text(any_char, max_size=40)
+
+
+# --------------------------------------------------------------------------- names
+
+
+@settings(max_examples=500, deadline=None)
+@given(any_text)
+@example("caf\u00e9")
+@example("caf\\xe9")
+@example("\\")
+@example("\U0001f600\ud800")
+def test_a_name_prints_as_printable_ascii_and_decodes_back(name: str) -> None:
+    shown = name_text(name)
+    assert all(0x20 <= ord(c) < 0x7F for c in shown), shown
+    assert codecs.decode(shown, "unicode_escape") == name  # so no two names print alike
+
+
+@given(any_text, any_text)
+def test_two_different_names_never_print_alike(a: str, b: str) -> None:
+    assert (name_text(a) == name_text(b)) is (a == b)
+
+
+def test_name_escapes_by_plane() -> None:
+    assert name_text("caf\u00e9") == "caf\\xe9"
+    assert name_text("caf\\xe9") == "caf\\\\xe9"
+    assert name_text("a\u200bb\U000e0041\U0001f600") == "a\\u200bb\\U000e0041\\U0001f600"
+    assert name_text("plain_name-1.x") == "plain_name-1.x"
+
+
+# --------------------------------------------------------------------------- text
+
+
+def test_every_code_point_is_escaped_iff_hidden() -> None:
+    """All 1,114,112 code points, one line and multi-line."""
+    every = "".join(map(chr, range(0x110000)))
+    one_line = [python_escape(ord(c)) if hidden(ord(c)) else c for c in every]
+    multi_line = [c if c in "\n\t" else shown for c, shown in zip(every, one_line, strict=True)]
+    for multiline, expected in ((False, one_line), (True, multi_line)):
+        shown = display_text(every, multiline=multiline)
+        if shown != "".join(expected):  # name the first code point that differs
+            wrong = [i for i, e in enumerate(expected) if display_text(every[i]) != e]
+            pytest.fail(f"multiline={multiline}: wrong at U+{wrong[0]:04X} and {len(wrong)} more")
+
+
+@pytest.mark.parametrize(
+    ("char", "escape"),
+    [
+        ("\u200b", "\\u200b"),  # zero-width space
+        ("\u2060", "\\u2060"),  # word joiner
+        ("\u00ad", "\\xad"),  # soft hyphen
+        ("\ufeff", "\\ufeff"),  # BOM
+        ("\U000e0041", "\\U000e0041"),  # tag LATIN CAPITAL A
+        ("\U000e0000", "\\U000e0000"),  # unassigned, in the tag block
+        ("\u3164", "\\u3164"),  # Hangul filler
+        ("\u115f", "\\u115f"),
+        ("\u1160", "\\u1160"),
+        ("\uffa0", "\\uffa0"),
+        ("\ue000", "\\ue000"),  # private use
+        ("\U0010fffd", "\\U0010fffd"),  # private use, plane 16
+        ("\u0378", "\\u0378"),  # unassigned
+        ("\u202e", "\\u202e"),  # bidi override
+        ("\u2028", "\\u2028"),
+        ("\r", "\\x0d"),
+        ("\x85", "\\x85"),
+    ],
+)
+def test_the_issue_examples_are_escaped(char: str, escape: str) -> None:
+    assert display_text(f"a{char}b") == f"a{escape}b"
+    assert display_text(f"a{char}b", multiline=True) == f"a{escape}b"
+
+
+def test_visible_text_is_left_alone() -> None:
+    text = "Grüße, 東京 \U0001f600 \\n \u00a0 x\u0301"
+    assert display_text(text) == text
+    assert display_text("a\nb\tc") == "a\\x0ab\\x09c"
+    assert display_text("a\nb\tc\r\n", multiline=True) == "a\nb\tc\\x0d\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_text, st.booleans())
+def test_text_is_escaped_character_by_character(text: str, multiline: bool) -> None:
+    shown = display_text(text, multiline=multiline)
+    assert shown == "".join(display_text(c, multiline=multiline) for c in text)
+    assert not any(hidden(ord(c)) for c in shown if not (multiline and c in "\n\t"))
+
+
+# --------------------------------------------------------------------------- schemas
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    any_text,
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
+    max_leaves=20,
+).map(lambda value: json.loads(json.dumps(value)))  # as a parse gives it: no split pairs
+property_schemas = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {}, optional={"type": json_values | st.lists(json_values | st.text(), max_size=3)}
+    ),
+)
+input_schemas = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.just("object"),
+        "properties": json_values | st.dictionaries(any_text, property_schemas, max_size=6),
+        "required": json_values | st.lists(any_text | json_values, max_size=4),
+        "description": json_values,
+    },
+).map(lambda value: json.loads(json.dumps(value)))
+
+
+def listing_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    for line in lines:  # every line: nothing hidden, so nothing can forge another line
+        assert not any(hidden(ord(c)) for c in line), line
+    return lines
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=any_text, description=any_text, schema=input_schemas | json_values)
+@example(name="t", description="", schema={"type": "object", "required": [{"x": 1}]})
+@example(name="t", description="", schema={"properties": {"x": {}}, "required": [[1], {}]})
+@example(name="t", description="", schema={"properties": {"x": {"type": [{"a": 1}, [2]]}}})
+def test_any_input_schema_renders(name: str, description: str, schema: Any) -> None:
+    raw = {"name": name, "description": description, "inputSchema": schema}
+    entry = validate_tool(0, raw, modern=True, max_tool_bytes=1 << 20)
+    tools = [entry] if isinstance(entry, Tool) else []
+    skipped = [entry] if isinstance(entry, SkippedTool) else []
+    lines = listing_lines(render_listing(MODERN, tools, skipped))
+    document = json.loads(render_listing(MODERN, tools, skipped, as_json=True))
+    if tools:
+        assert lines[2].startswith(f"  {name_text(name)} ")
+        assert document["tools"][0]["name"] == name
+        assert document["tools"][0]["input_schema"] == schema
+    else:
+        assert lines[-1].startswith("  #0")
+        assert document["skipped"][0]["reason"] == skipped[0].reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_a_tool_whose_schema_is_any_json_value_renders(schema: Any) -> None:
+    """Not only what ``validate_tool`` lets through: any schema bytes a Tool can hold."""
+    tool = Tool(name="t", description="d", input_schema=dumps_compact(schema))
+    lines = listing_lines(render_listing(MODERN, [tool], []))
+    assert lines[2].startswith("  t  ")
+    assert len(lines[2]) < 2 + 1 + 2 + 44 + 2 + 1  # the parameters column is clipped
+    document = json.loads(render_listing(MODERN, [tool], [], as_json=True))
+    assert document["tools"][0]["input_schema"] == schema
+
+
+def test_a_wide_schema_is_clipped_and_cheap() -> None:
+    schema = {"properties": {f"p{i}": {"type": "string"} for i in range(50_000)}}
+    tool = Tool(name="t", description="d", input_schema=dumps_compact(schema))
+    row = render_listing(MODERN, [tool], []).split("\n")[2]
+    assert row == "  t     p0?: string, p1?: string, p2?: string, p3?:…  d"
+
+
+# --------------------------------------------------------------------------- every field
+#
+# One sample value per field (distinctive, so the human output can be searched for it),
+# and for each field either the text the human output must show for it or the reason
+# it is left to --json.  A field added to a result type and to neither table fails
+# test_every_field_is_shown_or_left_out_on_purpose.
+
+PARAMS_SCHEMA = dumps_compact({"type": "object", "properties": {"p_param": {"type": "string"}}})
+SAMPLES: dict[type, dict[str, Any]] = {
+    Tool: {
+        "name": "tool_name",
+        "description": "D-DESCRIPTION",
+        "input_schema": PARAMS_SCHEMA,
+        "title": "T-TITLE",
+        "annotations": {"readOnlyHint": True},
+        "output_schema": dumps_compact({"type": "object"}),
+        "header_params": (HeaderParam(header="H-Header", path=("p_param",), type="string"),),
+    },
+    HeaderParam: {"header": "H-Header", "path": ("p_param", "q"), "type": "string"},
+    SkippedTool: {"index": 7, "name": "skipped_name", "reason": "R-REASON"},
+    Content: {
+        "type": "resource",
+        "text": "T-TEXT",
+        "data": b"\x00\x01\x02",
+        "mime_type": "M-TYPE",
+        "uri": "U-URI",
+        "name": "N-NAME",
+        "annotations": {"A-KEY": 1},
+    },
+    CallResult: {
+        "content": [Content(type="text", text="C-CONTENT")],
+        "is_error": True,
+        "structured_content": dumps_compact({"S-KEY": None}),
+    },
+}
+HUMAN_SHOWN: dict[type, dict[str, str]] = {
+    Tool: {"name": "tool_name", "description": "D-DESCRIPTION", "input_schema": "p_param?: string"},
+    SkippedTool: {"index": "#7", "name": "skipped_name", "reason": "R-REASON"},
+    Content: {
+        "type": "[resource",
+        "text": "] T-TEXT",
+        "data": "3 bytes",
+        "mime_type": "M-TYPE",
+        "uri": "U-URI",
+        "name": "N-NAME",
+        "annotations": 'annotations={"A-KEY": 1}',
+    },
+    CallResult: {
+        "content": "[text] C-CONTENT",
+        "is_error": "the tool reported an error",
+        "structured_content": 'structured content: {"S-KEY":null}',
+    },
+}
+_TABLE = "the tools table shows what picks a tool and calls it; --json has the rest"
+HUMAN_OMITTED: dict[type, dict[str, str]] = {
+    Tool: {
+        "title": _TABLE,
+        "annotations": _TABLE,
+        "output_schema": _TABLE,
+        "header_params": _TABLE,
+    },
+    HeaderParam: {
+        "header": "part of Tool.header_params",
+        "path": "part of Tool.header_params",
+        "type": "part of Tool.header_params",
+    },
+}
+
+
+def sample(cls: type) -> Any:
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.name in SAMPLES[cls]:
+            values[field.name] = SAMPLES[cls][field.name]
+        else:
+            has_default = field.default is not dataclasses.MISSING
+            assert has_default, f"add a sample for {cls.__name__}.{field.name} to SAMPLES"
+    return cls(**values)
+
+
+def decoded(cls: type, document: dict[str, Any]) -> Any:
+    """The library value a --json object stands for (the inverse of the documented mapping)."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in document:
+            values[field.name] = None  # absent: the field was None
+            continue
+        item = document[field.name]
+        kind = str(field.type)
+        if kind.startswith("bytes"):
+            item = dumps_compact(item) if field.name in cli._JSON_BYTES else base64.b64decode(item)
+        elif kind.startswith("list[Content]"):
+            item = [decoded(Content, block) for block in item]
+        elif kind.startswith("tuple[HeaderParam"):
+            item = tuple(decoded(HeaderParam, param) for param in item)
+        elif kind.startswith("tuple"):
+            item = tuple(item)
+        values[field.name] = item
+    return cls(**values)
+
+
+def listing_of(tool: Tool, skipped: SkippedTool) -> tuple[str, dict[str, Any]]:
+    text = render_listing(MODERN, [tool], [skipped])
+    return text, json.loads(render_listing(MODERN, [tool], [skipped], as_json=True))
+
+
+def call_of(result: CallResult) -> tuple[str, dict[str, Any]]:
+    return render_call("tool_name", MODERN, result), json.loads(
+        render_call("tool_name", MODERN, result, as_json=True)
+    )
+
+
+def test_every_field_is_shown_or_left_out_on_purpose() -> None:
+    for cls in (Tool, HeaderParam, SkippedTool, Content, CallResult):
+        names = {field.name for field in dataclasses.fields(cls)}
+        shown = set(HUMAN_SHOWN.get(cls, {}))
+        omitted = set(HUMAN_OMITTED.get(cls, {}))
+        assert shown & omitted == set(), cls
+        assert names - shown - omitted == set(), f"{cls.__name__}: say how the human output shows"
+        assert (shown | omitted) - names == set(), cls
+
+
+def test_json_carries_every_field_and_decodes_back() -> None:
+    tool, skipped, result = sample(Tool), sample(SkippedTool), sample(CallResult)
+    _, listing = listing_of(tool, skipped)
+    assert list(listing) == ["protocol_version", "tools", "skipped", "skipped_count"]
+    assert listing["skipped_count"] == 1
+    assert listing["protocol_version"] == MODERN
+    # Every field present (no sample is None), in field order, and decoding gives the value.
+    assert list(listing["tools"][0]) == [f.name for f in dataclasses.fields(Tool)]
+    assert list(listing["tools"][0]["header_params"][0]) == ["header", "path", "type"]
+    assert decoded(Tool, listing["tools"][0]) == tool
+    assert list(listing["skipped"][0]) == [f.name for f in dataclasses.fields(SkippedTool)]
+    assert decoded(SkippedTool, listing["skipped"][0]) == skipped
+    assert listing["tools"][0]["input_schema"] == json.loads(PARAMS_SCHEMA)  # embedded, parsed
+
+    block = sample(Content)
+    _, called = call_of(CallResult(content=[block], is_error=False, structured_content=None))
+    assert list(called["content"][0]) == [f.name for f in dataclasses.fields(Content)]
+    assert decoded(Content, called["content"][0]) == block
+    assert called["content"][0]["data"] == "AAEC"  # binary bytes are base64
+    _, called = call_of(result)
+    result_fields = [f.name for f in dataclasses.fields(CallResult)]
+    assert list(called) == ["protocol_version", *result_fields]
+    assert decoded(CallResult, called) == result
+
+
+def test_human_output_shows_each_field() -> None:
+    text, _ = listing_of(sample(Tool), sample(SkippedTool))
+    for cls in (Tool, SkippedTool):
+        for field, shown in HUMAN_SHOWN[cls].items():
+            assert shown in text, (cls.__name__, field)
+    text, _ = call_of(
+        CallResult(content=[sample(Content)], is_error=False, structured_content=None)
+    )
+    for field, shown in HUMAN_SHOWN[Content].items():
+        assert shown in text, ("Content", field)
+    text, _ = call_of(sample(CallResult))
+    for field, shown in HUMAN_SHOWN[CallResult].items():
+        assert shown in text, ("CallResult", field)
+    assert text.startswith(f"protocol {MODERN} · tool_name → ")
+
+
+def test_json_null_is_not_absent() -> None:
+    """A 2026-07-28 structuredContent may be JSON null: it is not the same as none at all."""
+    absent = CallResult(content=[], is_error=False, structured_content=None)
+    null = CallResult(content=[], is_error=False, structured_content=b"null")
+    (absent_text, absent_json), (null_text, null_json) = call_of(absent), call_of(null)
+    assert "structured_content" not in absent_json and "structured content" not in absent_text
+    assert null_json["structured_content"] is None and "structured content: null" in null_text
+
+
+# Strings as a JSON parse gives them (a surrogate pair is always one character there).
+parsed_text = any_text.map(lambda text: json.loads(json.dumps(text)))
+optional_text = st.none() | parsed_text
+annotation_maps = st.none() | st.dictionaries(parsed_text, json_values, max_size=3)
+contents = st.builds(
+    Content,
+    type=st.sampled_from(["text", "image", "audio", "resource", "resource_link"]),
+    text=optional_text,
+    data=st.none() | st.binary(max_size=20),
+    mime_type=optional_text,
+    uri=optional_text,
+    name=optional_text,
+    annotations=annotation_maps,
+)
+results = st.builds(
+    CallResult,
+    content=st.lists(contents, max_size=4),
+    is_error=st.booleans(),
+    structured_content=st.none() | json_values.map(dumps_compact),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(results, any_text)
+def test_any_result_prints_and_its_json_decodes_back(result: CallResult, tool: str) -> None:
+    text = render_call(tool, MODERN, result)
+    for line in text.split("\n"):
+        assert not any(hidden(ord(c)) for c in line if c != "\t"), line
+    assert text.split("\n")[0].startswith(f"protocol {MODERN} · {name_text(tool)} → ")
+    document = render_call(tool, MODERN, result, as_json=True)
+    assert document.isascii()
+    assert decoded(CallResult, json.loads(document)) == result
+
+
+def test_skips_past_the_recorded_ones_are_counted() -> None:
+    """Only the first ``Limits.max_recorded_skips`` skips carry details; the rest are a count."""
+    skipped = [SkippedTool(index=i, name=None, reason="tool name is missing") for i in range(2)]
+    text = render_listing(MODERN, [], skipped, skipped_count=1234)
+    assert text.split("\n")[1:] == [
+        "skipped 1,234 unusable tool definition(s) (1,232 more not recorded):",
+        "  #0: tool name is missing",
+        "  #1: tool name is missing",
+    ]
+    document = json.loads(render_listing(MODERN, [], skipped, skipped_count=1234, as_json=True))
+    assert (len(document["skipped"]), document["skipped_count"]) == (2, 1234)
+    assert render_listing(MODERN, [], [], skipped_count=0) == f"protocol {MODERN} · 0 tools"
