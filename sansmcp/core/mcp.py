@@ -50,6 +50,7 @@ from .errors import (
     Unauthorized,
     budget_exceeded,
 )
+from .fieldvalue import echoable
 from .http import (
     DataReceived,
     ExchangeEvent,
@@ -263,7 +264,7 @@ class _Reply:
     headers: Headers
     message: dict[str, Any] | None
     broken: ConnectionFailed | None = None
-    last_event_id: str | None = None
+    last_event_id: bytes | None = None
     retry_ms: int | None = None
     progressed: bool = False
 
@@ -303,6 +304,7 @@ class _Exchange:
         "exchange_id",
         "headers",
         "kind",
+        "last_id",
         "message",
         "progressed",
         "refusals",
@@ -333,6 +335,7 @@ class _Exchange:
         self.kind = _Body.OTHER
         self.body = bytearray()
         self.sse: SseParser | None = None
+        self.last_id: bytes | None = None  # the last event id that passed ``echoable``
         self.message: dict[str, Any] | None = None
         self.progressed = False
         self.server_requests = 0
@@ -818,6 +821,10 @@ class McpMachine:
                 raise ConnectionFailed(
                     f"the server sent an unusable event stream: {exc}", cause="framing"
                 ) from None
+            last_id = exchange.sse.last_event_id
+            if last_id is not None:
+                # An id we could not send back as Last-Event-ID is treated as absent.
+                exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
             for sse_event in events:
                 exchange.progressed = True
                 self._on_message_text(exchange, sse_event.data)
@@ -901,7 +908,7 @@ class McpMachine:
                 exchange.headers,
                 None,
                 broken=error,
-                last_event_id=exchange.sse.last_event_id,
+                last_event_id=exchange.last_id,
                 retry_ms=exchange.sse.retry_ms,
                 progressed=exchange.progressed,
             )
@@ -1122,7 +1129,7 @@ class McpMachine:
         cap = self.limits.call_timeout if is_call else self.limits.dial_timeout
         cap_bound = "call_timeout" if is_call else "dial_timeout"
         retries = 0
-        last_id: str | None = None
+        last_id: bytes | None = None
         retry_ms: int | None = None
         rpc_id = next(self._ids)
         request = self._build(rpc_id, method, params, arguments, extra)
@@ -1151,11 +1158,11 @@ class McpMachine:
             # a resumed stream that breaks before sending an id resumes from the same one.
             last_id = reply.last_event_id or last_id
             retry_ms = reply.retry_ms if reply.retry_ms is not None else retry_ms
-            if last_id is None or not _valid_event_id(last_id, self.limits.max_echo_bytes):
+            if last_id is None:
                 raise reply.broken
             if retry_ms:
                 yield _Sleep(self._now + retry_ms / 1000)
-            request = self._legacy_request(b"GET", b"", [(b"last-event-id", last_id.encode())])
+            request = self._legacy_request(b"GET", b"", [(b"last-event-id", last_id)])
         if self._era is _Era.LEGACY and reply.status == 404 and sent_session is not None:
             raise _SessionExpired()
         if self._hinted:
@@ -1299,7 +1306,10 @@ class McpMachine:
                     reason="unsupported_version",
                 )
             session = header_value(reply.headers, b"mcp-session-id")
-            if session is not None and not _valid_session_id(session, self.limits.max_echo_bytes):
+            if (
+                session is not None
+                and echoable(session, self.limits.max_echo_bytes, spaces=False) is None
+            ):
                 raise ServerAnswered(
                     "the server assigned an unusable session id", reason="bad_session_id"
                 )
@@ -1545,12 +1555,3 @@ class McpMachine:
 def _utf8_len(text: str) -> int:
     """The UTF-8 length of ``text`` (a lone surrogate counted as its 3-byte form)."""
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _valid_event_id(value: str, limit: int) -> bool:
-    """An SSE event id we can send back as ``Last-Event-ID`` (printable ASCII, bounded)."""
-    return len(value) <= limit and all(" " <= char <= "~" for char in value)
-
-
-def _valid_session_id(value: bytes, limit: int) -> bool:
-    return 0 < len(value) <= limit and all(0x21 <= byte <= 0x7E for byte in value)

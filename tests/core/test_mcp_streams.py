@@ -7,15 +7,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import h11
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sansmcp.core.errors import ConnectionFailed
+from sansmcp.core.errors import ConnectionFailed, ServerAnswered
+from sansmcp.core.fieldvalue import echoable
 from sansmcp.core.http import DataReceived, HttpRequest, ResponseEnded, header_value
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import CancelExchange, ConnSettings, InputRequired, ToolCalled, ToolsListed
 from sansmcp.core.url import parse_endpoint
+from sansmcp.core.wire.h1 import H1Connection
 
 from .fakemcp import URL, Driver, FakeServer, Response, result, sse_response, tool
 
@@ -566,3 +569,156 @@ def test_a_refused_request_is_sent_again_at_most_max_stream_retries_times(era: s
     failure = driver.failure(driver.list_tools())
     assert isinstance(failure, ConnectionFailed) and failure.cause == "refused"
     assert count["n"] == Limits().max_stream_retries + 1
+
+
+# ---------------------------------------------------------------- values sent back (issue 10 E)
+
+_VISIBLE = bytes(range(0x21, 0x7F))
+
+
+def _rule(raw: bytes, limit: int, spaces: bool) -> bool:
+    """The rule of ``echoable``, written out independently."""
+    inside = _VISIBLE + (b" \t" if spaces else b"")
+    return (
+        0 < len(raw) <= limit
+        and raw[:1] in [bytes([b]) for b in _VISIBLE]
+        and raw[-1:] in [bytes([b]) for b in _VISIBLE]
+        and all(byte in inside for byte in raw)
+    )
+
+
+def h11_accepts(request: HttpRequest) -> None:
+    """Raise unless h11 (directly and through the h1 wire machine) sends ``request``."""
+    headers = [(b"host", request.authority), *request.headers]
+    h11.Connection(h11.CLIENT).send(
+        h11.Request(method=request.method, target=request.target, headers=headers)
+    )
+    wire = H1Connection(limits=Limits(), now=0.0)
+    wire.start(1, request, now=0.0)
+    assert wire.data_to_send()
+
+
+@pytest.mark.parametrize(
+    ("value", "spaces", "expected"),
+    [
+        (b"abc", True, b"abc"),
+        ("abc", True, b"abc"),
+        (b"a b\tc", True, b"a b\tc"),
+        (b"a b", False, None),  # session ids: visible ASCII only (MCP spec)
+        (b"abc ", True, None),  # the reported case: trailing space
+        (b" abc", True, None),
+        (b"a\tb\t", True, None),
+        (b"a\r\nb", True, None),
+        (b"a\x00b", True, None),
+        (b"a\x7fb", True, None),
+        (b"caf\xc3\xa9", True, None),  # obs-text refused
+        ("café", True, None),
+        (b"", True, None),
+        (b"x" * 9, True, None),  # over the limit (8 here)
+        (b"x" * 8, True, b"x" * 8),
+    ],
+)
+def test_echoable_table(value: str | bytes, spaces: bool, expected: bytes | None) -> None:
+    assert echoable(value, 8, spaces=spaces) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(raw=st.binary(max_size=40), spaces=st.booleans())
+def test_echoable_binary_is_the_rule_and_h11_sends_what_it_keeps(raw: bytes, spaces: bool) -> None:
+    kept = echoable(raw, 32, spaces=spaces)
+    assert (kept is not None) == _rule(raw, 32, spaces)
+    if kept is not None:
+        assert kept == raw
+        h11_accepts(
+            HttpRequest(
+                method=b"GET", scheme=b"http", authority=b"a", target=b"/", headers=((b"x", kept),)
+            )
+        )
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(max_size=40))
+def test_echoable_text_is_the_rule_on_its_ascii_bytes(text: str) -> None:
+    kept = echoable(text, 32)
+    expected = text.isascii() and _rule(text.encode("ascii"), 32, True)
+    assert (kept is not None) == expected
+    if kept is not None:
+        assert kept == text.encode("ascii")
+
+
+def test_legacy_event_id_with_a_trailing_space_is_treated_as_absent() -> None:
+    """The reported case: ``id: abc `` was echoed and h11 raised out of list_tools."""
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    gets = legacy_breaking(
+        server,
+        b"id: 1\ndata: " + json.dumps(NOTE).encode() + b"\n\n",
+        [
+            lambda rid: sse_response(b"id: abc \ndata:\n\n"),
+            lambda rid: sse_response(list_result(server, rid)),
+        ],
+    )
+    # sse_response sends each event as one chunk: "id: 1" is kept, "abc " is not.
+    driver = connected(server)
+    assert isinstance(driver.ok(driver.list_tools()), ToolsListed)
+    assert [header_value(g.headers, b"last-event-id") for g in gets] == [b"1", b"1"]
+    for start in driver.started:
+        h11_accepts(start.request)
+
+
+def test_legacy_stream_whose_only_id_fails_is_broken() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    gets = legacy_breaking(server, b"id: abc \ndata:\n\n", [])
+    driver = connected(server)
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "stream_broken"
+    assert gets == []
+
+
+_TERMINAL_CLASSES = (ConnectionFailed, ServerAnswered)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.binary(max_size=20), min_size=1, max_size=4))
+def test_arbitrary_event_ids_never_make_an_invalid_request(ids: list[bytes]) -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    events = [b"id:" + raw + b"\ndata:\n\n" for raw in ids]
+    gets = legacy_breaking(
+        server,
+        events[0],
+        [(lambda rid, e=e: sse_response(e)) for e in events[1:]]
+        + [lambda rid: sse_response(list_result(server, rid))],
+    )
+    driver = connected(server)
+    outcome = driver.list_tools()
+    if not isinstance(outcome, ToolsListed):
+        assert isinstance(driver.failure(outcome), _TERMINAL_CLASSES)
+    for start in driver.started:
+        h11_accepts(start.request)
+    for get in gets:
+        sent = header_value(get.headers, b"last-event-id")
+        assert sent is not None and echoable(sent, Limits().max_echo_bytes) == sent
+
+
+@settings(max_examples=200, deadline=None)
+@given(session=st.binary(min_size=1, max_size=40))
+def test_arbitrary_session_ids_never_make_an_invalid_request(session: bytes) -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25", session=None)
+
+    def initialize(request: HttpRequest, body: Any) -> Response:
+        response = server.default(request, body)
+        assert response is not None
+        response.headers.append((b"mcp-session-id", session))
+        return response
+
+    server.overrides["initialize"] = initialize
+    driver = Driver(server)
+    outcome = driver.connect()
+    if echoable(session, Limits().max_echo_bytes, spaces=False) is None:
+        failure = driver.failure(outcome)
+        assert isinstance(failure, ServerAnswered) and failure.reason == "bad_session_id"
+    else:
+        driver.ok(outcome)
+        driver.close()
+        assert header_value(driver.started[-1].request.headers, b"mcp-session-id") == session
+    for start in driver.started:
+        h11_accepts(start.request)
