@@ -563,6 +563,15 @@ class McpMachine:
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
 
+    def wanted(self, output: Output) -> bool:
+        """Whether an output the driver set aside is still to be acted on: False for an
+        exchange cancelled meanwhile or an ask whose operation or connection ended."""
+        if isinstance(output, StartExchange):
+            return output.exchange_id in self._exchanges
+        if isinstance(output, InputRequired):
+            return output.input_id in self._asks
+        return True
+
     def next_deadline(self) -> float | None:
         deadlines = [
             exchange.deadline

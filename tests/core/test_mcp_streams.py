@@ -965,3 +965,20 @@ def test_close_with_a_multi_round_trip_ask_pending_sends_no_answer() -> None:
     assert not out.server_request
     assert isinstance(driver.close(), Closed)
     assert server.answers == []
+
+
+def test_outputs_set_aside_are_wanted_only_while_their_exchange_or_ask_lives() -> None:
+    """A driver that deferred outputs (no operation ran) asks before acting on them."""
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    driver = listening(server)
+    (get,) = gets_of(driver)
+    send_on(driver, get.exchange_id, {"jsonrpc": "2.0", "id": "p", "method": "ping"}, ELICIT)
+    answer, ask = driver.pending(), driver.pending()
+    assert isinstance(answer, StartExchange) and isinstance(ask, InputRequired)
+    machine = driver.machine
+    assert machine.wanted(answer) and machine.wanted(ask) and machine.wanted(get)
+    machine.close(now=driver.now)
+    assert machine.wanted(answer)  # an answer is still sent at close
+    assert not machine.wanted(ask)  # declined by the close
+    assert not machine.wanted(get)  # the standalone stream ends with the connection
+    assert machine.wanted(CancelExchange(exchange_id=get.exchange_id))

@@ -9,6 +9,8 @@ declared and the ask is refused.
 
 from __future__ import annotations
 
+import http.client
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -110,3 +112,99 @@ def test_a_slow_handler_is_bounded_by_the_call_deadline(
             assert 0.48 <= elapsed <= 1.5
 
     backend.run(main)
+
+
+# -- issue 10: one standalone stream per legacy session; answers pending at close ----------
+
+ROOTS = {"roots": [{"uri": "file:///work/a", "name": "a"}]}
+
+
+def request_log(server: Server, tag: str) -> list[dict[str, Any]]:
+    """The requests tagged ``tag`` that the server saw, in arrival order."""
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=5)
+    try:
+        connection.request("GET", f"/_log?{tag}")
+        entries: list[dict[str, Any]] = json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+    return entries
+
+
+def tagged(server: Server, tag: str, **kwargs: Any) -> Config:
+    return Config(
+        url=server.url(),
+        protocol_versions=["2025-11-25"],
+        headers={"x-test-tag": tag},
+        **kwargs,
+    )
+
+
+def test_a_request_on_the_standalone_stream_reaches_the_second_call(
+    backend: Backend, stateful_sse: Server
+) -> None:
+    """Issue 10 H.1: ``roots/list`` with no related request rides the session's GET
+    stream; it was lost after the first call (a second GET got 409) and the call hung."""
+    tag = f"h1-{backend.name}"
+    asked: list[str] = []
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        asked.extend(request["method"] for request in requests.values())
+        return {key: ROOTS for key in requests}
+
+    async def main() -> list[str]:
+        async with (
+            backend.Client(
+                allow_loopback=True,
+                input_handler=handler,
+                capabilities={"roots": {}},
+                limits=Limits(call_timeout=10),
+            ) as client,
+            client.connect(tagged(stateful_sse, tag)) as conn,
+        ):
+            texts = []
+            for name, arguments in (
+                ("echo", b'{"text": "one"}'),
+                ("roots", b"{}"),
+                ("roots", b"{}"),
+            ):
+                result = await conn.call_tool(name, arguments)
+                assert not result.is_error, result
+                texts.append(result.content[0].text or "")
+            return texts
+
+    assert backend.run(main) == ["one", "file:///work/a", "file:///work/a"]
+    assert asked == ["roots/list", "roots/list"]
+    log = request_log(stateful_sse, tag)
+    gets = [entry for entry in log if entry["method"] == "GET"]
+    assert len(gets) == 1 and gets[0]["status"] == 200
+    assert [entry["rpc"] for entry in log if entry["method"] == "POST"].count("response") == 2
+
+
+@pytest.mark.parametrize("handler", [False, True])
+def test_ping_answers_pending_at_close_are_sent_before_the_delete(
+    backend: Backend, stateful_sse: Server, handler: bool
+) -> None:
+    """Issue 10 E: on trio 1-2 of 5 ping answers were lost when the Conn closed."""
+    tag = f"pings-{backend.name}-{handler}"
+
+    async def answer(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        return {key: ROOTS for key in requests}
+
+    async def main() -> None:
+        async with (
+            backend.Client(
+                allow_loopback=True,
+                input_handler=answer if handler else None,
+                capabilities={"roots": {}} if handler else None,
+            ) as client,
+            client.connect(tagged(stateful_sse, tag)) as conn,
+        ):
+            result = await conn.call_tool("pings", b'{"count": 5}')
+            assert result.content[0].text == "sent 5"
+
+    backend.run(main)
+    log = request_log(stateful_sse, tag)
+    kinds = [entry["rpc"] if entry["method"] == "POST" else entry["method"] for entry in log]
+    assert kinds.count("response") == 5
+    assert kinds[-1] == "DELETE"
+    assert all(entry["status"] is not None for entry in log)
