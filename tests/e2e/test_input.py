@@ -208,3 +208,86 @@ def test_ping_answers_pending_at_close_are_sent_before_the_delete(
     assert kinds.count("response") == 5
     assert kinds[-1] == "DELETE"
     assert all(entry["status"] is not None for entry in log)
+
+
+# -- issue 10 E: server-chosen values sent back, over a real socket -------------------
+
+
+def _legacy_sse_server(event_id: bytes, session: str) -> Any:
+    """A legacy server whose tools/list stream breaks after one event with ``event_id``;
+    a resumption (GET with Last-Event-ID) gets the listing."""
+    from tests.hostile import answers
+    from tests.hostile.server_h1 import H1Reply, H1Server
+
+    listing: dict[str, Any] = {}
+
+    async def handler(request: answers.Request, reply: H1Reply) -> None:
+        if request.rpc_method == "initialize":
+            answer = answers.well_behaved(request, legacy=True)
+            answer.headers = [(k, v) for k, v in answer.headers if k != "mcp-session-id"]
+            answer.headers.append(("mcp-session-id", session))
+            await reply.answer(answer)
+        elif request.rpc_method == "tools/list":
+            listing["id"] = request.rpc_id
+            note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {}}
+            await reply.answer(
+                answers.sse_answer(b"id: " + event_id + b"\n" + answers.sse_event(note))
+            )
+        elif request.method == "GET" and "last-event-id" in request.headers:
+            listed = answers.list_result([answers.tool("echo")], modern=False)
+            await reply.answer(
+                answers.sse_answer(answers.sse_event(answers.result(listing["id"], listed)))
+            )
+        else:
+            await reply.answer(answers.well_behaved(request, legacy=True))
+
+    return H1Server(handler)
+
+
+@pytest.mark.parametrize(
+    ("event_id", "resumed"), [(b"abc ", False), (b"abc\t", False), (b"ab c", True)]
+)
+def test_an_event_id_that_is_no_header_value_is_treated_as_absent(
+    backend: Backend, event_id: bytes, resumed: bool
+) -> None:
+    """``id: abc `` was echoed as Last-Event-ID and h11 raised out of list_tools."""
+    from tests.hostile.serving import ServerThread
+
+    with ServerThread(_legacy_sse_server(event_id, "s-1")) as server:
+
+        async def main() -> None:
+            config = Config(
+                url=f"http://127.0.0.1:{server.port}/mcp", protocol_versions=["2025-06-18"]
+            )
+            async with (
+                backend.Client(allow_loopback=True) as client,
+                client.connect(config) as conn,
+            ):
+                if resumed:
+                    assert [tool.name for tool in await conn.list_tools()] == ["echo"]
+                else:
+                    with pytest.raises(ConnectionFailed) as broken:
+                        await conn.list_tools()
+                    assert broken.value.cause == "stream_broken"
+
+        backend.run(main)
+        gets = [r for r in server.stats.requests if r.method == "GET"]
+    assert [g.headers["last-event-id"] for g in gets] == ([event_id.decode()] if resumed else [])
+
+
+def test_a_session_id_that_is_not_visible_ascii_fails_the_connect(backend: Backend) -> None:
+    from tests.hostile.serving import ServerThread
+
+    with ServerThread(_legacy_sse_server(b"1", "a b")) as server:
+
+        async def main() -> None:
+            config = Config(
+                url=f"http://127.0.0.1:{server.port}/mcp", protocol_versions=["2025-06-18"]
+            )
+            async with backend.Client(allow_loopback=True) as client:
+                with pytest.raises(ServerAnswered) as refused:
+                    async with client.connect(config):
+                        raise AssertionError("connected with an unusable session id")
+                assert refused.value.reason == "bad_session_id"
+
+        backend.run(main)
