@@ -7,7 +7,10 @@ serving (the fixture then polls the port).  Extra tools:
 * ``sleep(seconds)`` -- awaits, then answers; for cancellation and deadlines;
 * ``rpc_error()`` -- raises the SDK's ``MCPError`` (-32602), which the SDK sends
   as a JSON-RPC error, unlike an unknown tool or a failing one (``isError``);
-* ``whoami()`` -- the HTTP version the server saw and the revision it negotiated;
+* ``whoami()`` -- the HTTP version the server saw and the revision it negotiated.
+
+With ``--back-channel``, two more (so the other suites' tool counts stay put):
+
 * ``roots()`` -- asks the client for its roots with no related request, so the SDK
   sends ``roots/list`` on the session's standalone GET stream (legacy sessions);
 * ``pings(count)`` -- sends ``count`` pings on the call's own stream, answers
@@ -141,6 +144,7 @@ def main() -> None:
     parser.add_argument("--alpn", nargs="+", default=["h2", "http/1.1"])
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--legacy-only", action="store_true")
+    parser.add_argument("--back-channel", action="store_true")
     args = parser.parse_args()
 
     server = build(args.tools)
@@ -199,30 +203,32 @@ def main() -> None:
         http = request.scope.get("http_version") if request is not None else None
         return f"{http} {ctx.request_context.protocol_version}"
 
-    @server.tool(description="Ask the client for its roots (no related request), list them.")
-    async def roots(ctx: Context) -> str:
-        with warnings.catch_warnings():  # roots are deprecated as of 2026-07-28; legacy here
-            warnings.simplefilter("ignore")
-            listed = await ctx.session.list_roots()
-        return ",".join(str(root.uri) for root in listed.roots)
+    if args.back_channel:
 
-    background: set[asyncio.Task[Any]] = set()
+        @server.tool(description="Ask the client for its roots (no related request), list them.")
+        async def roots(ctx: Context) -> str:
+            with warnings.catch_warnings():  # roots are deprecated as of 2026-07-28; legacy here
+                warnings.simplefilter("ignore")
+                listed = await ctx.session.list_roots()
+            return ",".join(str(root.uri) for root in listed.roots)
 
-    @server.tool(description="Send pings on this call's stream; answer without awaiting them.")
-    async def pings(ctx: Context, count: int) -> str:
-        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+        background: set[asyncio.Task[Any]] = set()
 
-        async def ping() -> None:
-            with contextlib.suppress(Exception):  # the outcome is the client's to show
-                await ctx.session.send_request(PingRequest(), EmptyResult, metadata=metadata)
+        @server.tool(description="Send pings on this call's stream; answer without awaiting them.")
+        async def pings(ctx: Context, count: int) -> str:
+            metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
 
-        for _ in range(count):
-            task = asyncio.ensure_future(ping())
-            background.add(task)
-            task.add_done_callback(background.discard)
-        for _ in range(3):  # the pings go on the stream before the answer, at once
-            await asyncio.sleep(0)
-        return f"sent {count}"
+            async def ping() -> None:
+                with contextlib.suppress(Exception):  # the outcome is the client's to show
+                    await ctx.session.send_request(PingRequest(), EmptyResult, metadata=metadata)
+
+            for _ in range(count):
+                task = asyncio.ensure_future(ping())
+                background.add(task)
+                task.add_done_callback(background.discard)
+            for _ in range(3):  # the pings go on the stream before the answer, at once
+                await asyncio.sleep(0)
+            return f"sent {count}"
 
     # The SDK's DNS-rebinding protection, widened to the names the suite maps to
     # loopback with its resolver hook.

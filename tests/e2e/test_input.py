@@ -119,6 +119,12 @@ def test_a_slow_handler_is_bounded_by_the_call_deadline(
 ROOTS = {"roots": [{"uri": "file:///work/a", "name": "a"}]}
 
 
+@pytest.fixture(scope="module")
+def back_channel(launch: Launcher) -> Server:
+    """Stateful, SSE, with the ``roots`` and ``pings`` tools."""
+    return launch("--back-channel")
+
+
 def request_log(server: Server, tag: str) -> list[dict[str, Any]]:
     """The requests tagged ``tag`` that the server saw, in arrival order."""
     connection = http.client.HTTPConnection(server.host, server.port, timeout=5)
@@ -140,7 +146,7 @@ def tagged(server: Server, tag: str, **kwargs: Any) -> Config:
 
 
 def test_a_request_on_the_standalone_stream_reaches_the_second_call(
-    backend: Backend, stateful_sse: Server
+    backend: Backend, back_channel: Server
 ) -> None:
     """Issue 10 H.1: ``roots/list`` with no related request rides the session's GET
     stream; it was lost after the first call (a second GET got 409) and the call hung."""
@@ -159,7 +165,7 @@ def test_a_request_on_the_standalone_stream_reaches_the_second_call(
                 capabilities={"roots": {}},
                 limits=Limits(call_timeout=10),
             ) as client,
-            client.connect(tagged(stateful_sse, tag)) as conn,
+            client.connect(tagged(back_channel, tag)) as conn,
         ):
             texts = []
             for name, arguments in (
@@ -174,7 +180,7 @@ def test_a_request_on_the_standalone_stream_reaches_the_second_call(
 
     assert backend.run(main) == ["one", "file:///work/a", "file:///work/a"]
     assert asked == ["roots/list", "roots/list"]
-    log = request_log(stateful_sse, tag)
+    log = request_log(back_channel, tag)
     gets = [entry for entry in log if entry["method"] == "GET"]
     assert len(gets) == 1 and gets[0]["status"] == 200
     assert [entry["rpc"] for entry in log if entry["method"] == "POST"].count("response") == 2
@@ -182,7 +188,7 @@ def test_a_request_on_the_standalone_stream_reaches_the_second_call(
 
 @pytest.mark.parametrize("handler", [False, True])
 def test_ping_answers_pending_at_close_are_sent_before_the_delete(
-    backend: Backend, stateful_sse: Server, handler: bool
+    backend: Backend, back_channel: Server, handler: bool
 ) -> None:
     """Issue 10 E: on trio 1-2 of 5 ping answers were lost when the Conn closed."""
     tag = f"pings-{backend.name}-{handler}"
@@ -197,13 +203,13 @@ def test_ping_answers_pending_at_close_are_sent_before_the_delete(
                 input_handler=answer if handler else None,
                 capabilities={"roots": {}} if handler else None,
             ) as client,
-            client.connect(tagged(stateful_sse, tag)) as conn,
+            client.connect(tagged(back_channel, tag)) as conn,
         ):
             result = await conn.call_tool("pings", b'{"count": 5}')
             assert result.content[0].text == "sent 5"
 
     backend.run(main)
-    log = request_log(stateful_sse, tag)
+    log = request_log(back_channel, tag)
     kinds = [entry["rpc"] if entry["method"] == "POST" else entry["method"] for entry in log]
     assert kinds.count("response") == 5
     assert kinds[-1] == "DELETE"

@@ -22,18 +22,7 @@ from .test_input import request_log
 
 VERSIONS = {"default": None, "legacy": ["2025-11-25"]}
 EXPECTED = {"default": "2026-07-28", "legacy": "2025-11-25"}
-OUR_TOOLS = {
-    "echo",
-    "add",
-    "fail",
-    "sleep",
-    "rpc_error",
-    "whoami",
-    "ask",
-    "ask_mrtr",
-    "roots",
-    "pings",
-}
+OUR_TOOLS = {"echo", "add", "fail", "sleep", "rpc_error", "whoami", "ask", "ask_mrtr"}
 
 
 @pytest.fixture(scope="module", params=list(MODES))
