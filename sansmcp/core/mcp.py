@@ -23,6 +23,16 @@ stream resumption and session recovery read as straight-line code.  The machine
 owns the deadlines: :meth:`~McpMachine.next_deadline` says when the driver must
 call :meth:`~McpMachine.handle_timer`.
 
+A legacy session whose embedder answers input has one standalone GET stream,
+opened after ``initialize`` and kept for the session's life (re-opened at most
+``Limits.max_stream_retries`` times if the server ends it; never after a refusal):
+server requests on it are answered whether or not an operation runs, so a driver
+acts on outputs that come between operations at the next one (see
+:meth:`~McpMachine.wanted`).  :meth:`~McpMachine.close` lets answers already sent
+finish, then sends a legacy session's ``DELETE``, all within ``Limits.close_timeout``.
+A server-chosen value sent back in a header (event id, session id) passes
+:func:`~sansmcp.core.fieldvalue.echoable` before it is kept.
+
 Every response byte the driver reports (head blocks as counted on the wire,
 bodies, trailers, 1xx heads) is charged to ``Limits.max_response_bytes`` as it
 arrives, and every final head to ``Limits.max_responses``.  A budget overrun
