@@ -23,6 +23,16 @@ stream resumption and session recovery read as straight-line code.  The machine
 owns the deadlines: :meth:`~McpMachine.next_deadline` says when the driver must
 call :meth:`~McpMachine.handle_timer`.
 
+A legacy session whose embedder answers input has one standalone GET stream,
+opened after ``initialize`` and kept for the session's life (re-opened at most
+``Limits.max_stream_retries`` times if the server ends it; never after a refusal):
+server requests on it are answered whether or not an operation runs, so a driver
+acts on outputs that come between operations at the next one (see
+:meth:`~McpMachine.wanted`).  :meth:`~McpMachine.close` lets answers already sent
+finish, then sends a legacy session's ``DELETE``, all within ``Limits.close_timeout``.
+A server-chosen value sent back in a header (event id, session id) passes
+:func:`~sansmcp.core.fieldvalue.echoable` before it is kept.
+
 Every response byte the driver reports (head blocks as counted on the wire,
 bodies, trailers, 1xx heads) is charged to ``Limits.max_response_bytes`` as it
 arrives, and every final head to ``Limits.max_responses``.  A budget overrun
@@ -50,6 +60,7 @@ from .errors import (
     Unauthorized,
     budget_exceeded,
 )
+from .fieldvalue import echoable
 from .http import (
     DataReceived,
     ExchangeEvent,
@@ -109,6 +120,9 @@ __all__ = [
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+
+# The deadline of a standalone stream the server accepted: it lives as long as the session.
+_FOREVER = float("inf")
 
 # Budgets of the whole connection: once spent, every later operation fails at once.
 _CONN_BUDGETS = frozenset({"max_response_bytes", "max_responses"})
@@ -263,7 +277,7 @@ class _Reply:
     headers: Headers
     message: dict[str, Any] | None
     broken: ConnectionFailed | None = None
-    last_event_id: str | None = None
+    last_event_id: bytes | None = None
     retry_ms: int | None = None
     progressed: bool = False
 
@@ -287,7 +301,7 @@ class _Role(enum.Enum):
     OP = "op"  # the current operation waits for it
     SIDE = "side"  # fire and forget (answers to server requests, cancellations)
     DRAIN = "drain"  # answered already; read to the end so the socket can be reused
-    LISTEN = "listen"  # a legacy standalone GET stream carrying server requests during a call
+    LISTEN = "listen"  # the legacy session's standalone GET stream, carrying server requests
 
 
 class _Body(enum.Enum):
@@ -303,6 +317,7 @@ class _Exchange:
         "exchange_id",
         "headers",
         "kind",
+        "last_id",
         "message",
         "progressed",
         "refusals",
@@ -333,6 +348,7 @@ class _Exchange:
         self.kind = _Body.OTHER
         self.body = bytearray()
         self.sse: SseParser | None = None
+        self.last_id: bytes | None = None  # the last event id that passed ``echoable``
         self.message: dict[str, Any] | None = None
         self.progressed = False
         self.server_requests = 0
@@ -411,7 +427,13 @@ class McpMachine:
         self._ask_server_ids: dict[int, Any] = {}
         self._input_ids = itertools.count(1)
         self._closing = False
+        self._close_deadline = 0.0
         self._now = 0.0
+        # The legacy session's one standalone GET stream (opened after initialize when the
+        # embedder answers input), how often it was opened this session, its last event id.
+        self._listen: _Exchange | None = None
+        self._listen_opens = 0
+        self._listen_last_id: bytes | None = None
         # protocol state
         self.protocol_version: str | None = None
         self.session_id: bytes | None = None
@@ -496,18 +518,38 @@ class McpMachine:
         self._now = now
         if self._closing:
             return
+        # Server requests the embedder was still asked about are declined now, so that
+        # every server request gets its answer before the connection ends.
+        for input_id, exchange in list(self._asks.items()):
+            if exchange is not None:
+                self._answer_server(
+                    self._ask_server_ids[input_id],
+                    error={"code": -32600, "message": "the client closed the connection"},
+                )
+        self._asks.clear()
+        self._ask_server_ids.clear()
         self._abandon_op()
+        self._listen = None
         for exchange in list(self._exchanges.values()):
-            self._cancel(exchange)
+            if exchange.role is not _Role.SIDE:
+                self._cancel(exchange)
         self._closing = True
+        self._close_deadline = now + self.limits.close_timeout
+        self._close_progress()
+
+    def _close_progress(self) -> None:
+        """Closing: answers and notices already sent are finished first (bounded by
+        ``close_timeout``), then a legacy session gets its DELETE, then :class:`Closed`."""
+        if not self._closing or self._op_exchange is not None:
+            return
+        if any(exchange.role is _Role.SIDE for exchange in self._exchanges.values()):
+            return
         if self._era is _Era.LEGACY and self.session_id is not None:
             request = self._legacy_request(b"DELETE", b"")
             self.session_id = None  # ended by us: a second close sends no second DELETE
-            exchange = self._open(request, None, now + self.limits.close_timeout, _Role.OP)
-            self._op_exchange = exchange
+            self._op_exchange = self._open(request, None, self._close_deadline, _Role.OP)
             return
-        self._closing = False
-        self._outputs.append(Closed())
+        self._closed()
 
     def answer_input(self, input_id: int, answers: Mapping[str, Any] | None, *, now: float) -> None:
         """Answer an :class:`InputRequired`; ``None`` refuses (decline)."""
@@ -531,8 +573,23 @@ class McpMachine:
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
 
+    def wanted(self, output: Output) -> bool:
+        """Whether an output the driver set aside is still to be acted on: False for an
+        exchange cancelled meanwhile or an ask whose operation or connection ended."""
+        if isinstance(output, StartExchange):
+            return output.exchange_id in self._exchanges
+        if isinstance(output, InputRequired):
+            return output.input_id in self._asks
+        return True
+
     def next_deadline(self) -> float | None:
-        deadlines = [exchange.deadline for exchange in self._exchanges.values()]
+        deadlines = [
+            exchange.deadline
+            for exchange in self._exchanges.values()
+            if exchange.deadline != _FOREVER
+        ]
+        if self._closing:
+            deadlines.append(self._close_deadline)
         if self._gen is not None:
             deadlines.append(self._op_deadline)
             if self._sleep_until is not None:
@@ -548,12 +605,14 @@ class McpMachine:
             return
         for exchange in list(self._exchanges.values()):
             if exchange.role is not _Role.OP and now >= exchange.deadline:
-                self._cancel(exchange)
+                self._cancel(exchange)  # a standalone stream without a head in time: dropped
         if self._closing:
-            op = self._op_exchange
-            if op is not None and now >= op.deadline:
-                self._cancel(op)
+            if now >= self._close_deadline:
+                for exchange in list(self._exchanges.values()):
+                    self._cancel(exchange)
                 self._closed()
+            else:
+                self._close_progress()
             return
         if self._gen is None:
             return
@@ -584,6 +643,7 @@ class McpMachine:
                 self._op_error(error)
             elif self._held is not None and self._held[0] is exchange:
                 self._release_held()  # the answer stands; only the rest of its stream was bad
+        self._close_progress()
 
     # ------------------------------------------------------------ operation driver
 
@@ -599,6 +659,8 @@ class McpMachine:
             gen.close()
             self._outputs.append(OperationFailed(error=self._exhausted))
             return
+        if self._listen is not None:
+            self._listen.server_requests = 0  # Limits.max_server_requests: per operation
         self._gen = gen
         self._op_bound = bound
         self._op_limit = limit
@@ -652,16 +714,16 @@ class McpMachine:
         self._outputs.append(outcome)
 
     def _drop_op(self) -> None:
-        """Forget the operation: its generator, waits, asks and listening streams."""
-        for exchange in list(self._exchanges.values()):
-            if exchange.role is _Role.LISTEN:
-                self._cancel(exchange)
+        """Forget the operation: its generator, waits and multi round-trip asks (server
+        requests that came on the standalone stream stay answerable)."""
         self._gen = None
         self._op_exchange = None
         self._sleep_until = None
         self._held = None
-        self._asks.clear()
-        self._ask_server_ids.clear()
+        for input_id, exchange in list(self._asks.items()):
+            if exchange is None or exchange.role is not _Role.LISTEN:
+                del self._asks[input_id]
+                self._ask_server_ids.pop(input_id, None)
 
     def _op_error(self, error: McpError) -> None:
         if self._op_exchange is not None:
@@ -716,6 +778,8 @@ class McpMachine:
         return exchange
 
     def _cancel(self, exchange: _Exchange) -> None:
+        if exchange is self._listen:
+            self._listen = None  # given up (garbled, over a bound, closing): never re-opened
         if self._exchanges.pop(exchange.exchange_id, None) is not None:
             self._outputs.append(CancelExchange(exchange_id=exchange.exchange_id))
 
@@ -767,6 +831,9 @@ class McpMachine:
             if status == 200 and media == "text/event-stream":
                 exchange.kind = _Body.SSE
                 exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
+                exchange.deadline = _FOREVER  # kept for the session's life
+            else:
+                self._listen = None  # refused (405, 409, ...): not offered, never re-opened
             return
         if exchange.role is not _Role.OP:
             return
@@ -818,12 +885,19 @@ class McpMachine:
                 raise ConnectionFailed(
                     f"the server sent an unusable event stream: {exc}", cause="framing"
                 ) from None
+            last_id = exchange.sse.last_event_id
+            if last_id is not None:
+                # An id we could not send back as Last-Event-ID is treated as absent.
+                exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
             for sse_event in events:
                 exchange.progressed = True
                 self._on_message_text(exchange, sse_event.data)
 
     def _on_end(self, exchange: _Exchange) -> None:
         self._finish(exchange)
+        if exchange is self._listen:
+            self._reopen_listen(exchange)
+            return
         if self._held is not None and self._held[0] is exchange:
             self._release_held()
             return
@@ -873,6 +947,9 @@ class McpMachine:
         self._reply(_Reply(status, exchange.headers, None))
 
     def _on_failed(self, exchange: _Exchange, error: ConnectionFailed) -> None:
+        if exchange is self._listen:
+            self._reopen_listen(exchange)
+            return
         if self._held is not None and self._held[0] is exchange:
             self._release_held()
             return
@@ -901,11 +978,42 @@ class McpMachine:
                 exchange.headers,
                 None,
                 broken=error,
-                last_event_id=exchange.sse.last_event_id,
+                last_event_id=exchange.last_id,
                 retry_ms=exchange.sse.retry_ms,
                 progressed=exchange.progressed,
             )
         )
+
+    def _open_listen(self) -> None:
+        """A new legacy session: open its one standalone GET stream, if it may have one."""
+        self._stop_listen()
+        self._listen_opens = 0
+        self._listen_last_id = None
+        if self._can_answer and self._era is _Era.LEGACY and self.session_id is not None:
+            self._start_listen()
+
+    def _start_listen(self) -> None:
+        extra = [] if self._listen_last_id is None else [(b"last-event-id", self._listen_last_id)]
+        request = self._legacy_request(b"GET", b"", extra)
+        # Until its head arrives the stream is bounded like any request; then it is kept.
+        deadline = self._now + self.limits.dial_timeout
+        self._listen = self._open(request, None, deadline, _Role.LISTEN)
+
+    def _reopen_listen(self, ended: _Exchange) -> None:
+        """The server ended the session's stream: open it again, at most
+        ``Limits.max_stream_retries`` times per session (resuming from its last event id)."""
+        self._listen = None
+        self._listen_last_id = ended.last_id or self._listen_last_id
+        if ended.kind is not _Body.SSE:
+            return  # it never started (a dial failure, a reset before its head)
+        if self._listen_opens >= self.limits.max_stream_retries:
+            return
+        self._listen_opens += 1
+        self._start_listen()
+
+    def _stop_listen(self) -> None:
+        if self._listen is not None:
+            self._cancel(self._listen)
 
     def _on_message_text(self, exchange: _Exchange, text: str) -> None:
         try:
@@ -1122,7 +1230,7 @@ class McpMachine:
         cap = self.limits.call_timeout if is_call else self.limits.dial_timeout
         cap_bound = "call_timeout" if is_call else "dial_timeout"
         retries = 0
-        last_id: str | None = None
+        last_id: bytes | None = None
         retry_ms: int | None = None
         rpc_id = next(self._ids)
         request = self._build(rpc_id, method, params, arguments, extra)
@@ -1151,14 +1259,14 @@ class McpMachine:
             # a resumed stream that breaks before sending an id resumes from the same one.
             last_id = reply.last_event_id or last_id
             retry_ms = reply.retry_ms if reply.retry_ms is not None else retry_ms
-            if last_id is None or not _valid_event_id(last_id, self.limits.max_echo_bytes):
+            if last_id is None:
                 raise reply.broken
             if retry_ms:
                 yield _Sleep(self._now + retry_ms / 1000)
-            request = self._legacy_request(b"GET", b"", [(b"last-event-id", last_id.encode())])
+            request = self._legacy_request(b"GET", b"", [(b"last-event-id", last_id)])
         if self._era is _Era.LEGACY and reply.status == 404 and sent_session is not None:
             raise _SessionExpired()
-        if self._hinted:
+        if self._hinted and self._era is _Era.MODERN:
             verdict = classify_probe(reply.status, reply.message, method=method)
             if verdict is Verdict.LEGACY or verdict is Verdict.RETRY_VERSION:
                 raise _EraMismatch()
@@ -1195,11 +1303,15 @@ class McpMachine:
     # ------------------------------------------------------------ negotiation
 
     def _connect_op(self) -> OpGen:
-        yield from self._negotiate(use_hint=True)
+        try:
+            yield from self._negotiate(use_hint=True)
+        except _EraMismatch:  # a legacy hint the server's answer to initialize contradicts
+            yield from self._negotiate(use_hint=False)
         assert self.protocol_version is not None
         return Connected(protocol_version=self.protocol_version)
 
     def _negotiate(self, *, use_hint: bool) -> OpGen:
+        self._stop_listen()
         self.protocol_version = None
         self.session_id = None
         self._hinted = False
@@ -1214,9 +1326,12 @@ class McpMachine:
                 self._era = _Era.MODERN
                 self._hinted = True
                 return
-            if not modern:
-                yield from self._initialize(hint)
-                return
+            # A remembered legacy era: initialize at once, no server/discover probe.  With
+            # modern versions allowed, an answer that is not a usable legacy initialize
+            # result contradicts the hint and re-probes (_EraMismatch).
+            self._hinted = bool(modern)
+            yield from self._initialize(hint)
+            return
         if not modern:
             yield from self._initialize(legacy[0])
             return
@@ -1272,6 +1387,7 @@ class McpMachine:
     def _initialize(self, version: str) -> OpGen:
         legacy = [v for v in self._versions if v in LEGACY_VERSIONS]
         retried = False
+        self._stop_listen()
         while True:
             self._era = _Era.INITIALIZING
             self.session_id = None
@@ -1282,6 +1398,10 @@ class McpMachine:
             }
             reply = yield from self._request("initialize", params)
             message = reply.message
+            if self._hinted:
+                if not _initialize_result(message, legacy):
+                    raise _EraMismatch()
+                self._hinted = False  # the hint held
             if message is not None and "error" in message and not retried:
                 data = message["error"].get("data")
                 supported = data.get("supported") if isinstance(data, Mapping) else None
@@ -1299,7 +1419,10 @@ class McpMachine:
                     reason="unsupported_version",
                 )
             session = header_value(reply.headers, b"mcp-session-id")
-            if session is not None and not _valid_session_id(session, self.limits.max_echo_bytes):
+            if (
+                session is not None
+                and echoable(session, self.limits.max_echo_bytes, spaces=False) is None
+            ):
                 raise ServerAnswered(
                     "the server assigned an unusable session id", reason="bad_session_id"
                 )
@@ -1314,6 +1437,7 @@ class McpMachine:
                     cause="http_status",
                     status=done.status,
                 )
+            self._open_listen()
             return
 
     def _recovering(self, make: Callable[[], OpGen]) -> OpGen:
@@ -1446,11 +1570,6 @@ class McpMachine:
 
     def _call_op(self, name: str, arguments: bytes, parsed: Mapping[str, Any]) -> OpGen:
         limits = self.limits
-        if self._era is _Era.LEGACY and self._can_answer and self.session_id is not None:
-            # A legacy server may send its requests (elicitation, sampling) on the standalone
-            # GET stream only; an embedder that can answer them listens there during the call.
-            request = self._legacy_request(b"GET", b"")
-            self._open(request, None, self._op_deadline, _Role.LISTEN)
         attempts = 0
         relisted = False
         inputs: Mapping[str, Any] | None = None
@@ -1542,15 +1661,12 @@ class McpMachine:
                 yield _Sleep(self._now + delay)
 
 
+def _initialize_result(message: Mapping[str, Any] | None, legacy: Sequence[str]) -> bool:
+    """``message`` is a legacy initialize result at one of ``legacy``'s versions."""
+    result = message.get("result") if message is not None else None
+    return isinstance(result, Mapping) and result.get("protocolVersion") in legacy
+
+
 def _utf8_len(text: str) -> int:
     """The UTF-8 length of ``text`` (a lone surrogate counted as its 3-byte form)."""
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _valid_event_id(value: str, limit: int) -> bool:
-    """An SSE event id we can send back as ``Last-Event-ID`` (printable ASCII, bounded)."""
-    return len(value) <= limit and all(" " <= char <= "~" for char in value)
-
-
-def _valid_session_id(value: bytes, limit: int) -> bool:
-    return 0 < len(value) <= limit and all(0x21 <= byte <= 0x7E for byte in value)

@@ -15,6 +15,7 @@ machine's next deadline, and return the operation's terminal event.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import socket
 import ssl
@@ -325,6 +326,9 @@ class Conn(ConnCore):
     def __init__(self, client: Client, machine: McpMachine) -> None:
         super().__init__(client.pool, machine)
         self.client = client
+        # Outputs that came while no operation ran (an answer to a ping on the standalone
+        # stream, an ask, its re-opening): acted on by the next operation or the close.
+        self._deferred: collections.deque[Output] = collections.deque()
         self._wake = asyncio.Event()
         self._idle_timer: asyncio.TimerHandle | None = None
 
@@ -355,7 +359,9 @@ class Conn(ConnCore):
         self._begin(start, now=_now())
         try:
             while True:
-                output = machine.next_output()
+                output = self._deferred.popleft() if self._deferred else machine.next_output()
+                if output is not None and not machine.wanted(output):
+                    continue
                 if output is None:
                     await self._sleep()
                 elif isinstance(output, StartExchange):
@@ -393,8 +399,10 @@ class Conn(ConnCore):
             return
         self.machine.handle_timer(now=_now())
         while (output := self.machine.next_output()) is not None:
-            if isinstance(output, CancelExchange):  # all an idle machine asks for
+            if isinstance(output, CancelExchange):
                 self.client._cancel(output.exchange_id)
+            else:
+                self._deferred.append(output)
         self._arm_idle_timer()
 
     async def _sleep(self) -> None:

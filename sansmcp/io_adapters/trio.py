@@ -15,6 +15,7 @@ return the operation's terminal event.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import ssl
@@ -326,6 +327,9 @@ class Conn(ConnCore):
     def __init__(self, client: Client, machine: McpMachine) -> None:
         super().__init__(client.pool, machine)
         self.client = client
+        # Outputs that came while no operation ran (an answer to a ping on the standalone
+        # stream, an ask, its re-opening): acted on by the next operation or the close.
+        self._deferred: collections.deque[Output] = collections.deque()
         self._wake = trio.Event()
         self._idle_scope: trio.CancelScope | None = None
 
@@ -356,7 +360,9 @@ class Conn(ConnCore):
         self._begin(start, now=trio.current_time())
         try:
             while True:
-                output = machine.next_output()
+                output = self._deferred.popleft() if self._deferred else machine.next_output()
+                if output is not None and not machine.wanted(output):
+                    continue
                 if output is None:
                     await self._sleep()
                 elif isinstance(output, StartExchange):
@@ -399,8 +405,10 @@ class Conn(ConnCore):
             return
         self.machine.handle_timer(now=trio.current_time())
         while (output := self.machine.next_output()) is not None:
-            if isinstance(output, CancelExchange):  # all an idle machine asks for
+            if isinstance(output, CancelExchange):
                 self.client._cancel(output.exchange_id)
+            else:
+                self._deferred.append(output)
         self._arm_idle_timer()
 
     async def _sleep(self) -> None:

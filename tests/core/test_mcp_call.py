@@ -9,15 +9,26 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
-from sansmcp.core.mcp import ConnSettings, InputRequired, StartExchange, ToolCalled
+from sansmcp.core.mcp import (
+    ConnSettings,
+    InputRequired,
+    OperationFailed,
+    StartExchange,
+    ToolCalled,
+    ToolsListed,
+)
 from sansmcp.core.tools import CallResult, Content
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import URL, Driver, FakeServer, Response, error, result, tool
+from .test_mcp_streams import h11_accepts
 
 HEADERED = {
     "type": "object",
@@ -416,3 +427,33 @@ def test_arguments_go_verbatim_in_every_attempt() -> None:
         "z": 1,
         "a": [True],
     }
+
+
+# ---------------------------------------------------------------- server data in headers (10 E)
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(
+    names=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=3, unique=True),
+    header=st.text(max_size=12),
+    value=st.text(max_size=12),
+)
+def test_tool_names_and_x_mcp_headers_never_make_an_invalid_request(
+    names: list[str], header: str, value: str
+) -> None:
+    """Names and ``x-mcp-header`` annotations are server data that reach headers
+    (``Mcp-Name``, ``Mcp-Param-*``): whatever they are, h11 sends every request."""
+    schema = {
+        "type": "object",
+        "properties": {"p": {"type": "string", "x-mcp-header": header}},
+    }
+    server = FakeServer(tools=[tool(name, inputSchema=schema) for name in names])
+    driver = connected(server)
+    listed = driver.list_tools()
+    assert isinstance(listed, ToolsListed)
+    arguments = json.dumps({"p": value}).encode()
+    for listed_tool in listed.tools:
+        outcome = driver.call(listed_tool.name, arguments)
+        assert isinstance(outcome, ToolCalled | OperationFailed)
+    for start in driver.started:
+        h11_accepts(start.request)

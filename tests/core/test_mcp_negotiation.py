@@ -6,9 +6,12 @@ import json
 
 import pytest
 
+from sansmcp.core.driving import ConnCore
 from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered, Unauthorized
 from sansmcp.core.http import header_value
+from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import Closed, Connected, ConnSettings, ToolsListed
+from sansmcp.core.pool import Pool
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import URL, Driver, FakeServer, Response, error, json_response, result
@@ -192,6 +195,70 @@ def test_legacy_hint_goes_straight_to_initialize() -> None:
     driver = Driver(server, settings=settings(era_hint="2025-11-25", protocol_versions=LEGACY))
     driver.ok(driver.connect())
     assert driver.methods() == ["initialize", "notifications/initialized"]
+
+
+@pytest.mark.parametrize("answers_input", [False, True])
+def test_a_remembered_legacy_era_skips_the_probe(answers_input: bool) -> None:
+    """Issue 10 H.2: initialize, initialized, the operation, (the GET,) the DELETE."""
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    capabilities = {"elicitation": {}} if answers_input else None
+    driver = Driver(server, settings=settings(era_hint="2025-11-25", capabilities=capabilities))
+    assert driver.ok(driver.connect()) == Connected(protocol_version="2025-11-25")
+    driver.ok(driver.list_tools())
+    assert isinstance(driver.close(), Closed)
+    expected = ["initialize", "notifications/initialized"]
+    expected += ["GET"] if answers_input else []
+    assert driver.methods() == [*expected, "tools/list", "DELETE"]
+
+
+def test_three_work_items_against_a_legacy_server_probe_once() -> None:
+    """The era a work item learns (ConnCore -> Pool) spares the next ones the probe."""
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    pool = Pool(limits=Limits())
+    for _ in range(3):
+        hint = pool.era_hint(URL)
+        driver = Driver(server, settings=settings(era_hint=hint))
+        conn = ConnCore(pool, driver.machine)
+        conn._finished(driver.ok(driver.connect()))
+        conn._finished(driver.ok(driver.call("echo")))
+        driver.close()
+    methods = [body.get("method") if body else None for body in server.bodies]
+    assert methods.count("server/discover") == 1
+    assert methods.count("initialize") == 3
+
+
+def test_a_wrong_legacy_hint_reprobes() -> None:
+    server = FakeServer()  # modern only: initialize is answered -32022 with HTTP 400
+    driver = Driver(server, settings=settings(era_hint="2025-11-25"))
+    assert driver.ok(driver.connect()) == Connected(protocol_version="2026-07-28")
+    assert driver.methods() == ["initialize", "server/discover"]
+    driver.ok(driver.list_tools())
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Response(status=400),
+        json_response(error(1, -32601, "method not found"), 404),
+        json_response(result(1, {"protocolVersion": "2024-11-05"})),
+    ],
+)
+def test_any_unusable_answer_to_a_hinted_initialize_reprobes(answer: Response) -> None:
+    server = FakeServer(modern=False, legacy="2025-06-18")
+    server.overrides["initialize"] = lambda req, body: answer
+    driver = Driver(server, settings=settings(era_hint="2025-11-25"))
+    failure = driver.failure(driver.connect())  # the probe says legacy; initialize fails again
+    assert driver.methods() == ["initialize", "server/discover", "initialize"]
+    assert isinstance(failure, ConnectionFailed | ServerAnswered)
+
+
+def test_a_legacy_hint_with_only_legacy_versions_does_not_reprobe() -> None:
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    server.overrides["initialize"] = lambda req, body: Response(status=400)
+    driver = Driver(server, settings=settings(era_hint="2025-11-25", protocol_versions=LEGACY))
+    failure = driver.failure(driver.connect())
+    assert isinstance(failure, ConnectionFailed) and failure.status == 400
+    assert driver.methods() == ["initialize"]
 
 
 def test_session_expiry_reinitializes_once_and_restarts_listing() -> None:

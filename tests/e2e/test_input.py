@@ -9,6 +9,8 @@ declared and the ask is refused.
 
 from __future__ import annotations
 
+import http.client
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -110,3 +112,188 @@ def test_a_slow_handler_is_bounded_by_the_call_deadline(
             assert 0.48 <= elapsed <= 1.5
 
     backend.run(main)
+
+
+# -- issue 10: one standalone stream per legacy session; answers pending at close ----------
+
+ROOTS = {"roots": [{"uri": "file:///work/a", "name": "a"}]}
+
+
+@pytest.fixture(scope="module")
+def back_channel(launch: Launcher) -> Server:
+    """Stateful, SSE, with the ``roots`` and ``pings`` tools."""
+    return launch("--back-channel")
+
+
+def request_log(server: Server, tag: str) -> list[dict[str, Any]]:
+    """The requests tagged ``tag`` that the server saw, in arrival order."""
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=5)
+    try:
+        connection.request("GET", f"/_log?{tag}")
+        entries: list[dict[str, Any]] = json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+    return entries
+
+
+def tagged(server: Server, tag: str, **kwargs: Any) -> Config:
+    return Config(
+        url=server.url(),
+        protocol_versions=["2025-11-25"],
+        headers={"x-test-tag": tag},
+        **kwargs,
+    )
+
+
+def test_a_request_on_the_standalone_stream_reaches_the_second_call(
+    backend: Backend, back_channel: Server
+) -> None:
+    """Issue 10 H.1: ``roots/list`` with no related request rides the session's GET
+    stream; it was lost after the first call (a second GET got 409) and the call hung."""
+    tag = f"h1-{backend.name}"
+    asked: list[str] = []
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        asked.extend(request["method"] for request in requests.values())
+        return {key: ROOTS for key in requests}
+
+    async def main() -> list[str]:
+        async with (
+            backend.Client(
+                allow_loopback=True,
+                input_handler=handler,
+                capabilities={"roots": {}},
+                limits=Limits(call_timeout=10),
+            ) as client,
+            client.connect(tagged(back_channel, tag)) as conn,
+        ):
+            texts = []
+            for name, arguments in (
+                ("echo", b'{"text": "one"}'),
+                ("roots", b"{}"),
+                ("roots", b"{}"),
+            ):
+                result = await conn.call_tool(name, arguments)
+                assert not result.is_error, result
+                texts.append(result.content[0].text or "")
+            return texts
+
+    assert backend.run(main) == ["one", "file:///work/a", "file:///work/a"]
+    assert asked == ["roots/list", "roots/list"]
+    log = request_log(back_channel, tag)
+    gets = [entry for entry in log if entry["method"] == "GET"]
+    assert len(gets) == 1 and gets[0]["status"] == 200
+    assert [entry["rpc"] for entry in log if entry["method"] == "POST"].count("response") == 2
+
+
+@pytest.mark.parametrize("handler", [False, True])
+def test_ping_answers_pending_at_close_are_sent_before_the_delete(
+    backend: Backend, back_channel: Server, handler: bool
+) -> None:
+    """Issue 10 E: on trio 1-2 of 5 ping answers were lost when the Conn closed."""
+    tag = f"pings-{backend.name}-{handler}"
+
+    async def answer(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        return {key: ROOTS for key in requests}
+
+    async def main() -> None:
+        async with (
+            backend.Client(
+                allow_loopback=True,
+                input_handler=answer if handler else None,
+                capabilities={"roots": {}} if handler else None,
+            ) as client,
+            client.connect(tagged(back_channel, tag)) as conn,
+        ):
+            result = await conn.call_tool("pings", b'{"count": 5}')
+            assert result.content[0].text == "sent 5"
+
+    backend.run(main)
+    log = request_log(back_channel, tag)
+    kinds = [entry["rpc"] if entry["method"] == "POST" else entry["method"] for entry in log]
+    assert kinds.count("response") == 5
+    assert kinds[-1] == "DELETE"
+    assert all(entry["status"] is not None for entry in log)
+
+
+# -- issue 10 E: server-chosen values sent back, over a real socket -------------------
+
+
+def _legacy_sse_server(event_id: bytes, session: str) -> Any:
+    """A legacy server whose tools/list stream breaks after one event with ``event_id``;
+    a resumption (GET with Last-Event-ID) gets the listing."""
+    from tests.hostile import answers
+    from tests.hostile.server_h1 import H1Reply, H1Server
+
+    listing: dict[str, Any] = {}
+
+    async def handler(request: answers.Request, reply: H1Reply) -> None:
+        if request.rpc_method == "initialize":
+            answer = answers.well_behaved(request, legacy=True)
+            answer.headers = [(k, v) for k, v in answer.headers if k != "mcp-session-id"]
+            answer.headers.append(("mcp-session-id", session))
+            await reply.answer(answer)
+        elif request.rpc_method == "tools/list":
+            listing["id"] = request.rpc_id
+            note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {}}
+            await reply.answer(
+                answers.sse_answer(b"id: " + event_id + b"\n" + answers.sse_event(note))
+            )
+        elif request.method == "GET" and "last-event-id" in request.headers:
+            listed = answers.list_result([answers.tool("echo")], modern=False)
+            await reply.answer(
+                answers.sse_answer(answers.sse_event(answers.result(listing["id"], listed)))
+            )
+        else:
+            await reply.answer(answers.well_behaved(request, legacy=True))
+
+    return H1Server(handler)
+
+
+@pytest.mark.parametrize(
+    ("event_id", "resumed"), [(b"abc ", False), (b"abc\t", False), (b"ab c", True)]
+)
+def test_an_event_id_that_is_no_header_value_is_treated_as_absent(
+    backend: Backend, event_id: bytes, resumed: bool
+) -> None:
+    """``id: abc `` was echoed as Last-Event-ID and h11 raised out of list_tools."""
+    from tests.hostile.serving import ServerThread
+
+    with ServerThread(_legacy_sse_server(event_id, "s-1")) as server:
+
+        async def main() -> None:
+            config = Config(
+                url=f"http://127.0.0.1:{server.port}/mcp", protocol_versions=["2025-06-18"]
+            )
+            async with (
+                backend.Client(allow_loopback=True) as client,
+                client.connect(config) as conn,
+            ):
+                if resumed:
+                    assert [tool.name for tool in await conn.list_tools()] == ["echo"]
+                else:
+                    with pytest.raises(ConnectionFailed) as broken:
+                        await conn.list_tools()
+                    assert broken.value.cause == "stream_broken"
+
+        backend.run(main)
+        gets = [r for r in server.stats.requests if r.method == "GET"]
+    assert [g.headers["last-event-id"] for g in gets] == ([event_id.decode()] if resumed else [])
+
+
+def test_a_session_id_that_is_not_visible_ascii_fails_the_connect(backend: Backend) -> None:
+    from tests.hostile.serving import ServerThread
+
+    with ServerThread(_legacy_sse_server(b"1", "a b")) as server:
+
+        async def main() -> None:
+            config = Config(
+                url=f"http://127.0.0.1:{server.port}/mcp", protocol_versions=["2025-06-18"]
+            )
+            async with backend.Client(allow_loopback=True) as client:
+                with pytest.raises(ServerAnswered) as refused:
+                    async with client.connect(config):
+                        raise AssertionError("connected with an unusable session id")
+                assert refused.value.reason == "bad_session_id"
+
+        backend.run(main)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from sansmcp import CallerError, Config, ConnectionFailed, ServerAnswered, Tool
 from sansmcp.core.url import parse_endpoint
 
 from .conftest import MODES, Backend, Launcher, Relay, Server
+from .test_input import request_log
 
 VERSIONS = {"default": None, "legacy": ["2025-11-25"]}
 EXPECTED = {"default": "2026-07-28", "legacy": "2025-11-25"}
@@ -174,3 +176,40 @@ def test_module_level_connect(backend: Backend, plain: Server, relay: Callable[.
     backend.run(main)
     backend.run(main)
     assert proxy.accepts == 0
+
+
+@pytest.mark.parametrize("answers_input", [False, True])
+def test_a_remembered_legacy_era_skips_the_probe(
+    backend: Backend, launch: Launcher, answers_input: bool
+) -> None:
+    """Issue 10 H.2, counted at the SDK server behind its legacy-only filter: three work
+    items, one ``server/discover`` (its 400 teaches the pool the era), then per item
+    initialize, initialized, the call, (the one GET,) the DELETE."""
+    server = launch("--legacy-only")
+    tag = f"h2-{backend.name}-{answers_input}"
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        return {key: {"roots": []} for key in requests}
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True,
+            input_handler=handler if answers_input else None,
+            capabilities={"roots": {}} if answers_input else None,
+        ) as client:
+            for _ in range(3):
+                config = Config(url=server.url(), headers={"x-test-tag": tag})
+                async with client.connect(config) as conn:
+                    assert conn.protocol_version == "2025-11-25"
+                    result = await conn.call_tool("echo", b'{"text": "x"}')
+                    assert [c.text for c in result.content] == ["x"]
+
+    backend.run(main)
+    log = request_log(server, tag)
+    kinds = [entry["rpc"] if entry["method"] == "POST" else entry["method"] for entry in log]
+    probe = [entry for entry in log if entry["rpc"] is None and entry["method"] == "POST"]
+    assert len(probe) == 1 and probe[0]["status"] == 400 and kinds[0] is None
+    item = ["initialize", "notifications/initialized", "tools/call", "DELETE"]
+    item += ["GET"] if answers_input else []
+    assert sorted(kinds[1:]) == sorted(item * 3)
+    assert len(kinds) == 1 + 3 * len(item)

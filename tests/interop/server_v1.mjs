@@ -1,9 +1,11 @@
 // A 2025-11-25 stateful MCP server (sessions) built with the TypeScript SDK v1
 // (@modelcontextprotocol/sdk): one StreamableHTTPServerTransport per session.
 //
-// Run: node server_v1.mjs  ->  prints "READY <port>" once listening on 127.0.0.1,
-// then one JSON line per HTTP exchange ({http, rpc, session, version, status}) and
-// {"event": "session-closed", ...} when a session ends.
+// Run: node server_v1.mjs [--json]  ->  prints "READY <port>" once listening on
+// 127.0.0.1, then one JSON line per HTTP exchange ({http, rpc, session, version, status},
+// logged when the response finishes or its connection closes: a standalone GET stream
+// ends that way) and {"event": "session-closed", ...} when a session ends.
+// --json: answer POSTs with JSON bodies instead of event streams (enableJsonResponse).
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 
@@ -32,6 +34,7 @@ function build() {
 }
 
 const sessions = new Map(); // session id -> transport
+const jsonResponse = process.argv.includes('--json');
 
 function log(record) {
     process.stdout.write(JSON.stringify(record) + '\n');
@@ -57,15 +60,20 @@ const http = createServer(async (req, res) => {
     } catch {
         return reject(res, 400, 'Parse error');
     }
-    res.on('finish', () =>
+    let logged = false;
+    const record = () => {
+        if (logged) return;
+        logged = true;
         log({
             http: req.method,
             rpc: body?.method ?? null,
             session: session ?? null,
             version: req.headers['mcp-protocol-version'] ?? null,
             status: res.statusCode
-        })
-    );
+        });
+    };
+    res.on('finish', record);
+    res.on('close', record);
     try {
         let transport = session ? sessions.get(session) : undefined;
         if (session && !transport) return reject(res, 404, 'Session not found');
@@ -75,6 +83,7 @@ const http = createServer(async (req, res) => {
             }
             transport = new StreamableHTTPServerTransport({
                 sessionIdGenerator: () => randomUUID(),
+                enableJsonResponse: jsonResponse,
                 onsessioninitialized: (id) => sessions.set(id, transport)
             });
             transport.onclose = () => {

@@ -107,10 +107,10 @@ def _read(server: NodeServer) -> None:
 
 
 @contextlib.contextmanager
-def _start(script: str) -> Iterator[NodeServer]:
+def _start(script: str, *args: str) -> Iterator[NodeServer]:
     _require_packages()
     process = subprocess.Popen(
-        [_node(), str(HERE / script)],
+        [_node(), str(HERE / script), *args],
         cwd=HERE,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -155,6 +155,12 @@ def _start(script: str) -> Iterator[NodeServer]:
 @pytest.fixture(scope="module")
 def ts_v1() -> Iterator[NodeServer]:
     with _start("server_v1.mjs") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def ts_v1_json() -> Iterator[NodeServer]:
+    with _start("server_v1.mjs", "--json") as server:
         yield server
 
 
@@ -304,3 +310,64 @@ def test_ts_v2_legacy_fallback_2025_11_25(backend: str, ts_v2: NodeServer) -> No
     assert not any(r.get("http") == "DELETE" for r in records)
     assert [r["version"] for r in records] == [None, *[LEGACY] * 6]
     assert all(r["mcpMethod"] is None and r["params"] == {} for r in records)
+
+
+# -- issue 10 H.2: a legacy era is remembered; H.1: one standalone stream per session --
+
+
+async def work_items(client_cls: Any, url: str, count: int, answers_input: bool) -> None:
+    async def handler(requests: Any) -> Any:
+        return {key: {"roots": []} for key in requests}
+
+    async with client_cls(
+        allow_loopback=True,
+        input_handler=handler if answers_input else None,
+        capabilities={"roots": {}} if answers_input else None,
+    ) as client:
+        for _ in range(count):
+            async with client.connect(Config(url=url)) as conn:
+                assert conn.protocol_version == LEGACY
+                result = await conn.call_tool("echo", b'{"text": "x"}')
+                assert [c.text for c in result.content] == ["x"]
+
+
+def run_work_items(backend: str, url: str, count: int, answers_input: bool) -> None:
+    if backend == "asyncio":
+
+        async def bounded() -> None:
+            async with asyncio.timeout(RUN_TIMEOUT):
+                await work_items(asyncio_adapter.Client, url, count, answers_input)
+
+        asyncio.run(bounded())
+        return
+
+    async def bounded_trio() -> None:
+        with trio.fail_after(RUN_TIMEOUT):
+            await work_items(trio_adapter.Client, url, count, answers_input)
+
+    trio.run(bounded_trio)
+
+
+@pytest.mark.parametrize("answers_input", [False, True])
+@pytest.mark.parametrize("mode", ["sse", "json"])
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_ts_v1_legacy_era_is_remembered(
+    backend: str, mode: str, answers_input: bool, ts_v1: NodeServer, ts_v1_json: NodeServer
+) -> None:
+    """Three work items on one Client: one server/discover (400), then per item
+    initialize, initialized, the call and the DELETE (with a handler, one GET too)."""
+    server = ts_v1 if mode == "sse" else ts_v1_json
+    mark = server.mark()
+    run_work_items(backend, server.url, 3, answers_input)
+    per_item = 5 if answers_input else 4
+    records = server.since(mark, lambda rs: len([r for r in rs if "http" in r]) >= 1 + 3 * per_item)
+    exchanges = [r for r in records if "http" in r]
+    kinds = [r["rpc"] if r["http"] == "POST" else r["http"] for r in exchanges]
+    assert kinds.count("server/discover") == 1
+    assert exchanges[0]["rpc"] == "server/discover" and exchanges[0]["status"] == 400
+    item = ["initialize", "notifications/initialized", "tools/call", "DELETE"]
+    item += ["GET"] if answers_input else []
+    assert sorted(kinds[1:]) == sorted(item * 3)
+    gets = [r for r in exchanges if r["http"] == "GET"]
+    assert len({r["session"] for r in gets}) == len(gets)  # one standalone stream a session
+    assert all(r["status"] == 200 for r in gets)
