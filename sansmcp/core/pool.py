@@ -261,6 +261,7 @@ class Pool:
         self._next_id = 1
         self._next_ticket = 1
         self._tickets: dict[int, Origin] = {}  # queued tickets
+        self._queued: dict[Origin, _Origin] = {}  # the origins with queued tickets
         self._granted: dict[int, Grant] = {}  # granted, not yet claimed
         self._announce: list[int] = []  # granted since the last take_grants()
         self._changed = 0
@@ -321,7 +322,9 @@ class Pool:
                 return grant
         ticket = self._next_ticket
         self._next_ticket += 1
-        self._origin(origin).queue[ticket] = None
+        state = self._origin(origin)
+        state.queue[ticket] = None
+        self._queued[origin] = state
         self._tickets[ticket] = origin
         return MustWait(ticket=ticket)
 
@@ -372,6 +375,8 @@ class Pool:
         if origin is not None:
             state = self._origins[origin]
             del state.queue[ticket]
+            if not state.queue:
+                del self._queued[origin]
             self._tidy(origin)
             return []
         grant = self._granted.pop(ticket, None)
@@ -607,7 +612,10 @@ class Pool:
         """
         while (served := self._serve_oldest(now=now)) is not None:
             ticket, origin, grant = served
-            del self._origins[origin].queue[ticket]
+            state = self._origins[origin]
+            del state.queue[ticket]
+            if not state.queue:
+                del self._queued[origin]
             del self._tickets[ticket]
             self._granted[ticket] = grant
             self._announce.append(ticket)
@@ -616,11 +624,7 @@ class Pool:
             self._changed += 1
 
     def _serve_oldest(self, *, now: float) -> tuple[int, Origin, Grant] | None:
-        heads = sorted(
-            (next(iter(state.queue)), origin)
-            for origin, state in self._origins.items()
-            if state.queue
-        )
+        heads = sorted((next(iter(state.queue)), origin) for origin, state in self._queued.items())
         for ticket, origin in heads:
             grant = self._serve(origin, now=now)
             if grant is not None:
@@ -655,6 +659,7 @@ class Pool:
         for ticket in tickets:
             self._tickets[ticket] = origin
         state.queue = OrderedDict.fromkeys(sorted([*state.queue, *tickets]))
+        self._queued[origin] = state
 
     def _drop_dial(self, conn: _Conn) -> None:
         """Forget a dialling connection (its dial failed or was never made)."""
