@@ -187,8 +187,10 @@ class Client(ClientCore):
             del self._waiters[ticket]
 
     def _claim(self, ticket: int) -> UseConnection | DialNeeded | None:
+        changed = self.pool.changed
         granted = self.pool.claim(ticket, now=_now())
-        self._bump()  # a grant given back at the claim may have gone to others
+        if self.pool.changed != changed:  # a grant given back at the claim went on
+            self._bump()
         return granted
 
     def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:

@@ -160,7 +160,6 @@ class Client(ClientCore):
     async def _wait_turn(self, ticket: int, deadline: float) -> UseConnection | DialNeeded | None:
         """Wait in the pool's queue until ``ticket`` is granted (its grant), or until
         ``deadline`` (None); a cancellation withdraws the ticket."""
-        turn = self._waiters[ticket] = trio.Event()
         try:
             with trio.move_on_at(deadline):
                 while (granted := self._claim(ticket)) is None:
@@ -172,14 +171,16 @@ class Client(ClientCore):
             self._bump()
             raise
         finally:
-            del self._waiters[ticket]
+            self._waiters.pop(ticket, None)
         self._close_sockets(self.pool.withdraw(ticket, now=trio.current_time()))
         self._bump()
         return None
 
     def _claim(self, ticket: int) -> UseConnection | DialNeeded | None:
+        changed = self.pool.changed
         granted = self.pool.claim(ticket, now=trio.current_time())
-        self._bump()  # a grant given back at the claim may have gone to others
+        if self.pool.changed != changed:  # a grant given back at the claim went on
+            self._bump()
         return granted
 
     def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
