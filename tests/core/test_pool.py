@@ -936,6 +936,11 @@ class PoolMachine(RuleBasedStateMachine):
             self._take(result)
         self._sync(passed=False)
 
+    @rule(origin=st.sampled_from(ORIGINS), count=st.integers(2, 4))
+    def burst(self, origin: Origin, count: int) -> None:
+        for _ in range(count):
+            self.checkout(origin)
+
     def _take(self, grant: UseConnection | DialNeeded) -> None:
         if isinstance(grant, UseConnection):
             assert grant.conn_id in self.live
@@ -1019,12 +1024,40 @@ class PoolMachine(RuleBasedStateMachine):
             wire.keep_alive = False
         self.stale = True
 
+    @precondition(
+        lambda self: any(isinstance(grant, UseConnection) for grant in self.granted.values())
+    )
+    @rule(data=st.data(), how=st.sampled_from(["broken", "goaway", "no-keep-alive"]))
+    def granted_socket_degrades(self, data: st.DataObject, how: str) -> None:
+        """Before the grant's holder wakes (then ``claim`` must not hand it out)."""
+        conn_ids = sorted(
+            {g.conn_id for g in self.granted.values() if isinstance(g, UseConnection)}
+        )
+        conn_id = data.draw(st.sampled_from(conn_ids))
+        wire = self.live[conn_id][1]
+        if how == "broken":
+            wire.broken = True
+        elif how == "goaway":
+            wire.goaway = True
+        else:
+            wire.keep_alive = False
+        self.stale = True
+
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data())
     def socket_dies(self, data: st.DataObject) -> None:
         conn_id = data.draw(st.sampled_from(sorted(self.live)))
         self.live.pop(conn_id)[1].broken = True
         self.pool.discard(conn_id, now=self.now)
+        self._sync()
+
+    @precondition(lambda self: bool(self.live))
+    @rule()
+    def close_all(self) -> None:
+        closed = self.pool.close_all(now=self.now)
+        assert sorted(closed) == sorted(self.live)
+        for conn_id in closed:  # leased or not: the Client is closing
+            self.live.pop(conn_id)[1].broken = True
         self._sync()
 
     @rule(dt=st.sampled_from([0.0, 0.5, 1.0, IDLE_TIMEOUT, 2 * IDLE_TIMEOUT]))
