@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from sansmcp import Config, Limits
+from sansmcp import Config, ConnectionFailed, Limits
 from sansmcp.core.url import parse_endpoint
 
 from .conftest import MODES, TLS_NAME, Backend, Launcher, Relay, Server, Tls, resolver_for
@@ -242,5 +242,43 @@ def test_a_stalled_origin_cannot_starve_another(
                 assert len(client.pool.waiting()) == STALLED_ITEMS - held
 
             await in_background(backend, [lambda: stalled_item(client)] * STALLED_ITEMS, body)
+
+    backend.run(main)
+
+
+def test_a_checkout_queued_past_its_deadline_fails_by_its_own_bound(
+    backend: Backend, plain: Server, relay: Callable[..., Relay]
+) -> None:
+    """One socket, held by a slow call: a listing on a second work item waits in the
+    pool's queue and fails by its own ``list_timeout``, without ever dialling; it leaves
+    the queue."""
+    proxy = relay(plain.address)
+    limits = Limits(pool_max_sockets=1, list_timeout=1.0)
+    origin = parse_endpoint(proxy.url()).origin
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, limits=limits) as client,
+            client.connect(Config(url=proxy.url())) as holder,
+            client.connect(Config(url=proxy.url())) as queued,
+        ):
+
+            async def body() -> None:
+                await backend.wait_until(lambda: client.pool.idle_count(origin) == 0, timeout=5)
+                began = time.monotonic()
+                with pytest.raises(ConnectionFailed) as failed:
+                    await queued.list_tools()
+                elapsed = time.monotonic() - began
+                assert failed.value.cause == "timeout"
+                assert failed.value.bound == "list_timeout"
+                assert failed.value.limit == 1.0
+                assert 1.0 - 0.02 <= elapsed <= 1.0 + SLACK
+                assert client.pool.waiting() == []
+                assert proxy.accepts == 1
+
+            async def slow_call() -> None:
+                await holder.call_tool("sleep", b'{"seconds": 5}')
+
+            await in_background(backend, [slow_call], body)
 
     backend.run(main)
