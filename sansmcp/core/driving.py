@@ -62,8 +62,10 @@ class Router:
     def begin(
         self, owner: Owner, start: StartExchange, conn_id: int, wire: Any, *, now: float
     ) -> None:
-        """Start ``start`` on ``wire`` (the pool's connection ``conn_id``, leased)."""
+        """Start ``start`` on ``wire`` (the pool's connection ``conn_id``, leased) and tell
+        the pool it started (see :meth:`Pool.started`)."""
         wire.start(start.exchange_id, start.request, now=now)
+        self.pool.started(conn_id, now=now)
         self._routes[start.exchange_id] = (owner, conn_id)
         owner.exchanges.add(start.exchange_id)
 
@@ -101,7 +103,7 @@ class Router:
 
     def socket_gone(self, conn_id: int, *, now: float) -> None:
         """The adapter closed the socket: its live exchanges fail (reset), leases end."""
-        self.pool.discard(conn_id)
+        self.pool.discard(conn_id, now=now)
         for exchange_id, (owner, owning) in list(self._routes.items()):
             if owning == conn_id:
                 del self._routes[exchange_id]

@@ -154,3 +154,7 @@ class Limits:
     pool_max_sockets: int = 64  # >= 1
     # JSON parsing: nesting depth (>= 1)
     max_json_depth: int = 512
+    # pool fairness: sockets (dialling or open) one origin may hold, so a stalling server
+    # cannot take every socket of the pool while work for other origins waits; a value
+    # above pool_max_sockets is clamped to it
+    pool_max_sockets_per_origin: int = 16

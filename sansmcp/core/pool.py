@@ -1,4 +1,4 @@
-"""The connection pool: which socket carries which exchange, idle expiry, era hints.
+"""The connection pool: which socket carries which exchange, in what order, idle expiry, era hints.
 
 Theory of operation
 -------------------
@@ -24,29 +24,46 @@ must close now.  It tracks each connection in one of three states:
 **Checkout.**  For an origin, in order: an open HTTP/2 connection that
 ``can_start()``; else the most recently used idle HTTP/1.1 connection that
 ``can_start()``; else, if a dial that may turn out HTTP/2 (https, ALPN
-pending; or http with ``http2_prior_knowledge``) is in flight, :class:`MustWait`
--- so 50 concurrent work items end up on one HTTP/2 connection; else a new dial
-(:class:`DialNeeded`), first evicting the least recently used idle socket of any
-origin when the pool is at ``Limits.pool_max_sockets``; with nothing idle to
-evict, :class:`MustWait`.  An HTTP/2 connection that cannot start a stream
-(streams exhausted, or GOAWAY received) does not make us wait: we dial another,
-so a draining connection never holds new work hostage.
+pending; or http with ``http2_prior_knowledge``) is in flight, wait -- so 50
+concurrent work items end up on one HTTP/2 connection; else a new dial
+(:class:`DialNeeded`) if the origin holds fewer than
+``Limits.pool_max_sockets_per_origin`` sockets and the pool fewer than
+``Limits.pool_max_sockets`` (else the least recently used idle socket -- of the
+origin at its own cap, of any origin at the pool's -- is evicted to make room;
+with nothing idle to evict, wait).  An HTTP/2 connection that cannot start a
+stream (streams exhausted, or GOAWAY received) does not make us wait: we dial
+another, so a draining connection never holds new work hostage.  The per-origin
+cap is what keeps one stalling server from holding every socket of the pool
+while work for healthy origins waits; it is clamped to ``pool_max_sockets``.
 
-**The adapter's contract.**  After ``UseConnection`` (or after
-``dial_succeeded``) start the exchange on :meth:`Pool.wire` *before awaiting
-anything*, so the wire's ``can_start()`` stays truthful for the next checkout.
-Every lease ends in exactly one :meth:`Pool.release` (after the exchange's
+**Waiting: one queue, first come first served.**  A checkout that cannot be
+served gets :class:`MustWait` with a *ticket* and joins the queue (also when an
+earlier ticket of the same origin is still queued, so no one jumps the line).
+Whenever a slot frees (a dial ends, a lease ends, an exchange starts on HTTP/2,
+a socket leaves), the pool grants, while it can, the oldest ticket whose
+origin can be served: a ticket for a healthy origin under its cap never waits
+behind tickets of an origin at its cap, and among tickets that can be served
+the oldest wins.  Tickets of one origin get the same answer, so a pass tries
+only each origin's oldest: O(origins waiting) per grant.  The adapter learns the
+granted tickets from :meth:`Pool.take_grants` (after every pool call), wakes
+only those holders, and each :meth:`Pool.claim`\\ s its grant -- a
+``UseConnection`` or ``DialNeeded`` it holds as if ``checkout`` had returned
+it.  A holder that stops waiting (its deadline, a cancellation)
+:meth:`Pool.withdraw`\\ s, handing back a grant it has not claimed.  A grant
+on a socket that closes before it is claimed goes back to the queue, in its
+place.
+
+**The adapter's contract.**  After ``UseConnection`` (from ``checkout`` or
+``claim``) or after ``dial_succeeded``, start the exchange on :meth:`Pool.wire`
+*before awaiting anything* and report it with :meth:`Pool.started`: until then
+the lease is *pending*, and an HTTP/2 connection with a pending lease is handed
+to no one else (its ``can_start()`` does not count that stream yet).  Every
+started lease ends in exactly one :meth:`Pool.release` (after the exchange's
 terminal event, or after ``cancel()``); a dial ends in ``dial_succeeded`` or
 ``dial_failed``.  Close every id a method returns (the pool has already called
 ``wire.close(now=)`` on open ones, so ``data_to_send()`` may hold a GOAWAY worth
 flushing first).  Call :meth:`Pool.discard` when a socket died under you.
 Sleep until :meth:`Pool.next_deadline` and then call :meth:`Pool.expire`.
-
-**Waiting.**  :attr:`Pool.changed` is a counter bumped by every call that can
-turn a :class:`MustWait` into something else (a dial ending, a release, a
-socket leaving).  A waiter remembers :attr:`MustWait.changed` and retries
-``checkout`` once ``pool.changed`` differs; since only the adapter calls the
-pool, it can wake its waiters after each call that bumped the counter.
 
 **Retiring.**  A connection that is broken (``is_broken``) or, with no lease,
 cannot start (HTTP/1.1 without keep-alive, HTTP/2 after GOAWAY) is never
@@ -57,18 +74,24 @@ after ``Limits.pool_idle_timeout`` (at exactly the bound), and ``release`` keeps
 at most ``Limits.pool_max_idle_per_origin`` idle sockets per origin, closing
 the least recently used.
 
+**Costs.**  Socket counts are kept, not counted; a checkout or release looks
+only at its origin's sockets (at most the per-origin cap); idle expiry and
+eviction look at idle sockets only.  Origins with no socket and no ticket are
+forgotten.
+
 **Era hints** (soft state): the protocol version last negotiated per endpoint
 URL, in a bounded LRU map (``era_capacity`` entries, default 1,024).
 
-Errors: misuse (an unknown id, a release without a lease, ``dial_succeeded``
-twice) raises :class:`~sansmcp.core.errors.LocalProtocolError` and leaves the
-pool unchanged.
+Errors: misuse (an unknown id or ticket, a release without a started lease,
+``dial_succeeded`` twice) raises :class:`~sansmcp.core.errors.LocalProtocolError`
+and leaves the pool unchanged.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,6 +106,7 @@ __all__ = [
     "ERA_CAPACITY",
     "Checkout",
     "DialNeeded",
+    "Grant",
     "MustWait",
     "Pool",
     "UseConnection",
@@ -139,11 +163,16 @@ class DialNeeded:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MustWait:
-    """Nothing usable now: retry ``checkout`` once ``pool.changed != changed``."""
+    """Nothing usable now: you are in the queue as ``ticket``.
 
-    changed: int
+    Once :meth:`Pool.take_grants` lists the ticket, :meth:`Pool.claim` it; give it
+    up with :meth:`Pool.withdraw`.
+    """
+
+    ticket: int
 
 
+Grant = UseConnection | DialNeeded
 Checkout = UseConnection | DialNeeded | MustWait
 
 
@@ -155,23 +184,31 @@ class _State(enum.Enum):
 
 class _Conn:
     __slots__ = (
+        "conn_id",
+        "granted",
         "http2",
         "idle_since",
         "last_used",
         "leases",
         "may_be_h2",
         "origin",
+        "pending",
         "state",
         "wire",
     )
 
-    def __init__(self, origin: Origin, *, may_be_h2: bool, now: float) -> None:
+    def __init__(self, conn_id: int, origin: Origin, *, may_be_h2: bool, now: float) -> None:
+        self.conn_id = conn_id
         self.origin = origin
         self.state = _State.DIALING
         self.wire: WireConnection | None = None
         self.http2 = False
         self.may_be_h2 = may_be_h2
         self.leases = 1
+        # leases whose exchange has not started on the wire yet (see Pool.started)
+        self.pending = 1
+        # tickets granted a lease on this connection and not yet claimed
+        self.granted: set[int] = set()
         self.last_used = now
         self.idle_since: float | None = None
 
@@ -182,6 +219,17 @@ class _Conn:
         """Idle and unusable: broken, or unable to start (no keep-alive, GOAWAY)."""
         assert self.wire is not None
         return self.idle() and (self.wire.is_broken or not self.wire.can_start())
+
+
+class _Origin:
+    """One origin's sockets (dialling or open, not closed) and its queue of waiting tickets."""
+
+    __slots__ = ("conns", "h2_dials", "queue")
+
+    def __init__(self) -> None:
+        self.conns: dict[int, _Conn] = {}
+        self.h2_dials = 0  # dials in flight that may turn out HTTP/2
+        self.queue: OrderedDict[int, None] = OrderedDict()  # tickets, oldest first
 
 
 def standard_wire(*, http2: bool, limits: Limits, now: float) -> WireConnection:
@@ -203,10 +251,19 @@ class Pool:
         era_capacity: int = ERA_CAPACITY,
     ) -> None:
         self._limits = limits
+        self._per_origin = min(limits.pool_max_sockets_per_origin, limits.pool_max_sockets)
         self._prior_knowledge = http2_prior_knowledge
         self._factory = wire_factory
         self._conns: dict[int, _Conn] = {}
+        self._origins: dict[Origin, _Origin] = {}
+        self._sockets = 0  # dialling or open
+        self._idle: OrderedDict[int, _Conn] = OrderedDict()  # least recently idle first
         self._next_id = 1
+        self._next_ticket = 1
+        self._tickets: dict[int, Origin] = {}  # queued tickets
+        self._queued: dict[Origin, _Origin] = {}  # the origins with queued tickets
+        self._granted: dict[int, Grant] = {}  # granted, not yet claimed
+        self._announce: list[int] = []  # granted since the last take_grants()
         self._changed = 0
         self._eras: OrderedDict[str, str] = OrderedDict()
         self._era_capacity = era_capacity
@@ -215,17 +272,32 @@ class Pool:
 
     @property
     def changed(self) -> int:
-        """Bumped whenever a waiting checkout may now succeed (see :class:`MustWait`)."""
+        """Bumped by every call that changed what the pool holds or grants."""
         return self._changed
 
     @property
     def socket_count(self) -> int:
         """Sockets the pool accounts for: dialling or open (at most ``pool_max_sockets``)."""
-        return sum(1 for conn in self._conns.values() if conn.state is not _State.CLOSED)
+        return self._sockets
+
+    @property
+    def max_sockets_per_origin(self) -> int:
+        """The per-origin cap in force: ``pool_max_sockets_per_origin``, at most ``pool_max_sockets``."""
+        return self._per_origin
+
+    def origin_socket_count(self, origin: Origin) -> int:
+        """Sockets to ``origin``: dialling or open (at most :attr:`max_sockets_per_origin`)."""
+        state = self._origins.get(origin)
+        return 0 if state is None else len(state.conns)
 
     def idle_count(self, origin: Origin) -> int:
         """Open sockets to ``origin`` with no exchange handed out."""
-        return sum(1 for conn in self._conns.values() if conn.origin == origin and conn.idle())
+        state = self._origins.get(origin)
+        return 0 if state is None else sum(1 for conn in state.conns.values() if conn.idle())
+
+    def waiting(self) -> list[tuple[int, Origin]]:
+        """The queued tickets and their origins, oldest first."""
+        return sorted(self._tickets.items())
 
     def wire(self, conn_id: int) -> WireConnection:
         """The wire machine of an open (or closed, still leased) connection."""
@@ -240,57 +312,106 @@ class Pool:
         """Choose a connection for one exchange to ``origin`` (see the module docstring).
 
         After ``UseConnection`` / ``DialNeeded`` the caller holds a lease; after
-        ``DialNeeded`` the evicted ids are already forgotten.
+        ``DialNeeded`` the evicted ids are already forgotten.  After ``MustWait``
+        the caller's ticket is queued behind every earlier one.
         """
-        best: _Conn | None = None
-        best_id = 0
-        dial_pending = False
-        for conn_id, conn in self._conns.items():
-            if conn.origin != origin:
-                continue
-            if conn.state is _State.DIALING:
-                dial_pending = dial_pending or conn.may_be_h2
-                continue
-            if conn.state is _State.CLOSED or conn.wire is None:
-                continue
-            if conn.wire.is_broken or not conn.wire.can_start():
-                continue
-            if conn.http2:
-                best, best_id = conn, conn_id
-                break
-            if conn.leases == 0 and (best is None or conn.last_used >= best.last_used):
-                best, best_id = conn, conn_id
-        if best is not None:
-            best.leases += 1
-            best.last_used = now
-            best.idle_since = None
-            return UseConnection(conn_id=best_id)
-        if dial_pending:
-            return MustWait(changed=self._changed)
-        close_first: tuple[int, ...] = ()
-        if self.socket_count >= self._limits.pool_max_sockets:
-            victims = self._idle_by_preference(None)
-            if not victims:
-                return MustWait(changed=self._changed)
-            close_first = (self._retire(victims[0], now=now),)
-        conn_id = self._next_id
-        self._next_id += 1
-        may_be_h2 = origin.scheme == "https" or self._prior_knowledge
-        self._conns[conn_id] = _Conn(origin, may_be_h2=may_be_h2, now=now)
-        return DialNeeded(
-            conn_id=conn_id,
-            origin=origin,
-            alpn=ALPN_OFFER if origin.scheme == "https" else (),
-            deadline=now + self._limits.dial_timeout,
-            close_first=close_first,
-        )
+        state = self._origins.get(origin)
+        if state is None or not state.queue:  # else an earlier ticket is first in line
+            grant = self._serve(origin, now=now)
+            if grant is not None:
+                return grant
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        state = self._origin(origin)
+        state.queue[ticket] = None
+        self._queued[origin] = state
+        self._tickets[ticket] = origin
+        return MustWait(ticket=ticket)
+
+    def take_grants(self) -> list[tuple[int, Grant]]:
+        """The tickets granted since the last call, with their grants: wake their holders,
+        who :meth:`claim` them."""
+        announce, self._announce = self._announce, []
+        return [
+            (ticket, self._granted[ticket])
+            for ticket in dict.fromkeys(announce)
+            if ticket in self._granted
+        ]
+
+    def claim(self, ticket: int, *, now: float) -> Grant | None:
+        """The grant for ``ticket`` (now the caller's, as if ``checkout`` had returned it),
+        or None while it is still queued.
+
+        A connection granted and then broken (or unable to start: GOAWAY, a lowered
+        stream limit) behind the pool's back before the claim is not handed out: the
+        ticket goes back to its place in the queue and is served again, if it can be.
+        """
+        grant = self._granted.pop(ticket, None)
+        if grant is None:
+            if ticket not in self._tickets:
+                raise LocalProtocolError(f"unknown ticket {ticket}")
+            return None
+        if isinstance(grant, DialNeeded):
+            return grant
+        conn = self._conns[grant.conn_id]
+        conn.granted.discard(ticket)
+        assert conn.wire is not None
+        if not conn.wire.is_broken and conn.wire.can_start():
+            return grant
+        conn.leases -= 1
+        conn.pending -= 1
+        if not conn.leases:  # idle and retirable: the next expire() closes it
+            conn.idle_since = now
+            self._idle[conn.conn_id] = conn
+        self._requeue(conn.origin, [ticket])
+        self._changed += 1
+        self._grant_waiters(now=now)
+        return self.claim(ticket, now=now) if ticket in self._granted else None
+
+    def withdraw(self, ticket: int, *, now: float) -> list[int]:
+        """Give ``ticket`` up (its holder stopped waiting): leave the queue, or hand back
+        what was granted and not yet claimed.  Returns the ids to close."""
+        origin = self._tickets.pop(ticket, None)
+        if origin is not None:
+            state = self._origins[origin]
+            del state.queue[ticket]
+            if not state.queue:
+                del self._queued[origin]
+            self._tidy(origin)
+            return []
+        grant = self._granted.pop(ticket, None)
+        if grant is None:
+            raise LocalProtocolError(f"unknown ticket {ticket}")
+        self._changed += 1
+        if isinstance(grant, DialNeeded):
+            self._drop_dial(self._conns[grant.conn_id])
+            doomed = list(grant.close_first)
+        else:
+            conn = self._conns[grant.conn_id]
+            conn.granted.discard(ticket)
+            conn.pending -= 1
+            doomed = self._end_lease(conn, now=now)
+        self._grant_waiters(now=now)
+        return doomed
+
+    def started(self, conn_id: int, *, now: float) -> None:
+        """The exchange of a lease on ``conn_id`` has started on its wire (after
+        ``UseConnection``, a claimed grant, or ``dial_succeeded``).  Until then an HTTP/2
+        connection's ``can_start()`` does not count that exchange, so no one else gets it."""
+        conn = self._get(conn_id)
+        if conn.state is _State.DIALING or conn.pending == 0:
+            raise LocalProtocolError(f"connection {conn_id} has no exchange about to start")
+        conn.pending -= 1
+        self._changed += 1
+        if conn.http2 and conn.pending == 0:
+            self._grant_waiters(now=now)
 
     def dial_succeeded(self, conn_id: int, *, alpn: str | None, now: float) -> WireConnection:
         """The socket is up (TLS done); ``alpn`` is the protocol the server selected.
 
         Builds and returns the wire machine: HTTP/2 if ALPN chose ``h2``, or if no
         ALPN happened and the pool was built with ``http2_prior_knowledge``;
-        HTTP/1.1 otherwise.  The dialer keeps its lease.
+        HTTP/1.1 otherwise.  The dialer keeps its lease (call :meth:`started`).
         """
         conn = self._get(conn_id)
         if conn.state is not _State.DIALING:
@@ -298,16 +419,20 @@ class Pool:
         http2 = alpn == "h2" or (alpn is None and self._prior_knowledge)
         wire = self._factory(http2=http2, limits=self._limits, now=now)
         conn.wire, conn.http2, conn.state, conn.last_used = wire, http2, _State.OPEN, now
+        if conn.may_be_h2:
+            self._origins[conn.origin].h2_dials -= 1
         self._changed += 1
+        self._grant_waiters(now=now)
         return wire
 
-    def dial_failed(self, conn_id: int) -> None:
+    def dial_failed(self, conn_id: int, *, now: float) -> None:
         """The dial failed or was abandoned; the connection (and its lease) is forgotten."""
         conn = self._get(conn_id)
         if conn.state is not _State.DIALING:
             raise LocalProtocolError(f"connection {conn_id} is not dialling")
-        del self._conns[conn_id]
+        self._drop_dial(conn)
         self._changed += 1
+        self._grant_waiters(now=now)
 
     def release(self, conn_id: int, *, now: float) -> list[int]:
         """An exchange on ``conn_id`` is over (ended, failed or cancelled): end its lease.
@@ -321,26 +446,14 @@ class Pool:
             raise LocalProtocolError(
                 f"connection {conn_id} is still dialling; end it with dial_failed()"
             )
-        if conn.leases == 0:
-            raise LocalProtocolError(f"connection {conn_id} has no exchange to release")
-        conn.leases -= 1
-        conn.last_used = now
+        if conn.leases == conn.pending:
+            raise LocalProtocolError(f"connection {conn_id} has no started exchange to release")
         self._changed += 1
-        if conn.state is _State.CLOSED:
-            if conn.leases == 0:
-                del self._conns[conn_id]
-            return []
-        assert conn.wire is not None
-        if conn.wire.is_broken or (conn.leases == 0 and not conn.wire.can_start()):
-            return [self._retire(conn_id, now=now)]
-        if conn.leases:
-            return []
-        conn.idle_since = now
-        victims = self._idle_by_preference(conn.origin)
-        excess = len(victims) - self._limits.pool_max_idle_per_origin
-        return [self._retire(victim, now=now) for victim in victims[: max(excess, 0)]]
+        doomed = self._end_lease(conn, now=now)
+        self._grant_waiters(now=now)
+        return doomed
 
-    def discard(self, conn_id: int) -> None:
+    def discard(self, conn_id: int, *, now: float) -> None:
         """The adapter closed this socket itself (I/O error, EOF).
 
         Leases still held stay valid until released.  Discarding an id the pool
@@ -353,8 +466,9 @@ class Pool:
             raise LocalProtocolError(
                 f"connection {conn_id} is still dialling; end it with dial_failed()"
             )
-        self._forget(conn_id)
+        self._forget(conn)
         self._changed += 1
+        self._grant_waiters(now=now)
 
     # -- time ----------------------------------------------------------------
 
@@ -362,13 +476,14 @@ class Pool:
         """Close idle sockets idle for ``Limits.pool_idle_timeout`` or longer, and retirable ones."""
         timeout = self._limits.pool_idle_timeout
         doomed = [
-            conn_id
-            for conn_id, conn in self._conns.items()
-            if conn.idle() and (conn.retirable() or _idle_since(conn) + timeout <= now)
+            conn
+            for conn in self._idle.values()
+            if conn.retirable() or _idle_since(conn) + timeout <= now
         ]
-        closed = [self._retire(conn_id, now=now) for conn_id in doomed]
+        closed = [self._retire(conn, now=now) for conn in doomed]
         if closed:
             self._changed += 1
+            self._grant_waiters(now=now)
         return closed
 
     def next_deadline(self) -> float | None:
@@ -377,8 +492,7 @@ class Pool:
             _idle_since(conn)
             if conn.retirable()
             else _idle_since(conn) + self._limits.pool_idle_timeout
-            for conn in self._conns.values()
-            if conn.idle()
+            for conn in self._idle.values()
         ]
         return min(deadlines, default=None)
 
@@ -388,10 +502,11 @@ class Pool:
         Leases still held stay valid until released; dials in flight are not
         affected (their dialers report as usual).  The pool remains usable.
         """
-        ids = [conn_id for conn_id, conn in self._conns.items() if conn.state is _State.OPEN]
-        closed = [self._retire(conn_id, now=now) for conn_id in ids]
+        doomed = [conn for conn in self._conns.values() if conn.state is _State.OPEN]
+        closed = [self._retire(conn, now=now) for conn in doomed]
         if closed:
             self._changed += 1
+            self._grant_waiters(now=now)
         return closed
 
     # -- era hints -----------------------------------------------------------
@@ -422,33 +537,177 @@ class Pool:
             raise LocalProtocolError(f"unknown connection id {conn_id}")
         return conn
 
-    def _idle_by_preference(self, origin: Origin | None) -> list[int]:
-        """Idle connections (of ``origin``, or of all), the first to close first.
+    def _origin(self, origin: Origin) -> _Origin:
+        state = self._origins.get(origin)
+        if state is None:
+            state = self._origins[origin] = _Origin()
+        return state
 
-        Retirable ones come first, then least recently used, then lowest id.
+    def _tidy(self, origin: Origin) -> None:
+        """Forget an origin with no socket and no waiter (the map stays bounded)."""
+        state = self._origins[origin]
+        if not state.conns and not state.queue:
+            del self._origins[origin]
+
+    def _serve(self, origin: Origin, *, now: float) -> Grant | None:
+        """What one exchange to ``origin`` gets now, or None (the pool is left unchanged)."""
+        state = self._origins.get(origin)
+        victim: _Conn | None = None
+        if state is not None:
+            best: _Conn | None = None
+            wait = state.h2_dials > 0
+            for conn in state.conns.values():
+                wire = conn.wire
+                if wire is None or wire.is_broken or not wire.can_start():
+                    continue
+                if conn.http2:
+                    if conn.pending:  # an exchange about to start: can_start() is stale
+                        wait = True
+                        continue
+                    best = conn
+                    break
+                if conn.leases == 0 and (best is None or conn.last_used >= best.last_used):
+                    best = conn
+            if best is not None:
+                best.leases += 1
+                best.pending += 1
+                best.last_used = now
+                best.idle_since = None
+                self._idle.pop(best.conn_id, None)
+                return UseConnection(conn_id=best.conn_id)
+            if wait:
+                return None
+            if len(state.conns) >= self._per_origin:
+                # every idle socket of this origin is unusable (else it was chosen above)
+                victim = _first_to_close(conn for conn in state.conns.values() if conn.idle())
+                if victim is None:
+                    return None
+        if victim is None and self._sockets >= self._limits.pool_max_sockets:
+            victim = _first_to_close(self._idle.values())
+            if victim is None:
+                return None
+        close_first = () if victim is None else (self._retire(victim, now=now),)
+        conn_id = self._next_id
+        self._next_id += 1
+        may_be_h2 = origin.scheme == "https" or self._prior_knowledge
+        conn = _Conn(conn_id, origin, may_be_h2=may_be_h2, now=now)
+        state = self._origin(origin)
+        state.conns[conn_id] = conn
+        state.h2_dials += may_be_h2
+        self._conns[conn_id] = conn
+        self._sockets += 1
+        return DialNeeded(
+            conn_id=conn_id,
+            origin=origin,
+            alpn=ALPN_OFFER if origin.scheme == "https" else (),
+            deadline=now + self._limits.dial_timeout,
+            close_first=close_first,
+        )
+
+    def _grant_waiters(self, *, now: float) -> None:
+        """Serve queued tickets while any can be served, always the oldest that can.
+
+        The tickets of one origin are alike (same origin, same answer), so only each
+        origin's oldest is tried: one pass costs O(origins waiting), not O(tickets).
         """
-        idle = [
-            (not conn.retirable(), conn.last_used, conn_id)
-            for conn_id, conn in self._conns.items()
-            if conn.idle() and (origin is None or conn.origin == origin)
-        ]
-        return [conn_id for *_, conn_id in sorted(idle)]
+        while (served := self._serve_oldest(now=now)) is not None:
+            ticket, origin, grant = served
+            state = self._origins[origin]
+            del state.queue[ticket]
+            if not state.queue:
+                del self._queued[origin]
+            del self._tickets[ticket]
+            self._granted[ticket] = grant
+            self._announce.append(ticket)
+            if isinstance(grant, UseConnection):
+                self._conns[grant.conn_id].granted.add(ticket)
+            self._changed += 1
 
-    def _retire(self, conn_id: int, *, now: float) -> int:
-        """Tell the wire goodbye and forget the socket; returns ``conn_id``."""
-        conn = self._conns[conn_id]
+    def _serve_oldest(self, *, now: float) -> tuple[int, Origin, Grant] | None:
+        heads = sorted((next(iter(state.queue)), origin) for origin, state in self._queued.items())
+        for ticket, origin in heads:
+            grant = self._serve(origin, now=now)
+            if grant is not None:
+                return ticket, origin, grant
+        return None
+
+    def _end_lease(self, conn: _Conn, *, now: float) -> list[int]:
+        """One lease on ``conn`` is over; returns the ids to close."""
+        conn.leases -= 1
+        conn.last_used = now
+        if conn.state is _State.CLOSED:
+            if conn.leases == 0:
+                del self._conns[conn.conn_id]
+            return []
+        assert conn.wire is not None
+        if conn.wire.is_broken or (conn.leases == 0 and not conn.wire.can_start()):
+            return [self._retire(conn, now=now)]
+        if conn.leases:
+            return []
+        conn.idle_since = now
+        self._idle[conn.conn_id] = conn
+        state = self._origins[conn.origin]
+        victims = sorted(
+            (_close_order(idle) for idle in state.conns.values() if idle.idle()),
+        )
+        excess = len(victims) - self._limits.pool_max_idle_per_origin
+        return [self._retire(victim, now=now) for *_, victim in victims[: max(excess, 0)]]
+
+    def _requeue(self, origin: Origin, tickets: list[int]) -> None:
+        """Put granted tickets back in the queue, each in its place (by age)."""
+        state = self._origins[origin]
+        for ticket in tickets:
+            self._tickets[ticket] = origin
+        state.queue = OrderedDict.fromkeys(sorted([*state.queue, *tickets]))
+        self._queued[origin] = state
+
+    def _drop_dial(self, conn: _Conn) -> None:
+        """Forget a dialling connection (its dial failed or was never made)."""
+        state = self._origins[conn.origin]
+        del state.conns[conn.conn_id]
+        del self._conns[conn.conn_id]
+        self._sockets -= 1
+        state.h2_dials -= conn.may_be_h2
+        self._tidy(conn.origin)
+
+    def _retire(self, conn: _Conn, *, now: float) -> int:
+        """Tell the wire goodbye and forget the socket; returns its id."""
         assert conn.wire is not None
         if not conn.wire.is_broken:
             conn.wire.close(now=now)
-        self._forget(conn_id)
-        return conn_id
+        self._forget(conn)
+        return conn.conn_id
 
-    def _forget(self, conn_id: int) -> None:
-        conn = self._conns[conn_id]
+    def _forget(self, conn: _Conn) -> None:
+        """An open socket leaves: grants not yet claimed on it go back to the queue (in
+        their place); leases already held stay valid until released."""
+        state = self._origins[conn.origin]
+        del state.conns[conn.conn_id]
+        self._sockets -= 1
+        self._idle.pop(conn.conn_id, None)
+        if conn.granted:
+            for ticket in conn.granted:
+                del self._granted[ticket]
+            conn.leases -= len(conn.granted)
+            conn.pending -= len(conn.granted)
+            self._requeue(conn.origin, list(conn.granted))
+            conn.granted.clear()
         if conn.leases:
             conn.state = _State.CLOSED
         else:
-            del self._conns[conn_id]
+            del self._conns[conn.conn_id]
+        self._tidy(conn.origin)
+
+
+def _close_order(conn: _Conn) -> tuple[bool, float, int, _Conn]:
+    """Sort key of idle sockets, the first to close first: retirable ones, then least
+    recently used, then lowest id."""
+    return (not conn.retirable(), conn.last_used, conn.conn_id, conn)
+
+
+def _first_to_close(idle: Iterable[_Conn]) -> _Conn | None:
+    best = min((_close_order(conn) for conn in idle), default=None)
+    return None if best is None else best[-1]
 
 
 def _idle_since(conn: _Conn) -> float:

@@ -95,6 +95,7 @@ class Client(ClientCore):
         self.input_handler = input_handler
         self._sockets: dict[int, _Socket] = {}
         self._changed = asyncio.Event()
+        self._waiters: dict[int, asyncio.Event] = {}  # pool tickets -> their holders
         self._janitor: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Client:
@@ -132,47 +133,66 @@ class Client(ClientCore):
 
     async def _start(self, conn: Conn, start: StartExchange) -> None:
         origin = conn.machine.settings.endpoint.origin
-        loop_deadline = start.deadline
-        while True:
-            now = _now()
-            checkout = self.pool.checkout(origin, now=now)
-            if isinstance(checkout, UseConnection):
-                self._begin(conn, start, checkout.conn_id)
-                return
-            if isinstance(checkout, MustWait):
-                self._changed.clear()
-                try:
-                    async with asyncio.timeout_at(loop_deadline):
-                        await self._changed.wait()
-                except TimeoutError:
-                    return  # the exchange's own deadline: the machine's timer names its bound
-                continue
-            assert isinstance(checkout, DialNeeded)
-            for conn_id in checkout.close_first:
-                self._close_socket(conn_id)
-            try:
-                sock, alpn = await self._dial(
-                    origin, checkout.alpn, min(loop_deadline, checkout.deadline)
-                )
-            except ConnectionFailed as failure:
-                self.pool.dial_failed(checkout.conn_id)
-                self._bump()
-                error = dial_failure(start, checkout, failure)
-                if error is not None:
-                    conn.feed(ExchangeFailed(exchange_id=start.exchange_id, error=error))
-                return
-            except BaseException:
-                self.pool.dial_failed(checkout.conn_id)
-                self._bump()
-                raise
-            wire = self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=_now())
-            wrapped = _Socket(checkout.conn_id, *sock, wire)
-            self._sockets[checkout.conn_id] = wrapped
+        checkout = self.pool.checkout(origin, now=_now())
+        if isinstance(checkout, MustWait):
+            granted = await self._wait_turn(checkout.ticket, start.deadline)
+            if granted is None:
+                return  # the exchange's own deadline: the machine's timer names its bound
+            checkout = granted
+        if isinstance(checkout, UseConnection):
             self._begin(conn, start, checkout.conn_id)
-            wrapped.task = asyncio.get_running_loop().create_task(self._read(wrapped))
             self._bump()
-            self._ensure_janitor()
             return
+        for conn_id in checkout.close_first:
+            self._close_socket(conn_id)
+        try:
+            sock, alpn = await self._dial(
+                origin, checkout.alpn, min(start.deadline, checkout.deadline)
+            )
+        except ConnectionFailed as failure:
+            self.pool.dial_failed(checkout.conn_id, now=_now())
+            self._bump()
+            error = dial_failure(start, checkout, failure)
+            if error is not None:
+                conn.feed(ExchangeFailed(exchange_id=start.exchange_id, error=error))
+            return
+        except BaseException:
+            self.pool.dial_failed(checkout.conn_id, now=_now())
+            self._bump()
+            raise
+        wire = self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=_now())
+        wrapped = _Socket(checkout.conn_id, *sock, wire)
+        self._sockets[checkout.conn_id] = wrapped
+        self._begin(conn, start, checkout.conn_id)
+        wrapped.task = asyncio.get_running_loop().create_task(self._read(wrapped))
+        self._bump()
+        self._ensure_janitor()
+
+    async def _wait_turn(self, ticket: int, deadline: float) -> UseConnection | DialNeeded | None:
+        """Wait in the pool's queue until ``ticket`` is granted (its grant), or until
+        ``deadline`` (None); a cancellation withdraws the ticket."""
+        turn = self._waiters[ticket] = asyncio.Event()
+        try:
+            while (granted := self._claim(ticket)) is None:
+                turn.clear()
+                async with asyncio.timeout_at(deadline):
+                    await turn.wait()
+            return granted
+        except BaseException as exc:
+            self._close_sockets(self.pool.withdraw(ticket, now=_now()))
+            self._bump()
+            if isinstance(exc, TimeoutError):
+                return None
+            raise
+        finally:
+            del self._waiters[ticket]
+
+    def _claim(self, ticket: int) -> UseConnection | DialNeeded | None:
+        changed = self.pool.changed
+        granted = self.pool.claim(ticket, now=_now())
+        if self.pool.changed != changed:  # a grant given back at the claim went on
+            self._bump()
+        return granted
 
     def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
         self.router.begin(conn, start, conn_id, self._sockets[conn_id].wire, now=_now())
@@ -299,6 +319,10 @@ class Client(ClientCore):
 
     def _bump(self) -> None:
         self._changed.set()
+        for ticket, _ in self.pool.take_grants():  # wake exactly the checkouts served
+            turn = self._waiters.get(ticket)
+            if turn is not None:
+                turn.set()
 
     def _ensure_janitor(self) -> None:
         if self._janitor is None or self._janitor.done():
@@ -316,8 +340,10 @@ class Client(ClientCore):
                         await self._changed.wait()
             except TimeoutError:
                 pass
-            for conn_id in self.pool.expire(now=_now()):
-                self._close_socket(conn_id)
+            closed = self.pool.expire(now=_now())
+            if closed:
+                self._close_sockets(closed)
+                self._bump()
 
 
 class Conn(ConnCore):

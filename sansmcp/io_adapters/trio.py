@@ -90,6 +90,7 @@ class Client(ClientCore):
         self.input_handler = input_handler
         self._sockets: dict[int, _Socket] = {}
         self._changed = trio.Event()
+        self._waiters: dict[int, trio.Event] = {}  # pool tickets -> their holders
         self._janitor: trio.CancelScope | None = None
 
     async def __aenter__(self) -> Client:
@@ -122,43 +123,66 @@ class Client(ClientCore):
 
     async def _start(self, conn: Conn, start: StartExchange) -> None:
         origin = conn.machine.settings.endpoint.origin
-        while True:
-            checkout = self.pool.checkout(origin, now=trio.current_time())
-            if isinstance(checkout, UseConnection):
-                self._begin(conn, start, checkout.conn_id)
-                return
-            if isinstance(checkout, MustWait):
-                changed = self._changed
-                with trio.move_on_at(start.deadline):
-                    await changed.wait()
-                    continue
+        checkout = self.pool.checkout(origin, now=trio.current_time())
+        if isinstance(checkout, MustWait):
+            granted = await self._wait_turn(checkout.ticket, start.deadline)
+            if granted is None:
                 return  # the exchange's own deadline: the machine's timer names its bound
-            assert isinstance(checkout, DialNeeded)
-            for conn_id in checkout.close_first:
-                self._close_socket(conn_id)
-            try:
-                stream, alpn = await self._dial(
-                    origin, checkout.alpn, min(start.deadline, checkout.deadline)
-                )
-            except ConnectionFailed as failure:
-                self.pool.dial_failed(checkout.conn_id)
-                self._bump()
-                error = dial_failure(start, checkout, failure)
-                if error is not None:
-                    conn.feed(ExchangeFailed(exchange_id=start.exchange_id, error=error))
-                return
-            except BaseException:
-                self.pool.dial_failed(checkout.conn_id)
-                self._bump()
-                raise
-            wire = self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=trio.current_time())
-            sock = _Socket(checkout.conn_id, stream, wire)
-            self._sockets[checkout.conn_id] = sock
+            checkout = granted
+        if isinstance(checkout, UseConnection):
             self._begin(conn, start, checkout.conn_id)
-            trio.lowlevel.spawn_system_task(self._run_socket, sock)
             self._bump()
-            self._ensure_janitor()
             return
+        for conn_id in checkout.close_first:
+            self._close_socket(conn_id)
+        try:
+            stream, alpn = await self._dial(
+                origin, checkout.alpn, min(start.deadline, checkout.deadline)
+            )
+        except ConnectionFailed as failure:
+            self.pool.dial_failed(checkout.conn_id, now=trio.current_time())
+            self._bump()
+            error = dial_failure(start, checkout, failure)
+            if error is not None:
+                conn.feed(ExchangeFailed(exchange_id=start.exchange_id, error=error))
+            return
+        except BaseException:
+            self.pool.dial_failed(checkout.conn_id, now=trio.current_time())
+            self._bump()
+            raise
+        wire = self.pool.dial_succeeded(checkout.conn_id, alpn=alpn, now=trio.current_time())
+        sock = _Socket(checkout.conn_id, stream, wire)
+        self._sockets[checkout.conn_id] = sock
+        self._begin(conn, start, checkout.conn_id)
+        trio.lowlevel.spawn_system_task(self._run_socket, sock)
+        self._bump()
+        self._ensure_janitor()
+
+    async def _wait_turn(self, ticket: int, deadline: float) -> UseConnection | DialNeeded | None:
+        """Wait in the pool's queue until ``ticket`` is granted (its grant), or until
+        ``deadline`` (None); a cancellation withdraws the ticket."""
+        try:
+            with trio.move_on_at(deadline):
+                while (granted := self._claim(ticket)) is None:
+                    turn = self._waiters[ticket] = trio.Event()
+                    await turn.wait()
+                return granted
+        except BaseException:
+            self._close_sockets(self.pool.withdraw(ticket, now=trio.current_time()))
+            self._bump()
+            raise
+        finally:
+            self._waiters.pop(ticket, None)
+        self._close_sockets(self.pool.withdraw(ticket, now=trio.current_time()))
+        self._bump()
+        return None
+
+    def _claim(self, ticket: int) -> UseConnection | DialNeeded | None:
+        changed = self.pool.changed
+        granted = self.pool.claim(ticket, now=trio.current_time())
+        if self.pool.changed != changed:  # a grant given back at the claim went on
+            self._bump()
+        return granted
 
     def _begin(self, conn: Conn, start: StartExchange, conn_id: int) -> None:
         wire = self._sockets[conn_id].wire
@@ -304,6 +328,10 @@ class Client(ClientCore):
     def _bump(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+        for ticket, _ in self.pool.take_grants():  # wake exactly the checkouts served
+            turn = self._waiters.get(ticket)
+            if turn is not None:
+                turn.set()
 
     def _ensure_janitor(self) -> None:
         if self._janitor is None:
@@ -317,8 +345,10 @@ class Client(ClientCore):
                 changed = self._changed
                 with trio.move_on_at(math.inf if deadline is None else deadline):
                     await changed.wait()
-                for conn_id in self.pool.expire(now=trio.current_time()):
-                    self._close_socket(conn_id)
+                closed = self.pool.expire(now=trio.current_time())
+                if closed:
+                    self._close_sockets(closed)
+                    self._bump()
 
 
 class Conn(ConnCore):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sansmcp.core.driving import ConnCore, Router, dial_failure
-from sansmcp.core.errors import ConnectionFailed, ServerAnswered
+from sansmcp.core.errors import ConnectionFailed, LocalProtocolError, ServerAnswered
 from sansmcp.core.http import (
     DataReceived,
     ExchangeEvent,
@@ -26,7 +26,7 @@ from sansmcp.core.mcp import (
     ToolCalled,
     ToolsListed,
 )
-from sansmcp.core.pool import DialNeeded, Pool, UseConnection
+from sansmcp.core.pool import DialNeeded, MustWait, Pool, UseConnection
 from sansmcp.core.tools import CallResult, SkippedTool, Tool
 from sansmcp.core.url import parse_endpoint
 
@@ -54,6 +54,23 @@ def leased(pool: Pool) -> tuple[int, Any]:
 
 def start(exchange_id: int) -> StartExchange:
     return StartExchange(exchange_id=exchange_id, request=REQUEST, deadline=30.0)
+
+
+def test_begin_tells_the_pool_the_exchange_started() -> None:
+    """An HTTP/2 connection is handed to the next exchange only once the last one began on
+    its wire (the pool's ``started``), which Router.begin reports."""
+    pool = Pool(limits=Limits(), http2_prior_knowledge=True)
+    router = Router(pool)
+    first = pool.checkout(ENDPOINT.origin, now=0.0)
+    assert isinstance(first, DialNeeded)
+    waiting = pool.checkout(ENDPOINT.origin, now=0.0)
+    assert isinstance(waiting, MustWait)
+    wire = pool.dial_succeeded(first.conn_id, alpn=None, now=0.0)
+    assert pool.take_grants() == []  # the dialer's exchange has not begun
+    with pytest.raises(LocalProtocolError, match="no started exchange"):
+        pool.release(first.conn_id, now=0.0)
+    router.begin(Owner(), start(1), first.conn_id, wire, now=0.0)
+    assert pool.take_grants() == [(waiting.ticket, UseConnection(conn_id=first.conn_id))]
 
 
 def test_events_reach_their_owner_and_the_lease_ends_with_the_response() -> None:

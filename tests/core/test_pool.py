@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -94,6 +95,7 @@ def dial(pool: Pool, origin: Origin, *, alpn: str | None = None, now: float = 0.
     wire = pool.dial_succeeded(result.conn_id, alpn=alpn, now=now)
     assert isinstance(wire, FakeWire)
     wire.start()
+    pool.started(result.conn_id, now=now)
     return result.conn_id
 
 
@@ -101,7 +103,24 @@ def use(pool: Pool, origin: Origin, *, now: float = 0.0) -> int:
     result = pool.checkout(origin, now=now)
     assert isinstance(result, UseConnection), result
     fake(pool, result.conn_id).start()
+    pool.started(result.conn_id, now=now)
     return result.conn_id
+
+
+def wait(pool: Pool, origin: Origin, *, now: float = 0.0) -> int:
+    """Checkout that must wait; its ticket."""
+    result = pool.checkout(origin, now=now)
+    assert isinstance(result, MustWait), result
+    return result.ticket
+
+
+def claim_use(pool: Pool, ticket: int, *, now: float = 0.0) -> int:
+    """Claim a granted ``UseConnection`` and start the exchange."""
+    grant = pool.claim(ticket, now=0.0)
+    assert isinstance(grant, UseConnection), grant
+    fake(pool, grant.conn_id).start()
+    pool.started(grant.conn_id, now=now)
+    return grant.conn_id
 
 
 def finish(pool: Pool, conn_id: int, *, now: float = 0.0) -> list[int]:
@@ -119,6 +138,7 @@ def test_sequential_exchanges_reuse_one_http1_socket() -> None:
     assert pool.dial_succeeded(1, alpn=None, now=0.5) is factory.made[0]
     assert not factory.made[0].http2
     factory.made[0].start()
+    pool.started(1, now=0.5)
     assert finish(pool, 1, now=1.0) == []
     assert pool.idle_count(HTTP) == 1
     for step in range(5):
@@ -157,16 +177,24 @@ def test_fifty_concurrent_work_items_share_one_http2_connection() -> None:
     first = pool.checkout(HTTPS, now=0.0)
     assert isinstance(first, DialNeeded)
     assert first.alpn == ("h2", "http/1.1")
-    waits = [pool.checkout(HTTPS, now=0.0) for _ in range(49)]
-    assert waits == [MustWait(changed=pool.changed)] * 49
+    tickets = [wait(pool, HTTPS) for _ in range(49)]
+    assert tickets == sorted(set(tickets))
+    assert [ticket for ticket, _ in pool.waiting()] == tickets
     before = pool.changed
     wire = pool.dial_succeeded(first.conn_id, alpn="h2", now=0.1)
     assert pool.changed != before
     assert isinstance(wire, FakeWire)
     assert wire.http2
+    # the dialer's exchange has not started: can_start() does not count it yet
+    assert pool.take_grants() == []
     wire.start()
-    ids = {use(pool, HTTPS, now=0.2) for _ in range(49)}
-    assert ids == {first.conn_id}
+    pool.started(first.conn_id, now=0.1)
+    # then the tickets are served one by one, in order, each once the last one started
+    for ticket in tickets:
+        assert [t for t, _ in pool.take_grants()] == [ticket]
+        assert claim_use(pool, ticket, now=0.2) == first.conn_id
+    assert pool.take_grants() == []
+    assert pool.waiting() == []
     assert len(factory.made) == 1
     assert wire.active == 50
     for _ in range(49):
@@ -183,26 +211,30 @@ def test_prior_knowledge_makes_plain_http_wait_for_the_h2_dial() -> None:
     first = pool.checkout(HTTP, now=0.0)
     assert isinstance(first, DialNeeded)
     assert first.alpn == ()
-    assert isinstance(pool.checkout(HTTP, now=0.0), MustWait)
+    ticket = wait(pool, HTTP)
     wire = pool.dial_succeeded(first.conn_id, alpn=None, now=0.0)
     assert isinstance(wire, FakeWire)
     assert wire.http2
     wire.start()
-    assert use(pool, HTTP) == first.conn_id
+    pool.started(first.conn_id, now=0.0)
+    assert [t for t, _ in pool.take_grants()] == [ticket]
+    assert claim_use(pool, ticket) == first.conn_id
 
 
 def test_alpn_choosing_http1_sends_waiters_to_dial() -> None:
     pool, _ = make()
     first = pool.checkout(HTTPS, now=0.0)
     assert isinstance(first, DialNeeded)
-    assert isinstance(pool.checkout(HTTPS, now=0.0), MustWait)
-    wire = pool.dial_succeeded(first.conn_id, alpn="http/1.1", now=0.0)
+    ticket = wait(pool, HTTPS)
+    wire = pool.dial_succeeded(first.conn_id, alpn="http/1.1", now=1.0)
     assert isinstance(wire, FakeWire)
     assert not wire.http2
-    wire.start()
-    second = pool.checkout(HTTPS, now=0.0)
+    assert [t for t, _ in pool.take_grants()] == [ticket]  # nothing to wait for: it may dial
+    second = pool.claim(ticket, now=0.0)
     assert isinstance(second, DialNeeded)
     assert second.conn_id != first.conn_id
+    assert second.deadline == 31.0
+    assert pool.take_grants() == []
 
 
 def test_tls_without_alpn_is_http1_unless_prior_knowledge() -> None:
@@ -229,7 +261,7 @@ def test_full_or_draining_http2_connection_leads_to_a_new_dial() -> None:
     assert use(pool, HTTPS) == h2
     second = pool.checkout(HTTPS, now=0.0)  # streams exhausted: dial, don't wait
     assert isinstance(second, DialNeeded)
-    pool.dial_failed(second.conn_id)
+    pool.dial_failed(second.conn_id, now=0.0)
     finish(pool, h2)
     factory.made[0].goaway = True  # GOAWAY received, one stream still running
     third = pool.checkout(HTTPS, now=0.0)
@@ -243,14 +275,15 @@ def test_dial_failed_wakes_waiters_who_then_dial() -> None:
     pool, _ = make()
     first = pool.checkout(HTTPS, now=0.0)
     assert isinstance(first, DialNeeded)
-    wait = pool.checkout(HTTPS, now=0.0)
-    assert isinstance(wait, MustWait)
-    pool.dial_failed(first.conn_id)
-    assert pool.changed != wait.changed
-    assert pool.socket_count == 0
-    retry = pool.checkout(HTTPS, now=1.0)
+    ticket = wait(pool, HTTPS)
+    assert pool.claim(ticket, now=0.0) is None  # not granted yet: still queued
+    assert pool.take_grants() == []
+    pool.dial_failed(first.conn_id, now=1.0)
+    assert [t for t, _ in pool.take_grants()] == [ticket]
+    retry = pool.claim(ticket, now=0.0)
     assert isinstance(retry, DialNeeded)
     assert retry.deadline == 31.0
+    assert pool.socket_count == 1
 
 
 # -- bounds ---------------------------------------------------------------------
@@ -260,16 +293,22 @@ def test_max_sockets_waits_then_evicts_the_lru_idle_socket_of_another_origin() -
     pool, factory = make(pool_max_sockets=2)
     a = dial(pool, HTTP, now=0.0)
     b = dial(pool, OTHER, alpn="http/1.1", now=0.0)
-    wait = pool.checkout(THIRD, now=1.0)
-    assert wait == MustWait(changed=pool.changed)
-    assert finish(pool, b, now=2.0) == []
-    assert pool.changed != wait.changed
+    ticket = wait(pool, THIRD, now=1.0)
+    assert finish(pool, b, now=2.0) == []  # the idle socket goes to the waiter at once
+    assert [t for t, _ in pool.take_grants()] == [ticket]
+    result = pool.claim(ticket, now=0.0)
+    assert isinstance(result, DialNeeded)
+    assert result.close_first == (b,)
+    assert factory.made[1].closed_at == 2.0
+    assert pool.socket_count == 2
+    pool.dial_failed(result.conn_id, now=2.5)
     assert finish(pool, a, now=3.0) == []
+    other = dial(pool, OTHER, now=3.5)
+    finish(pool, other, now=3.6)
     result = pool.checkout(THIRD, now=4.0)
     assert isinstance(result, DialNeeded)
-    assert result.close_first == (b,)  # least recently used
-    assert factory.made[1].closed_at == 4.0
-    assert pool.socket_count == 2
+    assert result.close_first == (a,)  # least recently used
+    assert factory.made[0].closed_at == 4.0
     with pytest.raises(LocalProtocolError, match="unknown connection id"):
         pool.wire(b)
 
@@ -388,16 +427,16 @@ def test_discard() -> None:
     pool, factory = make()
     a = dial(pool, HTTP)
     finish(pool, a)
-    pool.discard(a)  # idle: forgotten
+    pool.discard(a, now=0.0)  # idle: forgotten
     assert pool.socket_count == 0
-    pool.discard(a)  # unknown: no-op
+    pool.discard(a, now=0.0)  # unknown: no-op
     b = dial(pool, HTTPS, alpn="h2")
     use(pool, HTTPS)
     before = pool.changed
-    pool.discard(b)  # leased: closed, leases drain
+    pool.discard(b, now=0.0)  # leased: closed, leases drain
     assert pool.changed != before
     assert pool.socket_count == 0
-    pool.discard(b)  # closed already: no-op
+    pool.discard(b, now=0.0)  # closed already: no-op
     assert factory.made[1].closed_at is None  # the adapter closed it, not the pool
     assert finish(pool, b) == []
     assert finish(pool, b) == []
@@ -405,7 +444,7 @@ def test_discard() -> None:
     dialing = pool.checkout(OTHER, now=0.0)
     assert isinstance(dialing, DialNeeded)
     with pytest.raises(LocalProtocolError, match="dial_failed"):
-        pool.discard(dialing.conn_id)
+        pool.discard(dialing.conn_id, now=0.0)
 
 
 def test_close_all() -> None:
@@ -436,20 +475,33 @@ def test_misuse_raises_local_protocol_error() -> None:
     with pytest.raises(LocalProtocolError, match="unknown connection id 7"):
         pool.release(7, now=0.0)
     with pytest.raises(LocalProtocolError, match="unknown"):
-        pool.dial_failed(7)
+        pool.dial_failed(7, now=0.0)
+    with pytest.raises(LocalProtocolError, match="unknown ticket 3"):
+        pool.claim(3, now=0.0)
+    with pytest.raises(LocalProtocolError, match="unknown ticket 3"):
+        pool.withdraw(3, now=0.0)
+    with pytest.raises(LocalProtocolError, match="unknown"):
+        pool.started(7, now=0.0)
     result = pool.checkout(HTTP, now=0.0)
     assert isinstance(result, DialNeeded)
     with pytest.raises(LocalProtocolError, match="still dialling"):
         pool.wire(result.conn_id)
     with pytest.raises(LocalProtocolError, match="dial_failed"):
         pool.release(result.conn_id, now=0.0)
+    with pytest.raises(LocalProtocolError, match="no exchange about to start"):
+        pool.started(result.conn_id, now=0.0)
     pool.dial_succeeded(result.conn_id, alpn=None, now=0.0)
     with pytest.raises(LocalProtocolError, match="not dialling"):
         pool.dial_succeeded(result.conn_id, alpn=None, now=0.0)
     with pytest.raises(LocalProtocolError, match="not dialling"):
-        pool.dial_failed(result.conn_id)
+        pool.dial_failed(result.conn_id, now=0.0)
+    with pytest.raises(LocalProtocolError, match="no started exchange"):
+        pool.release(result.conn_id, now=0.0)
+    pool.started(result.conn_id, now=0.0)
+    with pytest.raises(LocalProtocolError, match="no exchange about to start"):
+        pool.started(result.conn_id, now=0.0)
     assert pool.release(result.conn_id, now=0.0) == []
-    with pytest.raises(LocalProtocolError, match="no exchange to release"):
+    with pytest.raises(LocalProtocolError, match="no started exchange to release"):
         pool.release(result.conn_id, now=0.0)
     assert pool.idle_count(HTTP) == 1
 
@@ -500,6 +552,8 @@ def test_default_factory_builds_the_real_wire_machines() -> None:
     assert isinstance(h1, H1Connection)
     assert h1.can_start()
     assert not h1.is_broken
+    pool.started(first.conn_id, now=0.0)
+    pool.started(second.conn_id, now=0.0)
     assert pool.release(first.conn_id, now=1.0) == []
     assert pool.release(second.conn_id, now=2.0) == []
     assert use_real(pool, OTHER) == second.conn_id
@@ -517,68 +571,438 @@ def test_default_factory_builds_the_real_wire_machines() -> None:
 def use_real(pool: Pool, origin: Origin) -> int:
     result = pool.checkout(origin, now=2.0)
     assert isinstance(result, UseConnection)
+    pool.started(result.conn_id, now=2.0)
     return result.conn_id
+
+
+# -- fairness: the per-origin cap and the queue -------------------------------------
+
+FOURTH = Origin(scheme="http", host="fourth.example", port=8080)
+
+
+def granted(pool: Pool) -> list[int]:
+    return [ticket for ticket, _ in pool.take_grants()]
+
+
+def test_per_origin_cap_defaults_to_16_and_is_clamped_to_the_pool_bound() -> None:
+    assert Limits().pool_max_sockets_per_origin == 16
+    assert make()[0].max_sockets_per_origin == 16
+    assert make(pool_max_sockets=3)[0].max_sockets_per_origin == 3
+    assert make(pool_max_sockets_per_origin=2)[0].max_sockets_per_origin == 2
+
+
+def test_an_origin_at_its_cap_waits_while_another_origin_dials() -> None:
+    pool, _ = make(pool_max_sockets=4, pool_max_sockets_per_origin=2)
+    stalled = [dial(pool, HTTP), dial(pool, HTTP)]  # their server never answers
+    queued = [wait(pool, HTTP) for _ in range(5)]
+    assert pool.origin_socket_count(HTTP) == 2
+    healthy = pool.checkout(THIRD, now=0.0)
+    assert isinstance(healthy, DialNeeded)
+    assert pool.socket_count == 3
+    # a freed socket of the stalled origin goes to its oldest waiter
+    assert finish(pool, stalled[0], now=1.0) == []
+    assert granted(pool) == [queued[0]]
+    assert claim_use(pool, queued[0]) == stalled[0]
+    assert [ticket for ticket, _ in pool.waiting()] == queued[1:]
+
+
+def test_without_a_lower_per_origin_cap_one_origin_takes_every_socket() -> None:
+    """The failure the cap prevents: the per-origin cap clamped to the pool's bound."""
+    pool, _ = make(pool_max_sockets=4)
+    for _ in range(4):
+        dial(pool, HTTP)
+    assert isinstance(pool.checkout(THIRD, now=0.0), MustWait)
+
+
+def test_a_freed_slot_goes_to_the_longest_waiting_checkout_that_can_use_it() -> None:
+    pool, factory = make(pool_max_sockets=3, pool_max_sockets_per_origin=2)
+    a1, a2 = dial(pool, HTTP), dial(pool, HTTP)
+    b = dial(pool, THIRD)
+    t_a1 = wait(pool, HTTP)  # at its origin's cap
+    t_b = wait(pool, THIRD)  # the pool is full
+    t_c = wait(pool, FOURTH)  # the pool is full
+    t_a2 = wait(pool, HTTP)
+    # b's socket frees: only THIRD can use it (HTTP is at its cap, FOURTH finds no room)
+    assert finish(pool, b, now=1.0) == []
+    assert granted(pool) == [t_b]
+    assert claim_use(pool, t_b) == b
+    # an HTTP socket frees: the oldest HTTP ticket gets it; FOURTH, older than t_a2, too
+    # could evict it, but t_a1 is older still
+    assert finish(pool, a1, now=2.0) == []
+    assert granted(pool) == [t_a1]
+    assert claim_use(pool, t_a1) == a1
+    # the other HTTP socket frees: t_c (older than t_a2) evicts it to dial FOURTH
+    assert finish(pool, a2, now=3.0) == []
+    assert granted(pool) == [t_c]
+    dial_c = pool.claim(t_c, now=0.0)
+    assert isinstance(dial_c, DialNeeded)
+    assert dial_c.origin == FOURTH
+    assert dial_c.close_first == (a2,)
+    assert factory.made[1].closed_at == 3.0
+    assert pool.waiting() == [(t_a2, HTTP)]
+    # the dial fails: its slot goes to t_a2
+    pool.dial_failed(dial_c.conn_id, now=4.0)
+    assert granted(pool) == [t_a2]
+    assert isinstance(pool.claim(t_a2, now=0.0), DialNeeded)
+    assert pool.waiting() == []
+
+
+def test_an_origin_at_its_cap_evicts_its_own_unusable_idle_socket() -> None:
+    pool, factory = make(pool_max_sockets_per_origin=2)
+    busy, spent = dial(pool, HTTP), dial(pool, HTTP)
+    factory.made[1].keep_alive = False
+    factory.made[1].finish()
+    pool.release(spent, now=1.0)  # closed at release: cannot start again
+    again = dial(pool, HTTP)
+    finish(pool, again, now=2.0)
+    factory.made[2].broken = True  # broke while idle
+    result = pool.checkout(HTTP, now=3.0)
+    assert isinstance(result, DialNeeded)
+    assert result.close_first == (again,)
+    assert pool.origin_socket_count(HTTP) == 2
+    assert busy != again
+
+
+def test_withdrawing_a_queued_ticket() -> None:
+    pool, _ = make(pool_max_sockets=1)
+    a = dial(pool, HTTP)
+    first, second = wait(pool, THIRD), wait(pool, THIRD)
+    assert pool.withdraw(first, now=0.5) == []
+    assert pool.waiting() == [(second, THIRD)]
+    assert pool.withdraw(second, now=0.5) == []
+    assert pool.waiting() == []
+    assert finish(pool, a, now=1.0) == []
+    assert granted(pool) == []
+    assert pool.origin_socket_count(THIRD) == 0
+
+
+def test_withdrawing_a_granted_lease_hands_it_to_the_next_ticket() -> None:
+    pool, _ = make(pool_max_sockets=1)
+    a = dial(pool, HTTP)
+    first, second = wait(pool, HTTP), wait(pool, HTTP)
+    finish(pool, a, now=1.0)
+    assert granted(pool) == [first]
+    assert pool.withdraw(first, now=2.0) == []  # never claimed: given back
+    assert granted(pool) == [second]
+    assert claim_use(pool, second) == a
+    with pytest.raises(LocalProtocolError, match="unknown ticket"):
+        pool.claim(first, now=0.0)
+
+
+def test_withdrawing_a_granted_lease_on_a_dead_socket_closes_it() -> None:
+    pool, factory = make(pool_max_sockets=1)
+    a = dial(pool, HTTP)
+    ticket = wait(pool, HTTP)
+    finish(pool, a, now=1.0)
+    assert granted(pool) == [ticket]
+    factory.made[0].broken = True  # the server closed it before the holder woke
+    assert pool.withdraw(ticket, now=2.0) == [a]
+    assert pool.socket_count == 0
+
+
+def test_withdrawing_a_granted_dial_returns_its_evictions() -> None:
+    pool, _ = make(pool_max_sockets=2)
+    a, b = dial(pool, HTTP), dial(pool, OTHER, alpn="http/1.1")
+    first, second = wait(pool, THIRD), wait(pool, FOURTH)
+    finish(pool, a, now=1.0)
+    assert granted(pool) == [first]
+    assert pool.withdraw(first, now=2.0) == [a]  # evicted for it: still to be closed
+    assert granted(pool) == [second]  # the dial slot went on
+    dial_d = pool.claim(second, now=0.0)
+    assert isinstance(dial_d, DialNeeded)
+    assert dial_d.close_first == ()
+    assert pool.socket_count == 2
+    assert pool.wire(b) is not None
+
+
+def test_a_grant_on_a_socket_that_closes_goes_back_to_the_queue() -> None:
+    pool, factory = make()
+    first = pool.checkout(HTTPS, now=0.0)
+    assert isinstance(first, DialNeeded)
+    t1, t2 = wait(pool, HTTPS), wait(pool, HTTPS)
+    wire = fake_of(pool.dial_succeeded(first.conn_id, alpn="h2", now=0.0))
+    wire.start()
+    pool.started(first.conn_id, now=0.0)
+    assert pool.waiting() == [(t2, HTTPS)]  # t1 granted a stream, not yet claimed
+    pool.discard(first.conn_id, now=1.0)  # the socket died before t1 woke
+    # t1 is first in line again and, with no socket left, is told to dial; t2 waits for it
+    grants = pool.take_grants()
+    assert [ticket for ticket, _ in grants] == [t1]
+    assert isinstance(grants[0][1], DialNeeded)
+    assert pool.claim(t1, now=0.0) == grants[0][1]
+    assert pool.waiting() == [(t2, HTTPS)]
+    assert factory.made[0].closed_at is None
+
+
+def test_a_revoked_grant_waits_again_in_its_place() -> None:
+    pool, factory = make(pool_max_sockets=1)
+    h2 = dial(pool, HTTPS, alpn="h2")
+    assert use(pool, HTTPS) == h2
+    other = wait(pool, THIRD)  # no room
+    factory.made[0].goaway = True
+    t1, t2 = wait(pool, HTTPS), wait(pool, HTTPS)  # no stream, no room to dial
+    factory.made[0].goaway = False
+    assert finish(pool, h2, now=1.0) == []
+    # a stream is free: `other` is older but finds no room; t1 gets the stream, and t2
+    # waits until t1's stream has started
+    assert granted(pool) == [t1]
+    assert pool.waiting() == [(other, THIRD), (t2, HTTPS)]
+    factory.made[0].broken = True
+    assert finish(pool, h2, now=2.0) == [h2]  # broken: closed, t1's grant revoked
+    # the socket is gone: `other` (the oldest) dials; t1 waits again, ahead of t2
+    assert granted(pool) == [other]
+    assert pool.waiting() == [(t1, HTTPS), (t2, HTTPS)]
+    assert pool.claim(t1, now=0.0) is None
+
+
+def test_a_grant_that_broke_before_its_claim_is_not_handed_out() -> None:
+    pool, factory = make(pool_max_sockets=3, pool_max_sockets_per_origin=3)
+    a = dial(pool, HTTP)
+    dial(pool, HTTP)
+    dial(pool, THIRD)
+    first, second = wait(pool, HTTP), wait(pool, HTTP)
+    finish(pool, a, now=1.0)
+    assert granted(pool) == [first]
+    factory.made[0].broken = True  # behind the pool's back, before `first` woke
+    # not handed out: `first` is served anew, as the oldest, by evicting the broken socket
+    redial = pool.claim(first, now=2.0)
+    assert isinstance(redial, DialNeeded)
+    assert redial.close_first == (a,)
+    assert pool.waiting() == [(second, HTTP)]
+
+
+def test_a_grant_that_cannot_be_served_anew_at_its_claim_waits_in_its_place() -> None:
+    pool, factory = make(pool_max_sockets=1)
+    first = pool.checkout(HTTPS, now=0.0)
+    assert isinstance(first, DialNeeded)
+    t1, t2 = wait(pool, HTTPS), wait(pool, HTTPS)
+    fake_of(pool.dial_succeeded(first.conn_id, alpn="h2", now=0.0)).start()
+    pool.started(first.conn_id, now=0.0)
+    assert granted(pool) == [t1]
+    factory.made[0].goaway = True  # before t1 woke; the dialer's stream still runs
+    assert pool.claim(t1, now=1.0) is None
+    assert pool.waiting() == [(t1, HTTPS), (t2, HTTPS)]
+    assert finish(pool, first.conn_id, now=2.0) == [first.conn_id]
+    assert granted(pool) == [t1]
+    assert isinstance(pool.claim(t1, now=2.0), DialNeeded)
+
+
+def test_close_all_revokes_unclaimed_grants() -> None:
+    pool, _ = make(pool_max_sockets=1)
+    a = dial(pool, HTTP)
+    ticket = wait(pool, HTTP)
+    finish(pool, a, now=1.0)
+    assert granted(pool) == [ticket]
+    assert pool.close_all(now=2.0) == [a]
+    grant = pool.claim(ticket, now=0.0)  # the pass after close_all: it may dial now
+    assert isinstance(grant, DialNeeded)
+    assert grant.deadline == 32.0
 
 
 # -- a random walk ----------------------------------------------------------------
 
 ORIGINS = [HTTP, HTTPS, OTHER, THIRD]
 MAX_SOCKETS = 4
+PER_ORIGIN = 2
 MAX_IDLE = 2
 IDLE_TIMEOUT = 5.0
+MAX_STREAMS = 3
 
 
 class PoolMachine(RuleBasedStateMachine):
-    """Checkout / dial / release / break / expire in any order; the bounds always hold."""
+    """Checkouts for several origins, grants, claims, withdrawals, dials that succeed
+    or fail, releases, broken and closed sockets, time: the bounds always hold, and
+    the queue is served first come first served among the checkouts that can be.
+
+    The machine plays the adapter.  It keeps its own account of every socket and
+    lease and, from it, judges independently whether a queued checkout could be
+    served right now (:meth:`servable`): none ever may be left waiting.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.factory = Factory(max_streams=3)
+        self.factory = Factory(max_streams=MAX_STREAMS)
         self.pool = Pool(
             limits=Limits(
                 pool_max_sockets=MAX_SOCKETS,
+                pool_max_sockets_per_origin=PER_ORIGIN,
                 pool_max_idle_per_origin=MAX_IDLE,
                 pool_idle_timeout=IDLE_TIMEOUT,
             ),
             wire_factory=self.factory,
         )
         self.now = 0.0
-        self.dialing: list[int] = []
-        self.live: dict[int, FakeWire] = {}  # open sockets the adapter still holds
-        self.held: list[int] = []  # one entry per lease held
+        self.dialing: dict[int, Origin] = {}  # dials the machine is making
+        self.live: dict[int, tuple[Origin, FakeWire]] = {}  # open sockets it still holds
+        self.held: list[int] = []  # one entry per started lease
+        self.queued: dict[int, Origin] = {}  # tickets in the pool's queue
+        self.granted: dict[int, UseConnection | DialNeeded] = {}  # announced, unclaimed
+        self.origin_of: dict[int, Origin] = {}  # every ticket's origin
+        # a wire degraded behind the pool's back: it learns of it at its next pass
+        self.stale = False
+
+    # -- the machine's own account ---------------------------------------------
 
     def _closed(self, ids: list[int] | tuple[int, ...]) -> None:
         for conn_id in ids:
-            wire = self.live.pop(conn_id)
+            _, wire = self.live.pop(conn_id)
             if conn_id in self.held:
                 assert wire.broken, "closed a healthy socket with exchanges on it"
 
+    def _pending(self, conn_id: int) -> int:
+        return sum(
+            1
+            for grant in self.granted.values()
+            if isinstance(grant, UseConnection) and grant.conn_id == conn_id
+        )
+
+    def _leases(self, conn_id: int) -> int:
+        return self.held.count(conn_id) + self._pending(conn_id)
+
+    def _dials(self) -> list[Origin]:
+        granted = [g.origin for g in self.granted.values() if isinstance(g, DialNeeded)]
+        return [*self.dialing.values(), *granted]
+
+    def _sockets(self, origin: Origin | None = None) -> int:
+        dials = [o for o in self._dials() if origin in (None, o)]
+        return len(dials) + sum(1 for o, _ in self.live.values() if origin in (None, o))
+
+    def servable(self, origin: Origin) -> bool:
+        """Could a checkout for ``origin`` get a socket now (by the pool's documented rules)?"""
+        wait = any(o == origin and o.scheme == "https" for o in self._dials())
+        for conn_id, (o, wire) in self.live.items():
+            if o != origin or wire.broken or not wire.can_start():
+                continue
+            if wire.http2:
+                if self._pending(conn_id):
+                    wait = True
+                    continue
+                return True
+            if self._leases(conn_id) == 0:
+                return True
+        if wait:
+            return False
+        idle = [conn_id for conn_id in self.live if self._leases(conn_id) == 0]
+        if self._sockets(origin) >= PER_ORIGIN:
+            return any(self.live[conn_id][0] == origin for conn_id in idle)
+        if self._sockets() >= MAX_SOCKETS:
+            return bool(idle)
+        return True
+
+    def _sync(self, *, passed: bool = True) -> None:
+        """After every pool call: learn the grants and revocations, check the order.
+        ``passed``: the call was one after which the pool serves its queue anew."""
+        self.stale = self.stale and not passed
+        queue = dict(self.pool.waiting())
+        for ticket in [t for t in self.granted if t in queue]:  # revoked: its socket closed
+            grant = self.granted.pop(ticket)
+            assert isinstance(grant, UseConnection)
+            assert grant.conn_id not in self.live
+        grants = self.pool.take_grants()
+        for ticket, grant in grants:
+            assert ticket not in queue
+            old = self.granted.pop(ticket, None)
+            if old is None:
+                assert ticket in self.queued
+            else:  # revoked (its socket closed) and granted again in the same call
+                assert isinstance(old, UseConnection)
+                assert old.conn_id not in self.live
+            self.granted[ticket] = grant
+            if isinstance(grant, DialNeeded):
+                assert grant.origin == self.origin_of[ticket]
+                self._closed(grant.close_first)
+            else:
+                assert self.live[grant.conn_id][0] == self.origin_of[ticket]
+        left = {t for t in self.queued if t not in queue} - {t for t, _ in grants}
+        assert not left, f"tickets vanished from the queue: {left}"
+        self.queued = queue
+        for ticket, _ in grants:  # first come first served within an origin
+            origin = self.origin_of[ticket]
+            assert all(t > ticket for t, o in queue.items() if o == origin)
+
+    # -- rules -------------------------------------------------------------------
+
     @rule(origin=st.sampled_from(ORIGINS))
     def checkout(self, origin: Origin) -> None:
+        behind = any(o == origin for o in self.queued.values())
+        could = self.servable(origin)
         result = self.pool.checkout(origin, now=self.now)
-        if isinstance(result, UseConnection):
-            assert result.conn_id in self.live
-            wire = fake(self.pool, result.conn_id)
-            assert not wire.is_broken
-            wire.start()
-            self.held.append(result.conn_id)
-        elif isinstance(result, DialNeeded):
-            self._closed(result.close_first)
-            self.dialing.append(result.conn_id)
+        if isinstance(result, MustWait):
+            assert behind or not could
+            self.origin_of[result.ticket] = origin
+            self.queued[result.ticket] = origin
         else:
-            assert result == MustWait(changed=self.pool.changed)
+            assert could and not behind
+            self._take(result)
+        self._sync(passed=False)
+
+    @rule(origin=st.sampled_from(ORIGINS), count=st.integers(2, 4))
+    def burst(self, origin: Origin, count: int) -> None:
+        for _ in range(count):
+            self.checkout(origin)
+
+    def _take(self, grant: UseConnection | DialNeeded) -> None:
+        if isinstance(grant, UseConnection):
+            assert grant.conn_id in self.live
+            wire = fake(self.pool, grant.conn_id)
+            assert not wire.is_broken
+            wire.start()  # asserts that the wire admits one more exchange
+            self.pool.started(grant.conn_id, now=self.now)
+            self.held.append(grant.conn_id)
+        else:
+            self._closed(grant.close_first)
+            self.dialing[grant.conn_id] = grant.origin
+
+    @precondition(lambda self: bool(self.granted))
+    @rule(data=st.data())
+    def claim(self, data: st.DataObject) -> None:
+        ticket = data.draw(st.sampled_from(sorted(self.granted)))
+        grant = self.granted.pop(ticket)
+        usable = True
+        if isinstance(grant, UseConnection):
+            wire = self.live[grant.conn_id][1]
+            usable = not wire.broken and wire.can_start()
+        claimed = self.pool.claim(ticket, now=self.now)
+        if usable:
+            assert claimed == grant
+            if isinstance(grant, DialNeeded):  # its evictions were closed at the grant
+                claimed = dataclasses.replace(grant, close_first=())
+        else:  # broke behind the pool's back: back in the queue, served again if it can be
+            assert claimed != grant
+            if claimed is None:
+                self.queued[ticket] = self.origin_of[ticket]
+        if claimed is not None:
+            self._take(claimed)
+        self._sync(passed=not usable)
+
+    @precondition(lambda self: bool(self.granted or self.queued))
+    @rule(data=st.data())
+    def withdraw(self, data: st.DataObject) -> None:
+        ticket = data.draw(st.sampled_from(sorted([*self.granted, *self.queued])))
+        grant = self.granted.pop(ticket, None)
+        self.queued.pop(ticket, None)
+        doomed = self.pool.withdraw(ticket, now=self.now)
+        if isinstance(grant, DialNeeded):
+            assert doomed == list(grant.close_first)  # already closed at the grant
+        else:
+            self._closed(doomed)
+        self._sync(passed=grant is not None)
 
     @precondition(lambda self: bool(self.dialing))
     @rule(data=st.data(), alpn=st.sampled_from(["h2", "http/1.1", None, "fail"]))
     def dial_ends(self, data: st.DataObject, alpn: str | None) -> None:
-        conn_id = self.dialing.pop(data.draw(st.integers(0, len(self.dialing) - 1)))
+        conn_id = data.draw(st.sampled_from(sorted(self.dialing)))
+        origin = self.dialing.pop(conn_id)
         if alpn == "fail":
-            self.pool.dial_failed(conn_id)
-            return
-        wire = fake_of(self.pool.dial_succeeded(conn_id, alpn=alpn, now=self.now))
-        wire.start()
-        self.live[conn_id] = wire
-        self.held.append(conn_id)
+            self.pool.dial_failed(conn_id, now=self.now)
+        else:
+            wire = fake_of(self.pool.dial_succeeded(conn_id, alpn=alpn, now=self.now))
+            self.live[conn_id] = (origin, wire)
+            self._sync()
+            wire.start()
+            self.pool.started(conn_id, now=self.now)
+            self.held.append(conn_id)
+        self._sync()
 
     @precondition(lambda self: bool(self.held))
     @rule(data=st.data())
@@ -586,24 +1010,55 @@ class PoolMachine(RuleBasedStateMachine):
         conn_id = self.held.pop(data.draw(st.integers(0, len(self.held) - 1)))
         fake(self.pool, conn_id).finish()
         self._closed(self.pool.release(conn_id, now=self.now))
+        self._sync()
 
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data(), how=st.sampled_from(["broken", "goaway", "no-keep-alive"]))
     def degrade(self, data: st.DataObject, how: str) -> None:
-        wire = self.live[data.draw(st.sampled_from(sorted(self.live)))]
+        _, wire = self.live[data.draw(st.sampled_from(sorted(self.live)))]
         if how == "broken":
             wire.broken = True
         elif how == "goaway":
             wire.goaway = True
         else:
             wire.keep_alive = False
+        self.stale = True
+
+    @precondition(
+        lambda self: any(isinstance(grant, UseConnection) for grant in self.granted.values())
+    )
+    @rule(data=st.data(), how=st.sampled_from(["broken", "goaway", "no-keep-alive"]))
+    def granted_socket_degrades(self, data: st.DataObject, how: str) -> None:
+        """Before the grant's holder wakes (then ``claim`` must not hand it out)."""
+        conn_ids = sorted(
+            {g.conn_id for g in self.granted.values() if isinstance(g, UseConnection)}
+        )
+        conn_id = data.draw(st.sampled_from(conn_ids))
+        wire = self.live[conn_id][1]
+        if how == "broken":
+            wire.broken = True
+        elif how == "goaway":
+            wire.goaway = True
+        else:
+            wire.keep_alive = False
+        self.stale = True
 
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data())
     def socket_dies(self, data: st.DataObject) -> None:
         conn_id = data.draw(st.sampled_from(sorted(self.live)))
-        self.live.pop(conn_id).broken = True
-        self.pool.discard(conn_id)
+        self.live.pop(conn_id)[1].broken = True
+        self.pool.discard(conn_id, now=self.now)
+        self._sync()
+
+    @precondition(lambda self: bool(self.live))
+    @rule()
+    def close_all(self) -> None:
+        closed = self.pool.close_all(now=self.now)
+        assert sorted(closed) == sorted(self.live)
+        for conn_id in closed:  # leased or not: the Client is closing
+            self.live.pop(conn_id)[1].broken = True
+        self._sync()
 
     @rule(dt=st.sampled_from([0.0, 0.5, 1.0, IDLE_TIMEOUT, 2 * IDLE_TIMEOUT]))
     def time_passes(self, dt: float) -> None:
@@ -612,16 +1067,33 @@ class PoolMachine(RuleBasedStateMachine):
         closed = self.pool.expire(now=self.now)
         assert bool(closed) == (deadline is not None and deadline <= self.now)
         self._closed(closed)
+        self._sync(passed=bool(closed))
         after = self.pool.next_deadline()
         assert after is None or after > self.now
+
+    # -- invariants --------------------------------------------------------------
 
     @invariant()
     def bounds_hold(self) -> None:
         assert self.pool.socket_count <= MAX_SOCKETS
-        assert self.pool.socket_count == len(self.dialing) + len(self.live)
+        assert self.pool.socket_count == self._sockets()
         for origin in ORIGINS:
+            assert self.pool.origin_socket_count(origin) == self._sockets(origin) <= PER_ORIGIN
             assert self.pool.idle_count(origin) <= MAX_IDLE
 
+    @invariant()
+    def no_socket_carries_more_than_its_wire_admits(self) -> None:
+        for conn_id, (_, wire) in self.live.items():
+            assert self._leases(conn_id) <= (MAX_STREAMS if wire.http2 else 1)
 
-PoolMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+    @invariant()
+    def no_waiter_that_could_be_served_is_left_waiting(self) -> None:
+        assert self.queued == dict(self.pool.waiting())
+        if self.stale:
+            return
+        for origin in set(self.queued.values()):
+            assert not self.servable(origin), f"a checkout for {origin} waits needlessly"
+
+
+PoolMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
 TestPoolMachine = PoolMachine.TestCase

@@ -1,4 +1,4 @@
-"""The shared pool on real sockets: reuse, HTTP/2 multiplexing, idle expiry.
+"""The shared pool on real sockets: reuse, HTTP/2 multiplexing, idle expiry, fairness.
 
 A counting relay stands between client and server, so "one TCP connection" is
 what the server side accepted, not what the client believes.
@@ -6,12 +6,15 @@ what the server side accepted, not what the client believes.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
+import trio
 
-from sansmcp import Config, Limits
+from sansmcp import Config, ConnectionFailed, Limits
 from sansmcp.core.url import parse_endpoint
 
 from .conftest import MODES, TLS_NAME, Backend, Launcher, Relay, Server, Tls, resolver_for
@@ -156,5 +159,126 @@ def test_server_closing_idle_connections(
             second = await conn.call_tool("echo", b'{"text": "2"}')
             assert second.content[0].text == "2"
             assert proxy.accepts == accepted + 1
+
+    backend.run(main)
+
+
+# -- fairness: a stalled origin cannot starve another -------------------------------
+
+STALL = 10.0  # how long the stalled origin's requests are left waiting
+STALLED_ITEMS = 6  # concurrent work items for the stalled origin
+
+
+async def in_background(
+    backend: Backend, fns: list[Callable[[], Awaitable[Any]]], body: Callable[[], Awaitable[Any]]
+) -> Any:
+    """Run ``body`` while ``fns`` run in the background; cancel them after it."""
+    if backend.name == "asyncio":
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(fn()) for fn in fns]  # type: ignore[arg-type]
+        try:
+            return await body()
+        finally:
+            for task in tasks:
+                task.cancel()
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
+    async with trio.open_nursery() as nursery:
+        for fn in fns:
+            nursery.start_soon(fn)
+        result = await body()
+        nursery.cancel_scope.cancel()
+    return result
+
+
+@pytest.mark.parametrize("per_origin", [2, 4], ids=["capped", "uncapped-control"])
+def test_a_stalled_origin_cannot_starve_another(
+    backend: Backend, plain: Server, relay: Callable[..., Relay], per_origin: int
+) -> None:
+    """Origin A accepts and never answers; six work items for it wait 10 s each.  With
+    four sockets in the pool and at most two per origin, a work item for healthy
+    origin B completes at once (the issue's bound: under 1 s).  The control lifts the
+    per-origin cap to the pool's bound, as before the cap existed: A holds every socket
+    and B is still waiting 1.5 s later."""
+    stalled = relay(None)
+    healthy = relay(plain.address)
+    limits = Limits(
+        pool_max_sockets=4,
+        pool_max_sockets_per_origin=per_origin,
+        connect_timeout=STALL,
+        dial_timeout=STALL,
+    )
+    stalled_origin = parse_endpoint(stalled.url()).origin
+    held = min(per_origin, 4)
+
+    async def stalled_item(client: Any) -> None:
+        async with client.connect(Config(url=stalled.url())):
+            raise AssertionError("the stalled server answered")
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True, limits=limits) as client:
+
+            async def body() -> None:
+                await backend.wait_until(
+                    lambda: (
+                        stalled.accepts == held
+                        and len(client.pool.waiting()) == STALLED_ITEMS - held
+                    ),
+                    timeout=5,
+                )
+                assert client.pool.origin_socket_count(stalled_origin) == held
+                if per_origin == 4:
+                    cancelled = await backend.cancel_after(
+                        1.5, lambda: work_item(client, healthy.url(), "b")
+                    )
+                    assert isinstance(cancelled, backend.cancelled)
+                    assert healthy.accepts == 0  # B never got a socket
+                    return
+                began = time.monotonic()
+                assert await work_item(client, healthy.url(), "b") == "b"
+                elapsed = time.monotonic() - began
+                assert elapsed < 1.0, f"B took {elapsed:.3f} s while A stalled"
+                assert stalled.accepts == held  # A's items are still waiting on A
+                assert len(client.pool.waiting()) == STALLED_ITEMS - held
+
+            await in_background(backend, [lambda: stalled_item(client)] * STALLED_ITEMS, body)
+
+    backend.run(main)
+
+
+def test_a_checkout_queued_past_its_deadline_fails_by_its_own_bound(
+    backend: Backend, plain: Server, relay: Callable[..., Relay]
+) -> None:
+    """One socket, held by a slow call: a listing on a second work item waits in the
+    pool's queue and fails by its own ``list_timeout``, without ever dialling; it leaves
+    the queue."""
+    proxy = relay(plain.address)
+    limits = Limits(pool_max_sockets=1, list_timeout=1.0)
+    origin = parse_endpoint(proxy.url()).origin
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, limits=limits) as client,
+            client.connect(Config(url=proxy.url())) as holder,
+            client.connect(Config(url=proxy.url())) as queued,
+        ):
+
+            async def body() -> None:
+                await backend.wait_until(lambda: client.pool.idle_count(origin) == 0, timeout=5)
+                began = time.monotonic()
+                with pytest.raises(ConnectionFailed) as failed:
+                    await queued.list_tools()
+                elapsed = time.monotonic() - began
+                assert failed.value.cause == "timeout"
+                assert failed.value.bound == "list_timeout"
+                assert failed.value.limit == 1.0
+                assert 1.0 - 0.02 <= elapsed <= 1.0 + SLACK
+                assert client.pool.waiting() == []
+                assert proxy.accepts == 1
+
+            async def slow_call() -> None:
+                await holder.call_tool("sleep", b'{"seconds": 5}')
+
+            await in_background(backend, [slow_call], body)
 
     backend.run(main)
