@@ -101,6 +101,7 @@ _RULES: dict[str, _Rule] = {
     "pool_max_idle_per_origin": _ALLOWANCE,
     "pool_max_sockets": _COUNT,
     "max_json_depth": _COUNT,
+    "pool_max_sockets_per_origin": _COUNT,
 }
 
 
