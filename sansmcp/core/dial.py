@@ -152,9 +152,7 @@ def _exception_text(exc: BaseException) -> str:
     """``TypeName: text`` of an exception a hook raised, bounded; never raises."""
     try:
         text = str(exc)
-    except Exception:
-        text = ""
-    if type(text) is not str:
+    except Exception:  # str() itself insists on a str result
         text = ""
     name = type(exc).__qualname__
     shown = text[:_TEXT_SHOWN] + ("..." if len(text) > _TEXT_SHOWN else "")

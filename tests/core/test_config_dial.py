@@ -119,6 +119,18 @@ def test_vet_refuses_when_nothing_is_allowed() -> None:
     assert "and 2 more refused" in caught.value.message
 
 
+def test_a_loopback_name_reaches_only_loopback_addresses() -> None:
+    origin = Origin(scheme="http", host="svc.localhost", port=8080)
+    answer = ["10.0.0.1", "127.0.0.1", "93.184.216.34"]
+    assert dial.vet(origin, answer, allow_private=True, allow_loopback=True) == ["127.0.0.1"]
+    with pytest.raises(ConnectionFailed) as refused:
+        dial.vet(origin, ["93.184.216.34"], allow_private=False, allow_loopback=False)
+    assert refused.value.cause == "refused_address"
+    assert "93.184.216.34 is not loopback, yet svc.localhost is a loopback name" in (
+        refused.value.message
+    )
+
+
 def test_dial_failures_are_tagged_by_phase() -> None:
     """connect_error is the TCP phase, tls_error the handshake: the class never decides."""
     assert dial.dns_error(ORIGIN, OSError("nodename nor servname")).cause == "dns"
