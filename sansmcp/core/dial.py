@@ -1,10 +1,19 @@
 """The dial guard's decisions and the dial failures, shared by every adapter.
 
+Theory of operation
+-------------------
 The adapter resolves a host and opens sockets; this module decides which of the
-resolved addresses may be dialled (through :mod:`sansmcp.core.guard`'s pure
-predicate, so a DNS answer cannot slip a refused address past the check: the
-adapter connects to the vetted address itself) and words each failure as the
+resolved addresses may be dialled and words each failure as the
 ``ConnectionFailed`` the caller sees.
+
+:func:`vet` is the one door between a resolver and a socket: the system
+resolver's answer and whatever an embedder's hook returns go through it alike.
+It parses each answer once, has :mod:`sansmcp.core.guard` judge that parse, and
+returns its canonical text, which the adapter dials with numeric-host semantics
+(``AI_NUMERICHOST``), so no runtime can resolve the text into an address the
+guard did not see.  A dial failure is tagged by the phase it happened in --
+:func:`connect_error` for TCP, :func:`tls_error` for the handshake -- never by
+the exception's class.
 """
 
 from __future__ import annotations
