@@ -212,12 +212,15 @@ class Client(ClientCore):
                 loop = asyncio.get_running_loop()
                 failure: ConnectionFailed | None = None
                 for address in allowed:
-                    try:  # numeric-host semantics: the vetted text is parsed, never resolved
-                        numeric = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
-                        family, kind, proto, _, sockaddr = socket.getaddrinfo(
-                            address, origin.port, type=socket.SOCK_STREAM, flags=numeric
-                        )[0]
-                        sock = socket.socket(family, kind, proto)
+                    # numeric-host semantics, strictly: inet_pton, not getaddrinfo, whose
+                    # AI_NUMERICHOST still takes inet_aton's "127.1" for 127.0.0.1
+                    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+                    sockaddr: tuple[Any, ...] = (address, origin.port)
+                    if family == socket.AF_INET6:
+                        sockaddr = (address, origin.port, 0, 0)
+                    try:
+                        socket.inet_pton(family, address)
+                        sock = socket.socket(family, socket.SOCK_STREAM)
                     except OSError as exc:
                         failure = dial.connect_error(origin, address, exc)
                         continue

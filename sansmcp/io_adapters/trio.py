@@ -191,14 +191,15 @@ class Client(ClientCore):
             )
             failure: ConnectionFailed | None = None
             for address in allowed:
-                try:  # numeric-host semantics: the vetted text is parsed, never resolved
-                    numeric = trio.socket.AI_NUMERICHOST | trio.socket.AI_NUMERICSERV
-                    family, kind, proto, _, sockaddr = (
-                        await trio.socket.getaddrinfo(
-                            address, origin.port, type=trio.socket.SOCK_STREAM, flags=numeric
-                        )
-                    )[0]
-                    sock = trio.socket.socket(family, kind, proto)
+                # numeric-host semantics, strictly: inet_pton, not getaddrinfo, whose
+                # AI_NUMERICHOST still takes inet_aton's "127.1" for 127.0.0.1
+                family = trio.socket.AF_INET6 if ":" in address else trio.socket.AF_INET
+                sockaddr: tuple[Any, ...] = (address, origin.port)
+                if family == trio.socket.AF_INET6:
+                    sockaddr = (address, origin.port, 0, 0)
+                try:
+                    trio.socket.inet_pton(family, address)
+                    sock = trio.socket.socket(family, trio.socket.SOCK_STREAM)
                 except OSError as exc:
                     failure = dial.connect_error(origin, address, exc)
                     continue

@@ -89,7 +89,7 @@ def test_a_hook_exception_is_a_dns_failure_chained(
 def test_the_vetted_text_is_never_resolved_again(
     backend: Backend, plain: Server, relay: Callable[..., Relay], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every getaddrinfo call the dial makes has numeric-host semantics, for the vetted
+    """Any getaddrinfo call made while dialling has numeric-host semantics, for the vetted
     text exactly; the hook's name is never given to the system resolver."""
     proxy = relay(plain.address)
     calls: list[tuple[Any, int]] = []
@@ -111,11 +111,35 @@ def test_the_vetted_text_is_never_resolved_again(
             await conn.call_tool("echo", b'{"text": "numeric"}')
 
     backend.run(main)
-    assert calls, "the dial went through getaddrinfo (AI_NUMERICHOST)"
-    for host, flags in calls:
+    for host, flags in calls:  # the adapters parse with inet_pton: there may be none
         assert flags & socket.AI_NUMERICHOST, (host, flags)
         assert host in ("::ffff:7f00:1", "127.0.0.1")
     assert proxy.accepts == 1
+
+
+@pytest.mark.parametrize("text", ["127.1", "localhost", "127.000000000001", "0x7f000001"])
+def test_the_adapter_itself_never_resolves_what_it_dials(
+    backend: Backend,
+    sentinels: tuple[Relay, Relay],
+    monkeypatch: pytest.MonkeyPatch,
+    text: str,
+) -> None:
+    """Numeric-host semantics in the adapter, checked apart from ``vet``: were ``vet`` to
+    hand it a name or a non-canonical spelling of 127.0.0.1, the dial fails in the TCP
+    phase without a resolver ever turning the text into the sentinel's address."""
+    v4, v6 = sentinels
+    monkeypatch.setattr(dial, "vet", lambda *args, **kwargs: [text])
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(ConnectionFailed) as failed:
+                async with client.connect(Config(url=v4.url(host="127.0.0.1"))):
+                    raise AssertionError("connected")
+            assert failed.value.cause == "dial", failed.value.message
+            assert f"at {text}: OSError: illegal IP address string" in failed.value.message
+
+    backend.run(main)
+    assert (v4.accepts, v6.accepts) == (0, 0)
 
 
 # -- any value a hook may return --------------------------------------------------------
