@@ -199,7 +199,7 @@ def tls_error(origin: Origin, address: str, exc: BaseException) -> ConnectionFai
         value = getattr(exc, attribute, None)
         if type(value) is str and value and value not in reasons:
             reasons.append(value)
-    detail = ", ".join(reasons) or "no reason given"
+    detail = ", ".join(reasons) or "the TLS library gave no reason"
     return ConnectionFailed(
         f"TLS handshake with {origin.host}:{origin.port} at {address} failed: {detail} "
         f"({_exception_text(exc)})",
