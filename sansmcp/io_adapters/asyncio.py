@@ -218,10 +218,9 @@ class Client(ClientCore):
     ) -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], str | None]:
         try:
             async with asyncio.timeout_at(deadline):
-                addresses = await self._resolve(origin)
                 allowed = dial.vet(
                     origin,
-                    addresses,
+                    await self._resolve(origin),
                     allow_private=self.allow_private,
                     allow_loopback=self.allow_loopback,
                 )
@@ -231,44 +230,71 @@ class Client(ClientCore):
                         self._ssl = _default_ssl_context()
                     context = self._ssl
                     context.set_alpn_protocols(list(alpn))
-                last: BaseException | None = None
+                loop = asyncio.get_running_loop()
+                failure: ConnectionFailed | None = None
                 for address in allowed:
+                    # numeric-host semantics, strictly: inet_pton, not getaddrinfo, whose
+                    # AI_NUMERICHOST still takes inet_aton's "127.1" for 127.0.0.1
+                    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+                    sockaddr: tuple[Any, ...] = (address, origin.port)
+                    if family == socket.AF_INET6:
+                        sockaddr = (address, origin.port, 0, 0)
                     try:
-                        reader, writer = await asyncio.open_connection(
-                            address,
-                            origin.port,
-                            ssl=context,
-                            server_hostname=origin.host if context is not None else None,
-                        )
-                    except (OSError, ssl.SSLError) as exc:
-                        last = exc
+                        socket.inet_pton(family, address)
+                        sock = socket.socket(family, socket.SOCK_STREAM)
+                    except OSError as exc:
+                        failure = dial.connect_error(origin, address, exc)
                         continue
-                    sock = writer.get_extra_info("socket")
-                    if sock is not None:
+                    try:
+                        sock.setblocking(False)
                         with contextlib.suppress(OSError):
                             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        try:
+                            await loop.sock_connect(sock, sockaddr)
+                        except OSError as exc:
+                            failure = dial.connect_error(origin, address, exc)
+                            sock.close()
+                            continue
+                        try:
+                            reader, writer = await asyncio.open_connection(
+                                sock=sock,
+                                ssl=context,
+                                server_hostname=origin.host if context is not None else None,
+                            )
+                        except (OSError, ssl.SSLError) as exc:  # TCP is up: a TLS failure
+                            failure = dial.tls_error(origin, address, exc)
+                            sock.close()
+                            continue
+                    except BaseException:  # cancelled, or the dial deadline: no socket left
+                        sock.close()
+                        raise
                     chosen = None
                     ssl_object = writer.get_extra_info("ssl_object")
                     if ssl_object is not None:
                         chosen = ssl_object.selected_alpn_protocol()
                     return (reader, writer), chosen
-                raise dial.connect_error(origin, last)
+                assert failure is not None  # vet() returns at least one address
+                raise failure
         except TimeoutError:
             raise dial.timeout_error(self.limits) from None
 
-    async def _resolve(self, origin: Origin) -> list[str]:
+    async def _resolve(self, origin: Origin) -> object:
+        """The resolver's raw answer (untrusted: :func:`dial.vet` checks it)."""
         literal = dial.literal_address(origin.host)
         if literal is not None:
             return [literal]
+        if self._resolver is not None:
+            try:
+                return await self._resolver(origin.host, origin.port)
+            except Exception as exc:
+                raise dial.hook_error(origin, exc) from exc
         try:
-            if self._resolver is not None:
-                return list(await self._resolver(origin.host, origin.port))
             infos = await asyncio.get_running_loop().getaddrinfo(
                 origin.host, origin.port, type=socket.SOCK_STREAM
             )
         except OSError as exc:
             raise dial.dns_error(origin, exc) from None
-        return dial.unique_addresses(str(info[4][0]) for info in infos)
+        return [info[4][0] for info in infos]
 
     # -- sockets ----------------------------------------------------------------
 

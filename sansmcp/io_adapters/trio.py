@@ -208,58 +208,78 @@ class Client(ClientCore):
         self, origin: Origin, alpn: tuple[str, ...], deadline: float
     ) -> tuple[trio.abc.Stream, str | None]:
         with trio.move_on_at(deadline):
-            addresses = await self._resolve(origin)
             allowed = dial.vet(
                 origin,
-                addresses,
+                await self._resolve(origin),
                 allow_private=self.allow_private,
                 allow_loopback=self.allow_loopback,
             )
-            last: BaseException | None = None
+            failure: ConnectionFailed | None = None
             for address in allowed:
+                # numeric-host semantics, strictly: inet_pton, not getaddrinfo, whose
+                # AI_NUMERICHOST still takes inet_aton's "127.1" for 127.0.0.1
+                family = trio.socket.AF_INET6 if ":" in address else trio.socket.AF_INET
+                sockaddr: tuple[Any, ...] = (address, origin.port)
+                if family == trio.socket.AF_INET6:
+                    sockaddr = (address, origin.port, 0, 0)
                 try:
-                    tcp = await trio.open_tcp_stream(address, origin.port)
+                    trio.socket.inet_pton(family, address)
+                    sock = trio.socket.socket(family, trio.socket.SOCK_STREAM)
                 except OSError as exc:
-                    last = exc
+                    failure = dial.connect_error(origin, address, exc)
                     continue
-                with contextlib.suppress(OSError):
-                    tcp.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
-                if origin.scheme != "https":
-                    return tcp, None
-                if self._ssl is None:  # built once: loading the system CA store costs ~35 ms
-                    self._ssl = _default_ssl_context()
-                context = self._ssl
-                context.set_alpn_protocols(list(alpn))
-                stream = trio.SSLStream(
-                    tcp, context, server_hostname=origin.host, https_compatible=True
-                )
                 try:
-                    await stream.do_handshake()
-                except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
-                    tcp.socket.close()
-                    cause = exc.__cause__ if exc.__cause__ is not None else exc
-                    last = cause
-                    continue
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+                    try:
+                        await sock.connect(sockaddr)
+                    except OSError as exc:
+                        failure = dial.connect_error(origin, address, exc)
+                        sock.close()
+                        continue
+                    tcp = trio.SocketStream(sock)
+                    if origin.scheme != "https":
+                        return tcp, None
+                    if self._ssl is None:  # built once: loading the system CA store costs ~35 ms
+                        self._ssl = _default_ssl_context()
+                    context = self._ssl
+                    context.set_alpn_protocols(list(alpn))
+                    stream = trio.SSLStream(
+                        tcp, context, server_hostname=origin.host, https_compatible=True
+                    )
+                    try:
+                        await stream.do_handshake()
+                    except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
+                        # TCP is up: whatever the class, a TLS failure (trio chains ssl's error)
+                        reason = exc.__cause__ if exc.__cause__ is not None else exc
+                        failure = dial.tls_error(origin, address, reason)
+                        sock.close()
+                        continue
                 except BaseException:  # cancelled, or the dial deadline: no socket left behind
-                    tcp.socket.close()
+                    sock.close()
                     raise
                 return stream, stream.selected_alpn_protocol()
-            raise dial.connect_error(origin, last)
+            assert failure is not None  # vet() returns at least one address
+            raise failure
         raise dial.timeout_error(self.limits)
 
-    async def _resolve(self, origin: Origin) -> list[str]:
+    async def _resolve(self, origin: Origin) -> object:
+        """The resolver's raw answer (untrusted: :func:`dial.vet` checks it)."""
         literal = dial.literal_address(origin.host)
         if literal is not None:
             return [literal]
+        if self._resolver is not None:
+            try:
+                return await self._resolver(origin.host, origin.port)
+            except Exception as exc:
+                raise dial.hook_error(origin, exc) from exc
         try:
-            if self._resolver is not None:
-                return list(await self._resolver(origin.host, origin.port))
             infos = await trio.socket.getaddrinfo(
                 origin.host, origin.port, type=trio.socket.SOCK_STREAM
             )
         except OSError as exc:
             raise dial.dns_error(origin, exc) from None
-        return dial.unique_addresses(str(info[4][0]) for info in infos)
+        return [info[4][0] for info in infos]
 
     # -- sockets ----------------------------------------------------------------
 

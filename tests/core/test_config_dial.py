@@ -66,14 +66,10 @@ def test_unusable_config_is_a_caller_error(config: Config) -> None:
         settings(config)
 
 
-def test_literal_and_unique_addresses() -> None:
+def test_literal_address() -> None:
     assert dial.literal_address("127.0.0.1") == "127.0.0.1"
     assert dial.literal_address("::FFFF:127.0.0.1") == "::ffff:7f00:1"
     assert dial.literal_address("example.com") is None
-    assert dial.unique_addresses(["1.1.1.1", "fe80::1%eth0", "1.1.1.1", "fe80::1"]) == [
-        "1.1.1.1",
-        "fe80::1",
-    ]
 
 
 ORIGIN = Origin(scheme="https", host="mcp.example.com", port=443)
@@ -89,6 +85,20 @@ def test_vet_keeps_allowed_addresses_in_order() -> None:
     assert allowed == ["8.8.8.8", "1.1.1.1"]
 
 
+def test_vet_normalises_dedupes_and_drops_scope_ids() -> None:
+    """Each answer is parsed once; the text returned is that parse's str()."""
+    answer = ["1.1.1.1", "fe80::1%eth0", "1.1.1.1", "2606:4700:4700:0:0:0:0:1111", "::FFFF:8.8.8.8"]
+    assert dial.vet(ORIGIN, answer, allow_private=False, allow_loopback=False) == [
+        "1.1.1.1",
+        "2606:4700:4700::1111",
+        "::ffff:808:808",
+    ]
+    with pytest.raises(ConnectionFailed) as caught:
+        dial.vet(ORIGIN, ["fe80::1%eth0"], allow_private=True, allow_loopback=True)
+    assert caught.value.cause == "refused_address"
+    assert "fe80::1 (fe80::1 is link-local" in caught.value.message
+
+
 def test_vet_refuses_when_nothing_is_allowed() -> None:
     with pytest.raises(ConnectionFailed) as caught:
         dial.vet(
@@ -102,17 +112,54 @@ def test_vet_refuses_when_nothing_is_allowed() -> None:
     with pytest.raises(ConnectionFailed) as caught:
         dial.vet(ORIGIN, [], allow_private=False, allow_loopback=False)
     assert caught.value.cause == "dns"
+    many = [f"10.0.0.{n}" for n in range(6)]
+    with pytest.raises(ConnectionFailed) as caught:
+        dial.vet(ORIGIN, many, allow_private=False, allow_loopback=False)
+    assert "10.0.0.3" in caught.value.message and "10.0.0.4" not in caught.value.message
+    assert "and 2 more refused" in caught.value.message
 
 
-def test_dial_failures_are_classified() -> None:
+def test_a_loopback_name_reaches_only_loopback_addresses() -> None:
+    origin = Origin(scheme="http", host="svc.localhost", port=8080)
+    answer = ["10.0.0.1", "127.0.0.1", "93.184.216.34"]
+    assert dial.vet(origin, answer, allow_private=True, allow_loopback=True) == ["127.0.0.1"]
+    with pytest.raises(ConnectionFailed) as refused:
+        dial.vet(origin, ["93.184.216.34"], allow_private=False, allow_loopback=False)
+    assert refused.value.cause == "refused_address"
+    assert "93.184.216.34 is not loopback, yet svc.localhost is a loopback name" in (
+        refused.value.message
+    )
+
+
+def test_dial_failures_are_tagged_by_phase() -> None:
+    """connect_error is the TCP phase, tls_error the handshake: the class never decides."""
     assert dial.dns_error(ORIGIN, OSError("nodename nor servname")).cause == "dns"
-    assert dial.connect_error(ORIGIN, ConnectionRefusedError("refused")).cause == "dial"
+    refused = dial.connect_error(ORIGIN, "192.0.2.1", ConnectionRefusedError(111, "refused"))
+    assert refused.cause == "dial"
+    assert "192.0.2.1" in refused.message and "ConnectionRefusedError" in refused.message
 
     class SSLCertVerificationError(OSError):
         pass
 
-    assert dial.connect_error(ORIGIN, SSLCertVerificationError("bad cert")).cause == "tls"
-    assert dial.connect_error(ORIGIN, None).cause == "dial"
+    # a class name that says "SSL" raised while connecting TCP is still a dial failure
+    assert dial.connect_error(ORIGIN, "192.0.2.1", SSLCertVerificationError("x")).cause == "dial"
+
+    class Handshake(Exception):
+        reason = "TLSV1_ALERT_PROTOCOL_VERSION"
+
+    tls = dial.tls_error(ORIGIN, "192.0.2.1", Handshake("alert"))
+    assert tls.cause == "tls"
+    assert "TLSV1_ALERT_PROTOCOL_VERSION" in tls.message and "alert" in tls.message
+
+    class Verify(Exception):
+        reason = "CERTIFICATE_VERIFY_FAILED"
+        verify_message = "unable to get local issuer certificate"
+
+    tls = dial.tls_error(ORIGIN, "192.0.2.1", Verify())
+    assert tls.cause == "tls"
+    assert "unable to get local issuer certificate, CERTIFICATE_VERIFY_FAILED" in tls.message
+    bare = dial.tls_error(ORIGIN, "192.0.2.1", ConnectionResetError())
+    assert (bare.cause, "the TLS library gave no reason" in bare.message) == ("tls", True)
     timeout = dial.timeout_error(Limits(dial_timeout=1.5))
     assert (timeout.cause, timeout.bound, timeout.limit) == ("timeout", "dial_timeout", 1.5)
     assert dial.reset_error().cause == "reset"

@@ -51,7 +51,12 @@ REFUSED = [
     ("fc00::1", "unique local", "allow_private"),
     ("fd12:3456::1", "unique local", "allow_private"),
     ("fec0::1", "site-local", "allow_private"),
-    ("64:ff9b:1::a00:1", "local-use NAT64", "allow_private"),
+    # local-use NAT64 (RFC 8215): the form needs allow_private, and each RFC 6052 reading
+    # (/48, /56, /64, /96) is judged too; here 171.205.52.86, 205.52.86.120, 52.86.120.8, 8.8.8.8
+    ("64:ff9b:1:abcd:1234:5678:808:808", "local-use NAT64", "allow_private"),
+    ("64:ff9b:1::a00:1", "unspecified", None),  # its /48 reading is 0.0.0.0
+    ("64:ff9b:1::a9fe:a9fe", "unspecified", None),  # the 169.254.169.254 at /96
+    ("64:ff9b:1:a9fe:ff:a9fe::", "link-local", None),  # 169.254.255.169 at /48
     ("ff02::1", "multicast", None),
     ("ff0e::1", "multicast", None),
     ("2001:db8::1", "documentation", None),
@@ -74,6 +79,10 @@ REFUSED = [
     ("2002:7f00:1::1", "loopback", "allow_loopback"),
     ("2002:a9fe:a9fe::", "metadata", None),
     ("2002:6464:64c8::", "metadata", None),  # 100.100.100.200
+    # ISATAP interface id (any prefix): the embedded IPv4 is judged, and the prefix too
+    ("2606:4700:1:2:0:5efe:a9fe:a9fe", "metadata", None),
+    ("2606:4700:1:2:200:5efe:7f00:1", "loopback", "allow_loopback"),
+    ("fc00::5efe:808:808", "unique local", "allow_private"),
     # Teredo: server 65.54.227.120, client 192.0.2.45 (obfuscated) -> refused by the client
     ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "documentation", None),
     # Teredo: server 127.0.0.1 -> refused by the server
@@ -96,6 +105,8 @@ ALLOWED = [
     "64:ff9b::808:808",
     "2002:808:808::1",
     "2001:0:4136:e378:8000:63bf:f7f7:f7f7",  # Teredo: server 65.54.227.120, client 8.8.8.8
+    "2606:4700:1:2:0:5efe:808:808",  # ISATAP, embedding 8.8.8.8
+    "2606:4700:1:2:0:5eff:a9fe:a9fe",  # not an ISATAP interface id
 ]
 
 
