@@ -48,3 +48,13 @@ class Limits:
     pool_max_sockets: int = 64
     # JSON parsing
     max_json_depth: int = 512
+    # parsed size (issue 10 C): what one message may become once decoded, and the listing's
+    # bookkeeping.
+    # JSON values in one message (a JSON body or one SSE event), counted from above by its
+    # structural bytes `[ { ,` before it is decoded
+    max_json_values: int = 200_000
+    # tool entries (valid or skipped) in one listing, all pages together; past it the
+    # listing fails (ServerAnswered, reason "max_tools") before the page is validated
+    max_tools: int = 10_000
+    # skipped entries recorded with their details per listing; the rest are only counted
+    max_recorded_skips: int = 100
