@@ -38,9 +38,9 @@ no Python per-byte work:
   Measured on an 8.7 MB ``tools/list`` body with 357,000 brackets: ``json.loads``
   0.20 s, the walk 0.09 s; a pre-parse scan (a regex removing string literals,
   then a C-level prefix sum over the brackets) took 0.18-0.22 s, so the walk
-  was chosen.  The walk goes level by level and hands each container's children
-  to C (``map``/``compress``/``filter``): scalars and empty containers are never
-  visited by Python bytecode, only non-empty containers are.
+  was chosen.  The walk goes level by level and gathers and sorts each level with
+  C iterators only, so it runs no bytecode per value: on a chain of 159,000
+  one-key objects it took 0.15 s as a per-container loop, and ~0.02 s so.
 
 * **Parsed size**: the bytes of a message are bounded elsewhere, but a few bytes
   can become a large object graph (``[{},{},...]`` is 3 bytes and ~72 bytes of
@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from itertools import compress
+from itertools import chain, compress
 from typing import Any
 
 __all__ = ["JsonError", "dumps_compact", "parse_json", "parse_json_object_strict", "value_bound"]
@@ -139,33 +139,36 @@ def _depth_error(max_depth: int, observed: int | None) -> JsonError:
     )
 
 
-_CONTAINERS = frozenset({dict, list})
-_is_container_type = _CONTAINERS.__contains__
+_is_dict = frozenset({dict}).__contains__
+_is_list = frozenset({list}).__contains__
 
 
 def _check_depth(value: Any, max_depth: int) -> None:
     """Walk containers level by level; raise at the first level deeper than max_depth.
 
-    Each container's children are filtered in C: only non-empty containers reach
-    the next level, so the Python work is one step per non-empty container.
+    A level is held as its objects and its arrays; the next level is gathered and
+    sorted by type with C iterators only (``chain``, ``map``, ``compress``,
+    ``filter``), so no Python bytecode runs per container or per value.  Empty
+    containers count for the depth and are not walked into.
     """
     if not isinstance(value, (dict, list)):
         return
     if max_depth < 1:
         raise _depth_error(max_depth, 1)
-    level: list[Any] = [value]
-    depth = 1  # the depth of the containers in `level`
-    while level:
-        below: list[Any] = []
-        extend = below.extend
-        for node in level:
-            children = node.values() if type(node) is dict else node
-            kids = list(compress(children, map(_is_container_type, map(type, children))))
-            if kids:
-                if depth == max_depth:
-                    raise _depth_error(max_depth, depth + 1)
-                extend(filter(None, kids))
-        level = below
+    dicts: list[Any] = [value] if type(value) is dict else []
+    lists: list[Any] = [] if dicts else [value]
+    depth = 1  # the depth of the containers in `dicts` and `lists`
+    while dicts or lists:
+        children = list(
+            chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists))
+        )
+        types = list(map(type, children))
+        dicts = list(compress(children, map(_is_dict, types)))
+        lists = list(compress(children, map(_is_list, types)))
+        if (dicts or lists) and depth == max_depth:
+            raise _depth_error(max_depth, depth + 1)
+        dicts = list(filter(None, dicts))
+        lists = list(filter(None, lists))
         depth += 1
 
 
