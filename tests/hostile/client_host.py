@@ -154,6 +154,7 @@ async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[
             "op": op,
             "tools": [tool.name for tool in tools],
             "skipped": [[s.index, s.name, s.reason] for s in conn.skipped_tools],
+            "skipped_count": conn.skipped_count,
         }
     if op == "call":
         arguments = spec.get("arguments", '{"text": "hi"}').encode()
