@@ -26,8 +26,10 @@ as an event stream"):
   when the value is ASCII digits only (saturating at 10**18 - 1); other fields
   are ignored.
 
-Values are decoded from UTF-8 one line at a time with ``errors="replace"``
-(line ends are ASCII, so this is what the WHATWG stream decoder produces).
+Values are decoded from UTF-8 with ``errors="replace"`` (line ends are ASCII, so
+this is what the WHATWG stream decoder produces): field values one line at a time,
+the data buffer -- kept as bytes, so many short ``data:`` lines cost their bytes and
+not a string object each -- once per event.
 
 Bounds.  The parser holds, for the event being assembled, the pending
 (incomplete) line, the data buffer (value bytes plus one per data line) and the
@@ -36,8 +38,8 @@ event type.  :attr:`SseParser.buffered` is that sum, and it never exceeds
 would push it over, before buffering anything of that chunk past the previous
 line end.  (The last event id, at most one line, is kept across events and is not
 counted.)  Work is O(bytes fed): the pending line is a ``bytearray`` appended to,
-lines are found with one compiled-regex search each, and data values are joined
-once per event.
+lines are found with one compiled-regex search each, and the data buffer is
+decoded once per event.
 
 After :class:`SseError` the parser is broken: every later :meth:`feed` raises
 ``SseError`` again.  :meth:`finish` (end of body) discards a partial event and leaves the parser
@@ -101,8 +103,7 @@ class SseParser:
             raise ValueError(f"max_event_bytes must be >= 1, got {max_event_bytes}")
         self._max = max_event_bytes
         self._line = bytearray()
-        self._data: list[str] = []
-        self._data_bytes = 0
+        self._data = bytearray()  # each data line's value and an LF, decoded at dispatch
         self._event_type = b""
         self._id_buffer = b""
         self._last_id: str | None = None
@@ -125,7 +126,7 @@ class SseParser:
     @property
     def buffered(self) -> int:
         """Bytes held for the event being assembled; always ``<= max_event_bytes``."""
-        return len(self._head) + len(self._line) + self._data_bytes + len(self._event_type)
+        return len(self._head) + len(self._line) + len(self._data) + len(self._event_type)
 
     def feed(self, data: bytes) -> list[SseEvent]:
         """Consume body bytes; return the events they complete, in order.
@@ -187,7 +188,6 @@ class SseParser:
         """
         self._line.clear()
         self._data.clear()
-        self._data_bytes = 0
         self._event_type = b""
         self._skip_lf = False
         self._at_start = True
@@ -233,8 +233,8 @@ class SseParser:
             if value[:1] == b" ":
                 value = value[1:]
         if name == b"data":
-            self._data.append(value.decode("utf-8", "replace"))
-            self._data_bytes += len(value) + 1
+            self._data += value
+            self._data.append(0x0A)
         elif name == b"event":
             self._event_type = value
         elif name == b"id":
@@ -251,9 +251,11 @@ class SseParser:
         self._event_type = b""
         if not self._data:
             return None
-        data = "\n".join(self._data)
+        # One decode per event: the LFs between lines are ASCII, so this is what decoding
+        # each line on its own gives (an invalid sequence never spans a line end).
+        del self._data[-1]  # the last LF (no copy)
+        data = self._data.decode("utf-8", "replace")
         self._data.clear()
-        self._data_bytes = 0
         if not data:
             return None
         return SseEvent(data=data, event=event_type, id=self._last_id)
