@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sansmcp.core.limits import Limits
+
 MIB = 1 << 20
 HEAD = b'{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":['
 TAIL = b"]}}"
@@ -81,6 +83,29 @@ def _rich_tool(index: int) -> dict[str, Any]:
     }
 
 
+def _prose_tool(index: int) -> dict[str, Any]:
+    """A tool of about 7 KB that is mostly documentation: 8 parameters, long descriptions."""
+    props = {
+        f"param_{p}": {
+            "type": "string",
+            "description": f"Parameter {p} of tool {index}. "
+            + "Explains the field at length. " * 20,
+        }
+        for p in range(8)
+    }
+    return {
+        "name": f"tool_{index}",
+        "description": "Does one thing well, and says so at length. " * 25,
+        "inputSchema": {"type": "object", "properties": props, "required": ["param_0"]},
+    }
+
+
+def _prose(tools: int) -> bytes:
+    value = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "tools": []}}
+    value["result"]["tools"] = [_prose_tool(i) for i in range(tools)]  # type: ignore[index]
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def _rich(tools: int) -> bytes:
     value = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "tools": []}}
     value["result"]["tools"] = [_rich_tool(i) for i in range(tools)]  # type: ignore[index]
@@ -119,8 +144,11 @@ def shapes() -> dict[str, bytes]:
         + b'","inputSchema":{"type":"object"}}'
         + TAIL,
         "1,000 rich tools": _rich(1000),
-        "620 rich tools (under the bound)": _rich(620),
-        "worst accepted (chain at the bound, padded)": _chain_padded(159_000, 8 * MIB - 4096),
+        "480 rich tools (under the bound)": _rich(480),
+        "1,000 prose-heavy tools": _prose(1000),
+        "worst accepted (chain at the bound, padded)": _chain_padded(
+            Limits().max_json_values - 1500, 8 * MIB - 4096
+        ),
     }
 
 

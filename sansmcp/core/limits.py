@@ -52,7 +52,7 @@ class Limits:
     # bookkeeping.
     # JSON values in one message (a JSON body or one SSE event), counted from above by its
     # structural bytes `[ { ,` before it is decoded
-    max_json_values: int = 160_000
+    max_json_values: int = 128_000
     # tool entries (valid or skipped) in one listing, all pages together; past it the
     # listing fails (ServerAnswered, reason "max_tools") before the page is validated
     max_tools: int = 10_000
