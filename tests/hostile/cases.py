@@ -23,6 +23,7 @@ from sansmcp.core.limits import Limits
 from .answers import (
     LEGACY,
     MODERN,
+    PARSED_SIZE,
     Answer,
     Request,
     astral_tool,
@@ -1663,6 +1664,14 @@ CASES: list[Case] = [
         Expect("ok", requests={D: 1, L: 1}),
         ops=("list",),
         fast=True,
+    ),
+    Case(
+        "parsed_sse_short_data_lines",
+        "one ~1 MiB event of 2-byte `data:` lines (not JSON once joined)",
+        "max_response_bytes (the data buffer holds bytes, not a string per line)",
+        h1({L: sse_payload(b"data:ab\n" * (PARSED_SIZE // 8) + b"\n")}),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+        ops=("list",),
     ),
 ]
 
