@@ -38,8 +38,10 @@ event type.  :attr:`SseParser.buffered` is that sum, and it never exceeds
 would push it over, before buffering anything of that chunk past the previous
 line end.  (The last event id, at most one line, is kept across events and is not
 counted.)  Work is O(bytes fed): the pending line is a ``bytearray`` appended to,
-lines are found with one compiled-regex search each, and the data buffer is
-decoded once per event.
+and the data buffer is decoded once per event.  A chunk that cannot cross the bound
+whatever it holds (``buffered`` + its length <= ``max_event_bytes``, the usual case)
+is split into lines at C speed with ``bytes.splitlines``; otherwise lines are found
+one compiled-regex search at a time, checking the bound before each.
 
 After :class:`SseError` the parser is broken: every later :meth:`feed` raises
 ``SseError`` again.  :meth:`finish` (end of body) discards a partial event and leaves the parser
@@ -155,6 +157,10 @@ class SseParser:
             self._skip_lf = False
             if data[0] == 0x0A:
                 pos = 1
+        last = max(data.rfind(b"\n", pos), data.rfind(b"\r", pos))
+        if last >= 0 and self.buffered + (end - pos) <= self._max:
+            self._feed_lines(data, pos, last, events)
+            return
         search = _LINE_END.search
         while pos < end:
             match = search(data, pos)
@@ -179,6 +185,30 @@ class SseParser:
             event = self._process(line)
             if event is not None:
                 events.append(event)
+
+    def _feed_lines(self, data: bytes, pos: int, last: int, events: list[SseEvent]) -> None:
+        """The fast path: ``data[pos:]`` cannot cross the bound, whatever its lines hold.
+
+        (A line of ``n`` bytes adds at most ``n + 1`` to :attr:`buffered` and takes at
+        least ``n + 1`` bytes with its line end, so ``buffered + len(data[pos:])`` bounds
+        every intermediate figure.)  Its complete lines are split at C speed
+        (``bytes.splitlines`` splits on CRLF, LF and CR, exactly the SSE line ends).
+        """
+        end = len(data)
+        lines = data[pos : last + 1].splitlines()
+        if self._line:
+            self._line += lines[0]
+            lines[0] = bytes(self._line)
+            self._line.clear()
+        if data[last] == 0x0D and last + 1 == end:
+            self._skip_lf = True  # a CRLF may be split across chunks
+        process = self._process
+        for line in lines:
+            event = process(line)
+            if event is not None:
+                events.append(event)
+        if last + 1 < end:
+            self._line += data[last + 1 : end]
 
     def finish(self) -> None:
         """End of the body: discard any partial line and event (WHATWG).
