@@ -51,7 +51,10 @@ class Limits:
     # parsed size (issue 10 C): what one message may become once decoded, and the listing's
     # bookkeeping.
     # JSON values in one message (a JSON body or one SSE event), counted from above by its
-    # structural bytes `[ { ,` before it is decoded
+    # structural bytes `[ { ,` before it is decoded.  Sized for the default
+    # max_response_bytes: a value costs up to ~230 bytes of heap, so the costliest accepted
+    # 8 MiB body peaks at ~45 MiB (< 6 x the budget); with a smaller budget, lower it in
+    # proportion (one value per 64 bytes of max_response_bytes keeps that ratio)
     max_json_values: int = 128_000
     # tool entries (valid or skipped) in one listing, all pages together; past it the
     # listing fails (ServerAnswered, reason "max_tools") before the page is validated
