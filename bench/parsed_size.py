@@ -83,6 +83,28 @@ def _rich_tool(index: int) -> dict[str, Any]:
     }
 
 
+def _many_tools(count: int, size: int) -> bytes:
+    """``count`` valid tools of 12 values each, descriptions filling ``size``: the most
+    entries a listing may validate, each with as many values as the bound leaves."""
+    pad = "d" * ((size - len(HEAD) - len(TAIL)) // count - 200)
+    entries = [
+        json.dumps(
+            {
+                "name": f"t{i}",
+                "description": pad,
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"],
+                },
+            },
+            separators=(",", ":"),
+        ).encode()
+        for i in range(count)
+    ]
+    return HEAD + b",".join(entries) + TAIL
+
+
 def _prose_tool(index: int) -> dict[str, Any]:
     """A tool of about 7 KB that is mostly documentation: 8 parameters, long descriptions."""
     props = {
@@ -146,6 +168,7 @@ def shapes() -> dict[str, bytes]:
         "1,000 rich tools": _rich(1000),
         "480 rich tools (under the bound)": _rich(480),
         "1,000 prose-heavy tools": _prose(1000),
+        "9,500 valid tools, 13 values each": _many_tools(9_500, size),
         "worst accepted (chain at the bound, padded)": _chain_padded(
             Limits().max_json_values - 1500, 8 * MIB - 4096
         ),
