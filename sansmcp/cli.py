@@ -148,6 +148,9 @@ class _Conn(Protocol):
     @property
     def skipped_tools(self) -> list[SkippedTool]: ...
 
+    @property
+    def skipped_count(self) -> int: ...
+
     async def list_tools(self) -> list[Tool]: ...
 
     async def call_tool(self, name: str, arguments: bytes = ...) -> CallResult: ...
@@ -200,11 +203,8 @@ def _run(
 
 async def _list(conn: _Conn) -> _Listing:
     tools = await conn.list_tools()
-    skipped = list(conn.skipped_tools)
-    # ConnCore.skipped_count counts the skips past Limits.max_recorded_skips too (issue 10
-    # C); a Conn without it records every skip.
-    count = getattr(conn, "skipped_count", len(skipped))
-    return _Listing(conn.protocol_version, tools, skipped, max(count, len(skipped)))
+    # skipped_count counts the skips past Limits.max_recorded_skips too
+    return _Listing(conn.protocol_version, tools, list(conn.skipped_tools), conn.skipped_count)
 
 
 def _caller(name: str, arguments: bytes) -> Callable[[_Conn], Awaitable[_Called]]:

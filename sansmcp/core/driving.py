@@ -185,6 +185,9 @@ class ConnCore:
         self.machine = machine
         self.exchanges: set[int] = set()
         self.skipped_tools: list[SkippedTool] = []
+        # every entry the last listing skipped; ``skipped_tools`` records the first
+        # ``Limits.max_recorded_skips`` of them
+        self.skipped_count = 0
         self._closed = False
 
     @property
@@ -225,6 +228,7 @@ class ConnCore:
     def _tools(self, output: Output) -> list[Tool]:
         assert isinstance(output, ToolsListed)
         self.skipped_tools = list(output.skipped)
+        self.skipped_count = output.skipped_count
         return list(output.tools)
 
     @staticmethod

@@ -102,6 +102,9 @@ _RULES: dict[str, _Rule] = {
     "pool_max_sockets": _COUNT,
     "max_json_depth": _COUNT,
     "pool_max_sockets_per_origin": _COUNT,
+    "max_json_values": _COUNT,
+    "max_tools": _COUNT,
+    "max_recorded_skips": _ALLOWANCE,
 }
 
 
@@ -159,3 +162,16 @@ class Limits:
     # cannot take every socket of the pool while work for other origins waits; a value
     # above pool_max_sockets is clamped to it
     pool_max_sockets_per_origin: int = 16
+    # parsed size (issue 10 C): what one message may become once decoded, and the listing's
+    # bookkeeping.
+    # JSON values in one message (a JSON body or one SSE event), counted from above by its
+    # structural bytes `[ { ,` before it is decoded.  Sized for the default
+    # max_response_bytes: a value costs up to ~230 bytes of heap, so the costliest accepted
+    # 8 MiB body peaks at ~45 MiB (< 6 x the budget); with a smaller budget, lower it in
+    # proportion (one value per 64 bytes of max_response_bytes keeps that ratio)
+    max_json_values: int = 128_000
+    # tool entries (valid or skipped) in one listing, all pages together; past it the
+    # listing fails (ServerAnswered, reason "max_tools") before the page is validated
+    max_tools: int = 10_000
+    # skipped entries recorded with their details per listing; the rest are only counted
+    max_recorded_skips: int = 100

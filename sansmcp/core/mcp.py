@@ -201,7 +201,10 @@ class Connected:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolsListed:
     tools: tuple[Tool, ...]
+    # the first Limits.max_recorded_skips skipped entries, with details
     skipped: tuple[SkippedTool, ...]
+    # every skipped entry, recorded or not
+    skipped_count: int
     ttl_ms: int
     cache_scope: str | None
 
@@ -917,8 +920,9 @@ class McpMachine:
                 )
             return
         if exchange.rpc_id is not None and exchange.kind is _Body.JSON:
+            body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
             try:
-                parsed = parse_json(bytes(exchange.body), max_depth=self.limits.max_json_depth)
+                parsed = self._parse(body)
                 message, _ = match_response(
                     parsed,
                     exchange.rpc_id,
@@ -926,6 +930,8 @@ class McpMachine:
                     idless_ok=status >= 400,
                 )
             except (JsonError, ConnectionFailed) as exc:
+                if isinstance(exc, ConnectionFailed) and exc.bound == "max_json_values":
+                    raise
                 if status >= 300:
                     message = None  # an error status with an unreadable body
                 else:
@@ -1015,9 +1021,30 @@ class McpMachine:
         if self._listen is not None:
             self._cancel(self._listen)
 
-    def _on_message_text(self, exchange: _Exchange, text: str) -> None:
+    def _parse(self, data: bytearray | str) -> Any:
+        """Parse one message; a text over ``max_json_values`` fails the exchange as a
+        spent budget, before it is decoded (any other ``JsonError`` is the caller's)."""
         try:
-            parsed = parse_json(text, max_depth=self.limits.max_json_depth)
+            return parse_json(
+                data, max_depth=self.limits.max_json_depth, max_values=self.limits.max_json_values
+            )
+        except JsonError as exc:
+            if exc.reason != "values":
+                raise
+            assert exc.limit is not None and exc.observed is not None
+            raise budget_exceeded(
+                f"the server sent a message of up to {exc.observed:,} JSON values; the limit "
+                f"is {exc.limit:,} (Limits.max_json_values)",
+                "max_json_values",
+                exc.limit,
+                exc.observed,
+            ) from None
+
+    def _on_message_text(self, exchange: _Exchange, text: str) -> None:
+        if exchange.role is _Role.DRAIN:
+            return  # answered already: later events are ignored unparsed
+        try:
+            parsed = self._parse(text)
         except JsonError as exc:
             raise ConnectionFailed(
                 f"the server sent an event that is not JSON: {exc}", cause="not_jsonrpc"
@@ -1465,18 +1492,23 @@ class McpMachine:
     # ------------------------------------------------------------ tools/list
 
     def _list_op(self) -> OpGen:
-        tools, skipped = yield from self._list_pages()
+        tools, skipped, skipped_count = yield from self._list_pages()
         return ToolsListed(
             tools=tuple(tools),
             skipped=tuple(skipped),
+            skipped_count=skipped_count,
             ttl_ms=self.ttl_ms,
             cache_scope=self.cache_scope,
         )
 
-    def _list_pages(self) -> Generator[_Instruction, Any, tuple[list[Tool], list[SkippedTool]]]:
+    def _list_pages(
+        self,
+    ) -> Generator[_Instruction, Any, tuple[list[Tool], list[SkippedTool], int]]:
         modern = self._era is _Era.MODERN
         tools: list[Tool] = []
         skipped: list[SkippedTool] = []
+        skipped_count = 0
+        max_tools = self.limits.max_tools
         names: set[str] = set()
         seen: set[str] = set()
         cursor: str | None = None
@@ -1500,6 +1532,14 @@ class McpMachine:
                 raise ServerAnswered(
                     "the tools/list result has no tools array", reason="malformed_result"
                 )
+            if index + len(raw_tools) > max_tools:
+                raise ServerAnswered(
+                    f"the tool listing has more than {max_tools:,} entries: "
+                    f"{index + len(raw_tools):,} by page {page} (Limits.max_tools)",
+                    reason="max_tools",
+                    bound="max_tools",
+                    limit=max_tools,
+                )
             for raw in raw_tools:
                 outcome = validate_tool(
                     index, raw, modern=modern, max_tool_bytes=self.limits.max_tool_bytes
@@ -1512,7 +1552,9 @@ class McpMachine:
                     names.add(outcome.name)
                     tools.append(outcome)
                 else:
-                    skipped.append(outcome)
+                    skipped_count += 1
+                    if len(skipped) < self.limits.max_recorded_skips:
+                        skipped.append(outcome)
                 index += 1
             page_ttl = result.get("ttlMs")
             page_ttl = page_ttl if type(page_ttl) is int and page_ttl > 0 else 0
@@ -1544,7 +1586,7 @@ class McpMachine:
         self._tools = {tool.name: tool for tool in tools}
         self.ttl_ms = ttl or 0
         self.cache_scope = scope
-        return tools, skipped
+        return tools, skipped, skipped_count
 
     def _check_complete(self, result: Mapping[str, Any], *, allow_input: bool) -> str:
         kind = result.get("resultType", "complete")

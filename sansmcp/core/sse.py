@@ -26,8 +26,10 @@ as an event stream"):
   when the value is ASCII digits only (saturating at 10**18 - 1); other fields
   are ignored.
 
-Values are decoded from UTF-8 one line at a time with ``errors="replace"``
-(line ends are ASCII, so this is what the WHATWG stream decoder produces).
+Values are decoded from UTF-8 with ``errors="replace"`` (line ends are ASCII, so
+this is what the WHATWG stream decoder produces): field values one line at a time,
+the data buffer -- kept as bytes, so many short ``data:`` lines cost their bytes and
+not a string object each -- once per event.
 
 Bounds.  The parser holds, for the event being assembled, the pending
 (incomplete) line, the data buffer (value bytes plus one per data line) and the
@@ -36,8 +38,10 @@ event type.  :attr:`SseParser.buffered` is that sum, and it never exceeds
 would push it over, before buffering anything of that chunk past the previous
 line end.  (The last event id, at most one line, is kept across events and is not
 counted.)  Work is O(bytes fed): the pending line is a ``bytearray`` appended to,
-lines are found with one compiled-regex search each, and data values are joined
-once per event.
+and the data buffer is decoded once per event.  A chunk that cannot cross the bound
+whatever it holds (``buffered`` + its length <= ``max_event_bytes``, the usual case)
+is split into lines at C speed with ``bytes.splitlines``; otherwise lines are found
+one compiled-regex search at a time, checking the bound before each.
 
 After :class:`SseError` the parser is broken: every later :meth:`feed` raises
 ``SseError`` again.  :meth:`finish` (end of body) discards a partial event and leaves the parser
@@ -101,8 +105,7 @@ class SseParser:
             raise ValueError(f"max_event_bytes must be >= 1, got {max_event_bytes}")
         self._max = max_event_bytes
         self._line = bytearray()
-        self._data: list[str] = []
-        self._data_bytes = 0
+        self._data = bytearray()  # each data line's value and an LF, decoded at dispatch
         self._event_type = b""
         self._id_buffer = b""
         self._last_id: str | None = None
@@ -125,7 +128,7 @@ class SseParser:
     @property
     def buffered(self) -> int:
         """Bytes held for the event being assembled; always ``<= max_event_bytes``."""
-        return len(self._head) + len(self._line) + self._data_bytes + len(self._event_type)
+        return len(self._head) + len(self._line) + len(self._data) + len(self._event_type)
 
     def feed(self, data: bytes) -> list[SseEvent]:
         """Consume body bytes; return the events they complete, in order.
@@ -154,6 +157,10 @@ class SseParser:
             self._skip_lf = False
             if data[0] == 0x0A:
                 pos = 1
+        last = max(data.rfind(b"\n", pos), data.rfind(b"\r", pos))
+        if last >= 0 and self.buffered + (end - pos) <= self._max:
+            self._feed_lines(data, pos, last, events)
+            return
         search = _LINE_END.search
         while pos < end:
             match = search(data, pos)
@@ -179,6 +186,30 @@ class SseParser:
             if event is not None:
                 events.append(event)
 
+    def _feed_lines(self, data: bytes, pos: int, last: int, events: list[SseEvent]) -> None:
+        """The fast path: ``data[pos:]`` cannot cross the bound, whatever its lines hold.
+
+        (A line of ``n`` bytes adds at most ``n + 1`` to :attr:`buffered` and takes at
+        least ``n + 1`` bytes with its line end, so ``buffered + len(data[pos:])`` bounds
+        every intermediate figure.)  Its complete lines are split at C speed
+        (``bytes.splitlines`` splits on CRLF, LF and CR, exactly the SSE line ends).
+        """
+        end = len(data)
+        lines = data[pos : last + 1].splitlines()
+        if self._line:
+            self._line += lines[0]
+            lines[0] = bytes(self._line)
+            self._line.clear()
+        if data[last] == 0x0D and last + 1 == end:
+            self._skip_lf = True  # a CRLF may be split across chunks
+        process = self._process
+        for line in lines:
+            event = process(line)
+            if event is not None:
+                events.append(event)
+        if last + 1 < end:
+            self._line += data[last + 1 : end]
+
     def finish(self) -> None:
         """End of the body: discard any partial line and event (WHATWG).
 
@@ -187,7 +218,6 @@ class SseParser:
         """
         self._line.clear()
         self._data.clear()
-        self._data_bytes = 0
         self._event_type = b""
         self._skip_lf = False
         self._at_start = True
@@ -233,8 +263,8 @@ class SseParser:
             if value[:1] == b" ":
                 value = value[1:]
         if name == b"data":
-            self._data.append(value.decode("utf-8", "replace"))
-            self._data_bytes += len(value) + 1
+            self._data += value
+            self._data.append(0x0A)
         elif name == b"event":
             self._event_type = value
         elif name == b"id":
@@ -251,9 +281,11 @@ class SseParser:
         self._event_type = b""
         if not self._data:
             return None
-        data = "\n".join(self._data)
+        # One decode per event: the LFs between lines are ASCII, so this is what decoding
+        # each line on its own gives (an invalid sequence never spans a line end).
+        del self._data[-1]  # the last LF (no copy)
+        data = self._data.decode("utf-8", "replace")
         self._data.clear()
-        self._data_bytes = 0
         if not data:
             return None
         return SseEvent(data=data, event=event_type, id=self._last_id)

@@ -159,7 +159,8 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     The size measured against ``max_tool_bytes`` is the UTF-8 length of ``name``,
     ``description`` and ``title`` plus the compact JSON of ``inputSchema``,
     ``outputSchema`` and ``annotations`` -- what a :class:`Tool` keeps, counted from
-    the serialisations made anyway.
+    the serialisations made anyway.  When the texts alone are over it, the schemas
+    are not serialised at all (the entry is skipped at once).
     """
     if not isinstance(raw, dict):
         return SkippedTool(index=index, name=None, reason="tool entry is not a JSON object")
@@ -211,6 +212,14 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     if isinstance(execution, dict) and execution.get("taskSupport") == "required":
         return skip('execution.taskSupport is "required" (tasks are not supported)')
 
+    text_size = (
+        _utf8_len(name) + _utf8_len(description) + (0 if title is None else _utf8_len(title))
+    )
+    if text_size > max_tool_bytes:  # over already: the schemas need not be serialised
+        return skip(
+            f"tool definition is over {text_size:,} bytes; limit is {max_tool_bytes:,} "
+            "(Limits.max_tool_bytes)"
+        )
     try:
         input_bytes = dumps_compact(schema)
         output_bytes = None if output is None else dumps_compact(output)
@@ -219,9 +228,7 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         return skip(f"tool definition is not serialisable JSON: {exc}")
 
     size = (
-        _utf8_len(name)
-        + _utf8_len(description)
-        + (0 if title is None else _utf8_len(title))
+        text_size
         + len(input_bytes)
         + (0 if output_bytes is None else len(output_bytes))
         + annotations_size

@@ -161,8 +161,11 @@ def test_conn_core_turns_outputs_into_results_and_learns_the_era() -> None:
     assert pool.era_hint(ENDPOINT.url) == "2026-07-28"
     tool = Tool(name="t", description="", input_schema=b"{}")
     skipped = SkippedTool(index=1, name=None, reason="bad")
-    listed = ToolsListed(tools=(tool,), skipped=(skipped,), ttl_ms=0, cache_scope=None)
+    listed = ToolsListed(
+        tools=(tool,), skipped=(skipped,), skipped_count=3, ttl_ms=0, cache_scope=None
+    )
     assert core._tools(listed) == [tool] and core.skipped_tools == [skipped]
+    assert core.skipped_count == 3
     result = CallResult(content=[], is_error=False, structured_content=None)
     assert core._result(ToolCalled(result=result)) is result
     core._begin(machine.list_tools, now=0.0)

@@ -28,6 +28,7 @@ ALLOWANCES = {
     "max_stream_retries",
     "max_server_requests",
     "max_informational",
+    "max_recorded_skips",  # an optional record: 0 keeps only the count
 }
 
 

@@ -394,3 +394,32 @@ def test_arbitrary_bytes_give_only_events_or_sse_error(chunks: list[bytes], limi
         assert 0 <= parser.buffered <= limit
     parser.finish()
     assert parser.buffered == 0
+
+
+# -- the data buffer is bytes, decoded once per event ------------------------------------
+
+line_values = st.lists(
+    st.binary(max_size=6).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b"")), max_size=8
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(line_values)
+def test_data_decoded_once_equals_each_line_decoded_on_its_own(values: list[bytes]) -> None:
+    # Invalid UTF-8 at a line's end (a truncated sequence) must give the same replacement
+    # characters as decoding that line alone: the LF between lines ends every sequence.
+    parser = SseParser(max_event_bytes=1 << 16)
+    events = parser.feed(b"".join(b"data: " + value + b"\n" for value in values) + b"\n")
+    expected = "\n".join(value.decode("utf-8", "replace") for value in values)
+    assert [e.data for e in events] == ([expected] if expected else [])
+
+
+def test_many_short_data_lines_cost_their_bytes() -> None:
+    # 100,000 lines of 2 bytes: the buffer holds 3 bytes per line (value and LF), not a
+    # string object per line.
+    parser = SseParser(max_event_bytes=1 << 20)
+    assert parser.feed(b"data:ab\n" * 100_000) == []
+    assert parser.buffered == 300_000
+    (event,) = parser.feed(b"\n")
+    assert event.data == "\n".join(["ab"] * 100_000)
+    assert parser.buffered == 0

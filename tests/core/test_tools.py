@@ -207,6 +207,15 @@ def test_size_bound_with_absent_optionals() -> None:
     assert "4 bytes" in skipped(raw, max_tool_bytes=3).reason
 
 
+def test_texts_over_the_size_bound_skip_before_the_schemas_are_serialised() -> None:
+    # 1 + 11 bytes of text over a limit of 11: skipped on the texts alone, so the
+    # unserialisable schema (which would say "not serialisable") is never encoded.
+    raw = {"name": "t", "description": "\U0001f600" * 2 + "abc", "inputSchema": {"x": {1, 2}}}
+    skip = skipped(raw, max_tool_bytes=11)
+    assert skip.reason == ("tool definition is over 12 bytes; limit is 11 (Limits.max_tool_bytes)")
+    assert "not serialisable" in skipped(raw, max_tool_bytes=12).reason
+
+
 def test_unserialisable_schema_is_skipped() -> None:
     skip = skipped({"name": "t", "inputSchema": {"minimum": float("nan")}})
     assert "not serialisable" in skip.reason

@@ -167,3 +167,35 @@ def well_behaved(request: Request, *, legacy: bool = False) -> Answer:
         content = [{"type": "text", "text": text}]
         return json_answer(result(rid, call_result(content, modern=not legacy)))
     return json_answer(error(rid, -32601, f"method not found: {method}"), 404)
+
+
+# ---- parsed size (issue 10 C): bodies that are small in bytes and large once parsed ----
+# Each fills ``size`` bytes (under the suite's 1 MiB budget) with one shape.
+
+PARSED_SIZE = (1 << 20) - (16 << 10)  # leaves room for the negotiation's bytes and heads
+
+
+def listing_body(request_id: Any, entries: bytes) -> bytes:
+    return b'{"jsonrpc":"2.0","id":%d,"result":{"resultType":"complete","tools":[%s]}}' % (
+        request_id,
+        entries,
+    )
+
+
+def repeated_entries(unit: bytes, size: int = PARSED_SIZE) -> bytes:
+    """``unit,unit,...`` filling ``size`` bytes of a listing."""
+    return b",".join([unit] * ((size - 100) // (len(unit) + 1)))
+
+
+def minimal_tools(count: int) -> bytes:
+    return b",".join(b'{"name":"t%d","inputSchema":{"type":"object"}}' % i for i in range(count))
+
+
+def astral_tool(size: int = PARSED_SIZE) -> bytes:
+    text = "\U0001f600" * ((size - 200) // 4)
+    return b'{"name":"astral","description":"' + text.encode() + b'","inputSchema":{}}'
+
+
+def tiny_events(count: int) -> bytes:
+    """``count`` SSE events, each one small notification."""
+    return b'data: {"jsonrpc":"2.0","method":"notifications/message"}\n\n' * count

@@ -18,19 +18,27 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sansmcp.core.limits import Limits
+
 from .answers import (
     LEGACY,
     MODERN,
+    PARSED_SIZE,
     Answer,
     Request,
+    astral_tool,
     call_result,
     dumps,
     error,
     json_answer,
     list_result,
+    listing_body,
+    minimal_tools,
+    repeated_entries,
     result,
     sse_answer,
     sse_event,
+    tiny_events,
     tool,
     well_behaved,
 )
@@ -623,6 +631,36 @@ def answered(op: str, reason: str, **extra: Any) -> Expect:
     attrs = {"reason": reason}
     attrs.update(extra.pop("attrs", {}))
     return Expect(**_failed("ServerAnswered", op, **attrs), **extra)
+
+
+# ---- parsed size (issue 10 C): builders for the block at the end of CASES ----
+
+PARSED_VALUES = Limits().max_json_values
+PARSED_TOOLS = Limits().max_tools
+
+
+def parsed_answer(entries: Callable[[], bytes]) -> Callable[[Request, Any, State], Awaitable[None]]:
+    """A JSON listing whose tools array is ``entries()`` (built once, per server)."""
+    built: list[bytes] = []
+
+    async def attack(request: Request, reply: Any, state: State) -> None:
+        if not built:
+            built.append(entries())
+        await reply.answer(json_answer(listing_body(request.rpc_id, built[0])))
+
+    return attack
+
+
+async def tiny_events_then_listing(request: Request, reply: H1Reply, state: State) -> None:
+    listing = result(request.rpc_id, {"resultType": "complete", "tools": [tool("a")]})
+    await reply.answer(sse_answer(tiny_events(15_000) + sse_event(listing)))
+
+
+def _skips_capped(report: dict[str, Any], stats: Any, port: int) -> None:
+    listing = next(entry for entry in report["ops"] if entry["op"] == "list")
+    assert listing["skipped_count"] == 5000, listing["skipped_count"]
+    assert len(listing["skipped"]) == Limits().max_recorded_skips, len(listing["skipped"])
+    assert listing["tools"] == ["a"], listing["tools"]
 
 
 def replace_expect(expect: Expect, **changes: Any) -> Expect:
@@ -1535,6 +1573,105 @@ CASES: list[Case] = [
         h2s({L: h2_body_bomb}),
         budget("list", "max_response_bytes", requests={D: 1, L: 1}),
         proto="h2",
+    ),
+    # ---- parsed size (issue 10 C): small in bytes, large once parsed -------------------
+    # The suite's limits leave max_json_values, max_tools and max_recorded_skips at their
+    # defaults: these cases check that the defaults hold the RSS rule at a 1 MiB budget.
+    Case(
+        "parsed_empty_objects",
+        "a ~1 MiB listing of `[{},{},...]` (350,000 empty entries)",
+        "max_json_values (counted before decoding)",
+        h1({L: parsed_answer(lambda: repeated_entries(b"{}"))}),
+        budget("list", "max_json_values", limit=PARSED_VALUES, requests={D: 1, L: 1}),
+        ops=("list",),
+        fast=True,
+    ),
+    Case(
+        "parsed_empty_objects_h2",
+        "the same over h2c",
+        "max_json_values (counted before decoding)",
+        h2s({L: parsed_answer(lambda: repeated_entries(b"{}"))}),
+        budget("list", "max_json_values", limit=PARSED_VALUES, requests={D: 1, L: 1}),
+        ops=("list",),
+        proto="h2",
+    ),
+    Case(
+        "parsed_empty_arrays",
+        "a ~1 MiB listing of `[[],[],...]`",
+        "max_json_values (counted before decoding)",
+        h1({L: parsed_answer(lambda: repeated_entries(b"[]"))}),
+        budget("list", "max_json_values", limit=PARSED_VALUES, requests={D: 1, L: 1}),
+        ops=("list",),
+    ),
+    Case(
+        "parsed_floats",
+        "a ~1 MiB listing of `[0.1,0.1,...]`",
+        "max_json_values (counted before decoding)",
+        h1({L: parsed_answer(lambda: repeated_entries(b"0.1"))}),
+        budget("list", "max_json_values", limit=PARSED_VALUES, requests={D: 1, L: 1}),
+        ops=("list",),
+    ),
+    Case(
+        "parsed_minimal_tools",
+        "a ~1 MiB listing of 20,000 minimal valid tools",
+        "max_tools (before the page is validated)",
+        h1({L: parsed_answer(lambda: minimal_tools(20_000))}),
+        answered(
+            "list",
+            "max_tools",
+            attrs={"bound": "max_tools", "limit": PARSED_TOOLS},
+            requests={D: 1, L: 1},
+        ),
+        ops=("list",),
+        fast=True,
+    ),
+    Case(
+        "parsed_minimal_tools_at_max",
+        "a listing of exactly max_tools (10,000) minimal valid tools",
+        "max_tools (at the bound: listed)",
+        h1({L: parsed_answer(lambda: minimal_tools(PARSED_TOOLS))}),
+        Expect("ok", requests={D: 1, L: 1}),
+        ops=("list",),
+    ),
+    Case(
+        "parsed_skipped_flood",
+        "a listing of 5,000 unusable entries among 2 good tools",
+        "max_recorded_skips (100 recorded, the rest counted)",
+        h1(
+            {
+                L: parsed_answer(
+                    lambda: b",".join([b'{"name":1}'] * 5000 + [b'{"name":"a","inputSchema":{}}'])
+                )
+            }
+        ),
+        Expect("ok", requests={D: 1, L: 1}, check=_skips_capped),
+        ops=("list",),
+    ),
+    Case(
+        "parsed_astral_string",
+        "one tool whose description is ~1 MiB of astral-plane characters",
+        "max_tool_bytes (skipped; the string costs its size, once)",
+        h1({L: parsed_answer(astral_tool)}),
+        Expect("ok", requests={D: 1, L: 1}),
+        ops=("list",),
+        fast=True,
+    ),
+    Case(
+        "parsed_tiny_sse_events",
+        "an event stream of 15,000 small notifications, then the listing",
+        "max_response_bytes (each event costs its bytes; events are parsed one at a time)",
+        h1({L: tiny_events_then_listing}),
+        Expect("ok", requests={D: 1, L: 1}),
+        ops=("list",),
+        fast=True,
+    ),
+    Case(
+        "parsed_sse_short_data_lines",
+        "one ~1 MiB event of 2-byte `data:` lines (not JSON once joined)",
+        "max_response_bytes (the data buffer holds bytes, not a string per line)",
+        h1({L: sse_payload(b"data:ab\n" * (PARSED_SIZE // 8) + b"\n")}),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+        ops=("list",),
     ),
 ]
 

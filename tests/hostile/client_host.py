@@ -12,7 +12,9 @@ A spec: ``backend`` (``"asyncio"`` / ``"trio"``), ``url``, ``ops`` (after connec
 (prior-knowledge h2c), ``allow_loopback`` (default true), ``resolver`` (a fixed answer),
 ``input`` (``"answer"`` / ``"decline"``: an input handler), ``versions``, ``tool``,
 ``arguments``, ``reconnect`` (then open a second ``Conn`` on the same ``Client`` and
-list), ``hard_timeout`` (seconds; the child is killed past it).
+list), ``hard_timeout`` (seconds; the child is killed past it), ``ticker`` (run another
+task on the loop that sleeps 5 ms at a time; ``loop_lag_max`` reports its worst
+lateness, seconds).
 
 A report: ``ok``, ``error`` (class name and every attribute), ``failed_op``, ``elapsed``
 (seconds from the start of the failing op to the exception, or to the end of the last
@@ -154,6 +156,7 @@ async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[
             "op": op,
             "tools": [tool.name for tool in tools],
             "skipped": [[s.index, s.name, s.reason] for s in conn.skipped_tools],
+            "skipped_count": conn.skipped_count,
         }
     if op == "call":
         arguments = spec.get("arguments", '{"text": "hi"}').encode()
@@ -166,13 +169,47 @@ async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[
     raise ValueError(f"unknown op {op!r}")
 
 
+TICK = 0.005
+
+
+async def ticker(sleep: Any, lag: list[float]) -> None:
+    """Another work item on the same loop: wakes every TICK, records its worst lateness."""
+    while True:
+        before = time.monotonic()
+        await sleep(TICK)
+        lag[0] = max(lag[0], time.monotonic() - before - TICK)
+
+
+async def _asyncio_with_ticker(spec: dict[str, Any], lag: list[float]) -> dict[str, Any]:
+    task = asyncio.create_task(ticker(asyncio.sleep, lag))
+    try:
+        return await scenario(asyncio_adapter.Client, asyncio.sleep, spec)
+    finally:
+        task.cancel()
+
+
+async def _trio_with_ticker(spec: dict[str, Any], lag: list[float]) -> dict[str, Any]:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker, trio.sleep, lag)
+        report = await scenario(trio_adapter.Client, trio.sleep, spec)
+        nursery.cancel_scope.cancel()
+    return report
+
+
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     began = time.monotonic()
+    lag = [0.0]
     try:
-        if spec["backend"] == "trio":
+        if spec.get("ticker") and spec["backend"] == "trio":
+            report = trio.run(_trio_with_ticker, spec, lag)
+        elif spec.get("ticker"):
+            report = asyncio.run(_asyncio_with_ticker(spec, lag))
+        elif spec["backend"] == "trio":
             report = trio.run(scenario, trio_adapter.Client, trio.sleep, spec)
         else:
             report = asyncio.run(scenario(asyncio_adapter.Client, asyncio.sleep, spec))
+        if spec.get("ticker"):
+            report["loop_lag_max"] = lag[0]
     except BaseException as exc:  # anything but McpError escaped the public API
         report = {"ok": False, "escaped": "".join(traceback.format_exception(exc))[-6000:]}
     report["total"] = time.monotonic() - began

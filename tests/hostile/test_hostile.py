@@ -121,6 +121,9 @@ def test_hostile_server(
                 "total": report.get("total"),
                 "maxrss_kib": report.get("maxrss_kib"),
                 "baseline_kib": baseline,
+                "loop_lag_ms": None
+                if report.get("loop_lag_max") is None
+                else 1000 * report["loop_lag_max"],
                 "requests": stats.count(),
             }
         )
