@@ -48,3 +48,8 @@ class Limits:
     pool_max_sockets: int = 64
     # JSON parsing
     max_json_depth: int = 512
+    # bytes a server sends on one socket that no live exchange is charged for: HTTP/2
+    # control frames, frames of unknown types, frames on streams we reset or that ended,
+    # the server's preface; HTTP/1.1 bytes outside a response.  Past it the socket closes
+    # and its exchanges fail (cause "budget", bound "max_unowned_bytes_per_socket")
+    max_unowned_bytes_per_socket: int = 1 << 20

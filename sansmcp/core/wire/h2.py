@@ -95,6 +95,7 @@ from ..http import (
     ResponseEnded,
     ResponseReceived,
     TrailersReceived,
+    charged_bytes,
 )
 from ..limits import Limits
 
@@ -129,6 +130,7 @@ _DROPPED_HEADERS = frozenset(
     }
 )
 _MAX_STREAM_ID = 2**31 - 1
+_MAX_SHOWN = 40  # bytes of a bad server value quoted in an error message
 
 
 class _MeteredDecoder(hpack.Decoder):
@@ -167,6 +169,7 @@ class _Exchange:
     body_sent: int = 0
     informational: int = 0
     small_frames: int = 0
+    head_seen: bool = False  # its final head arrived: later framing on it is charged to it
 
 
 @dataclass(slots=True)
@@ -227,6 +230,14 @@ class H2Connection:
         self._block_stream = 0  # 0: no header block open
         self._block_bytes = 0
         self._block_frames = 0
+        # the accounting: every byte received is charged to an event, unowned or unsettled
+        self._unit = bytearray()  # the current unit (a frame, or a header block) so far
+        self._unit_owned = False
+        self._unit_stream = 0
+        self._unit_charged = 0  # bytes the events of the unit being fed carry
+        self._unowned = 0
+        self._received = 0
+        self._delivered = 0  # charged bytes of events handed out or dropped
 
     # -- state -----------------------------------------------------------------
 
@@ -244,14 +255,11 @@ class H2Connection:
         return len(self._exchanges)
 
     def buffered_bytes(self) -> int:
-        """Bytes held right now: partial frame, open header block, queued events, output."""
-        partial, block = len(self._frame_header), self._block_bytes
-        if self._in_payload:
-            partial = 9 + self._frame_length - self._remaining
-            if self._block_stream:  # the current frame is already in the block's sum
-                block -= self._frame_length
+        """Bytes held right now: the unit being received (a partial frame or header block),
+        queued events, output, request bodies not yet sent."""
+        partial = len(self._frame_header) + len(self._unit)
         pending_bodies = sum(len(ex.body) - ex.body_sent for ex in self._exchanges.values())
-        return partial + block + self._queued_bytes + len(self._out) + pending_bodies
+        return partial + self._queued_bytes + len(self._out) + pending_bodies
 
     def can_start(self) -> bool:
         if self.is_broken or self._closing:
@@ -309,6 +317,7 @@ class H2Connection:
                 kept.append(item)
                 continue
             self._queued_bytes -= item.size
+            self._unowned += charged_bytes(item.event)  # nobody will be charged for it now
             self._acknowledge(item)
         self._queue = kept
         self._after_exchange_end()
@@ -325,54 +334,31 @@ class H2Connection:
         """The server closed its side: open exchanges fail (cause "reset")."""
         if self._broken:
             return
-        if self._exchanges:
-            self._fail_connection(
-                ConnectionFailed(
-                    f"server closed the connection with {len(self._exchanges)} "
-                    "HTTP/2 exchange(s) in flight",
-                    cause="reset",
+        try:
+            if self._exchanges:
+                self._fail_connection(
+                    ConnectionFailed(
+                        f"server closed the connection with {len(self._exchanges)} "
+                        "HTTP/2 exchange(s) in flight",
+                        cause="reset",
+                    )
                 )
-            )
-        self._broken = True
+            self._broken = True
+            self._unowned += self.unsettled_bytes
+            self._clear_scanner()
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
 
     def receive_data(self, data: bytes, *, now: float) -> None:
         """Scan ``data`` frame by frame, checking bounds before h2 sees a frame."""
+        self._received += len(data)
         if self.is_broken:
+            self._unowned += len(data)
             return
-        view = memoryview(data)
-        feed = bytearray()
-        index, size = 0, len(view)
-        while index < size:
-            if not self._in_payload:
-                take = min(9 - len(self._frame_header), size - index)
-                self._frame_header += view[index : index + take]
-                index += take
-                if len(self._frame_header) < 9:
-                    break
-                error = self._check_frame_header(now)
-                if error is not None:
-                    self._feed(feed, None)
-                    if not self._broken:
-                        self._fail_connection(error)
-                    return
-                feed += self._frame_header
-                self._frame_header.clear()
-                self._in_payload = True
-            else:
-                take = min(self._remaining, size - index)
-                feed += view[index : index + take]
-                index += take
-                self._remaining -= take
-            if self._in_payload and self._remaining == 0:
-                self._in_payload = False
-                if self._frame_ends_block:
-                    block = self._block_bytes
-                    self._block_stream = self._block_bytes = self._block_frames = 0
-                    self._feed(feed, block)
-                    feed.clear()
-                    if self._broken:
-                        return
-        self._feed(feed, None)
+        try:
+            self._scan(memoryview(data), now)
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
 
     def next_event(self) -> ExchangeEvent | None:
         """The next event, or None; handing out body data acknowledges it to the server."""
@@ -380,8 +366,12 @@ class H2Connection:
             return None
         item = self._queue.popleft()
         self._queued_bytes -= item.size
-        self._acknowledge(item)
-        self._pull()
+        self._delivered += charged_bytes(item.event)
+        try:
+            self._acknowledge(item)
+            self._pull()
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
         return item.event
 
     def data_to_send(self) -> bytes:
@@ -391,6 +381,66 @@ class H2Connection:
         return out
 
     # -- the frame scanner -------------------------------------------------------
+
+    def _scan(self, view: memoryview, now: float) -> None:
+        """Split ``view`` into frames; every byte goes to the current unit or is unowned.
+
+        A *unit* is one frame, or one header block (HEADERS + its CONTINUATIONs).  Whether
+        it is owned is decided at its first frame header: owned when its stream carries a
+        live exchange.  The bytes of an unowned unit count as unowned as they arrive; an
+        owned unit is settled by :meth:`_feed` once complete.
+        """
+        index, size = 0, len(view)
+        while index < size and not self._broken:
+            if not self._in_payload:
+                take = min(9 - len(self._frame_header), size - index)
+                self._frame_header += view[index : index + take]
+                index += take
+                if len(self._frame_header) < 9:
+                    break
+                error = self._check_frame_header(now)
+                if error is not None:
+                    self._fail_connection(error)
+                    break
+                self._take(self._frame_header)
+                self._frame_header.clear()
+                self._in_payload = True
+            else:
+                take = min(self._remaining, size - index)
+                self._take(view[index : index + take])
+                index += take
+                self._remaining -= take
+            if self._in_payload and self._remaining == 0:
+                self._in_payload = False
+                if self._block_stream and not self._frame_ends_block:
+                    continue  # the header block goes on in a CONTINUATION
+                self._block_stream = self._block_bytes = self._block_frames = 0
+                unit, owned = bytes(self._unit), self._unit_owned
+                self._unit.clear()
+                self._feed(unit, owned)
+        self._unowned += size - index  # bytes after a failure: nobody's
+
+    def _take(self, chunk: bytes | bytearray | memoryview) -> None:
+        self._unit += chunk
+        if not self._unit_owned:
+            self._unowned += len(chunk)
+
+    def _clear_scanner(self) -> None:
+        self._frame_header.clear()
+        self._unit = bytearray()
+        self._in_payload = False
+
+    @property
+    def unowned_bytes(self) -> int:
+        """Bytes received that no live exchange was charged for (bounded per socket by
+        ``Limits.max_unowned_bytes_per_socket``); after a failure, every later byte."""
+        return self._unowned
+
+    @property
+    def unsettled_bytes(self) -> int:
+        """Bytes received and not yet charged anywhere: an incomplete frame header, and the
+        part of an owned frame or header block received so far."""
+        return len(self._frame_header) + (len(self._unit) if self._unit_owned else 0)
 
     def _check_frame_header(self, now: float) -> ConnectionFailed | None:
         head = self._frame_header
@@ -453,14 +503,59 @@ class H2Connection:
                     limits.h2_max_control_frames,
                     len(times),
                 )
+        if kind != _CONTINUATION:  # a CONTINUATION belongs to its block's unit
+            self._unit_owned = stream_id != 0 and stream_id in self._by_stream
+            self._unit_stream = stream_id
+        if not self._unit_owned:
+            announced = self._unowned + 9 + length
+            limit = limits.max_unowned_bytes_per_socket
+            if announced > limit:
+                return budget_exceeded(
+                    f"server sent more than {limit:,} bytes that no live exchange owns "
+                    f"(Limits.max_unowned_bytes_per_socket): {announced:,} with a frame of "
+                    f"type {kind} on stream {stream_id}",
+                    "max_unowned_bytes_per_socket",
+                    limit,
+                    announced,
+                )
         return None
 
-    def _feed(self, feed: bytearray, block: int | None) -> None:
-        """Hand accepted bytes to h2; ``block`` is the size of the header block they end."""
-        if not feed or self._broken:
+    def _feed(self, unit: bytes, owned: bool) -> None:
+        """Hand one complete unit to h2 and settle its bytes: what the events it produced
+        carry is charged to their exchange; the rest of an owned unit is charged to its
+        exchange as framing once that exchange has its head (``DataReceived(b"", n)``),
+        and is unowned otherwise."""
+        self._unit_charged = 0
+        self._feed_h2(unit)
+        if not owned:
             return
+        rest = len(unit) - self._unit_charged
+        if not rest:
+            return
+        exchange = self._by_stream.get(self._unit_stream)
+        if exchange is not None and exchange.head_seen and not self._broken:
+            self._push(
+                DataReceived(exchange_id=exchange.exchange_id, data=b"", overhead=rest),
+                exchange.stream_id,
+            )
+            return
+        self._unowned += rest
+        limit = self._limits.max_unowned_bytes_per_socket
+        if self._unowned > limit and not self._broken:
+            self._fail_connection(
+                budget_exceeded(
+                    f"server sent more than {limit:,} bytes that no live exchange owns "
+                    f"(Limits.max_unowned_bytes_per_socket): {self._unowned:,} after a frame "
+                    f"on stream {self._unit_stream}",
+                    "max_unowned_bytes_per_socket",
+                    limit,
+                    self._unowned,
+                )
+            )
+
+    def _feed_h2(self, unit: bytes) -> None:
         try:
-            events = self._h2.receive_data(bytes(feed))
+            events = self._h2.receive_data(unit)
         except h2.exceptions.DenialOfServiceError:
             limit = self._limits.max_header_bytes
             self._fail_connection(
@@ -479,7 +574,7 @@ class H2Connection:
             return
         self._pull()
         for event in events:
-            self._handle(event, block)
+            self._handle(event, len(unit))
             if self._broken:
                 return
         self._send_bodies()
@@ -487,7 +582,7 @@ class H2Connection:
 
     # -- h2 events -----------------------------------------------------------------
 
-    def _handle(self, event: h2.events.Event, block: int | None) -> None:
+    def _handle(self, event: h2.events.Event, unit_size: int) -> None:
         if isinstance(event, h2.events.ConnectionTerminated):
             self._on_goaway(event)
             return
@@ -511,37 +606,44 @@ class H2Connection:
                 )
                 return
             status, headers = _split(event.headers)
+            if status is None or not 100 <= status <= 199:
+                self._bad_status(exchange, event.headers)
+                return
             self._push(
                 InformationalReceived(
                     exchange_id=exchange.exchange_id,
                     status=status,
                     headers=headers,
-                    raw_size=block or 0,
+                    raw_size=unit_size,
                 ),
                 exchange.stream_id,
-                size=block or 0,
+                size=unit_size,
             )
         elif isinstance(event, h2.events.ResponseReceived):
             status, headers = _split(event.headers)
+            if status is None or not 200 <= status <= 999:
+                self._bad_status(exchange, event.headers)
+                return
+            exchange.head_seen = True
             self._push(
                 ResponseReceived(
                     exchange_id=exchange.exchange_id,
                     status=status,
                     headers=headers,
-                    raw_size=block or 0,
+                    raw_size=unit_size,
                     http_version=b"2",
                 ),
                 exchange.stream_id,
-                size=block or 0,
+                size=unit_size,
             )
         elif isinstance(event, h2.events.TrailersReceived):
             _, headers = _split(event.headers)
             self._push(
                 TrailersReceived(
-                    exchange_id=exchange.exchange_id, headers=headers, raw_size=block or 0
+                    exchange_id=exchange.exchange_id, headers=headers, raw_size=unit_size
                 ),
                 exchange.stream_id,
-                size=block or 0,
+                size=unit_size,
             )
         elif isinstance(event, h2.events.StreamEnded):
             self._forget(exchange)
@@ -619,6 +721,29 @@ class H2Connection:
     def _push(self, event: ExchangeEvent, stream_id: int, *, ack: int = 0, size: int = 0) -> None:
         self._queue.append(_Queued(event, stream_id, ack, size))
         self._queued_bytes += size
+        self._unit_charged += charged_bytes(event)
+
+    def _bad_status(self, exchange: _Exchange, raw: list[tuple[bytes, bytes]]) -> None:
+        value = next((bytes(v) for n, v in raw if n == b":status"), b"")
+        self._fail_exchange(
+            exchange,
+            _framing(
+                f"server sent the :status {value[:_MAX_SHOWN]!r} on stream "
+                f"{exchange.stream_id}; a status is three digits"
+            ),
+        )
+
+    def _crash(self, exc: Exception) -> None:
+        """A fault that got past every check (an h2/hpack bug, an unforeseen input): the
+        connection is done, its exchanges fail as framing faults, and the bytes nobody was
+        charged for count as unowned."""
+        self._broken = True  # first: no further h2 call on a state we no longer trust
+        self._fail_connection(
+            _framing(f"server input broke the HTTP/2 machine ({type(exc).__name__}: {exc})")
+        )
+        charged = sum(charged_bytes(item.event) for item in self._queue) + self._delivered
+        self._unowned = self._received - charged
+        self._clear_scanner()
 
     def _forget(self, exchange: _Exchange) -> None:
         del self._exchanges[exchange.exchange_id]
@@ -642,6 +767,8 @@ class H2Connection:
                 code = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
             self._h2.close_connection(error_code=code)
         self._broken = True
+        self._unowned += self.unsettled_bytes
+        self._clear_scanner()
         self._pull()
         for exchange in list(self._exchanges.values()):
             self._forget(exchange)
@@ -684,13 +811,15 @@ class H2Connection:
         self._out += self._h2.data_to_send()
 
 
-def _split(raw: list[tuple[bytes, bytes]]) -> tuple[int, Headers]:
-    """The :status of an h2 header list (validated by h2) and its regular fields."""
-    status = 0
+def _split(raw: list[tuple[bytes, bytes]]) -> tuple[int | None, Headers]:
+    """The :status of an h2 header list (None unless exactly three ASCII digits) and its
+    regular fields."""
+    status: int | None = None
     headers: list[tuple[bytes, bytes]] = []
     for name, value in raw:
         if name == b":status":
-            status = int(value)
+            text = bytes(value)
+            status = int(text) if len(text) == 3 and text.isdigit() else None
         else:  # h2 admits no other pseudo-header in a response
             headers.append((bytes(name), bytes(value)))
     return status, tuple(headers)
