@@ -360,8 +360,7 @@ class H1Connection:
         exchange in flight fails as a framing fault and the connection is done."""
         self._fail(
             ConnectionFailed(
-                f"server input broke the HTTP/1.1 machine ({type(exc).__name__}: "
-                f"{_detail(exc)})",
+                f"server input broke the HTTP/1.1 machine ({type(exc).__name__}: {_detail(exc)})",
                 cause="framing",
             )
         )

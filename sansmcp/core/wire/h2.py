@@ -737,10 +737,11 @@ class H2Connection:
         """A fault that got past every check (an h2/hpack bug, an unforeseen input): the
         connection is done, its exchanges fail as framing faults, and the bytes nobody was
         charged for count as unowned."""
-        self._broken = True  # first: no further h2 call on a state we no longer trust
-        self._fail_connection(
-            _framing(f"server input broke the HTTP/2 machine ({type(exc).__name__}: {exc})")
-        )
+        self._broken = True  # no further h2 call: its state is no longer trusted
+        error = _framing(f"server input broke the HTTP/2 machine ({type(exc).__name__}: {exc})")
+        for exchange in list(self._exchanges.values()):
+            self._forget(exchange)
+            self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
         charged = sum(charged_bytes(item.event) for item in self._queue) + self._delivered
         self._unowned = self._received - charged
         self._clear_scanner()
