@@ -284,6 +284,11 @@ class H1Connection:
         except Exception as exc:  # the boundary: nothing the server sends may escape
             self._crash(exc)
 
+    def abort(self, error: ConnectionFailed) -> None:
+        """Give up on the socket (the driver's last resort when its reader hits a fault):
+        the exchange in flight fails with ``error``."""
+        self._fail(error)
+
     @property
     def unowned_bytes(self) -> int:
         """Bytes received that no exchange was charged for: bytes while no exchange is in

@@ -360,6 +360,14 @@ class H2Connection:
         except Exception as exc:  # the boundary: nothing the server sends may escape
             self._crash(exc)
 
+    def abort(self, error: ConnectionFailed) -> None:
+        """Give up on the socket without another h2 call (the driver's last resort when
+        its reader hits a fault): every exchange in flight fails with ``error``."""
+        self._broken = True
+        for exchange in list(self._exchanges.values()):
+            self._forget(exchange)
+            self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
+
     def next_event(self) -> ExchangeEvent | None:
         """The next event, or None; handing out body data acknowledges it to the server."""
         if not self._queue:
@@ -737,11 +745,7 @@ class H2Connection:
         """A fault that got past every check (an h2/hpack bug, an unforeseen input): the
         connection is done, its exchanges fail as framing faults, and the bytes nobody was
         charged for count as unowned."""
-        self._broken = True  # no further h2 call: its state is no longer trusted
-        error = _framing(f"server input broke the HTTP/2 machine ({type(exc).__name__}: {exc})")
-        for exchange in list(self._exchanges.values()):
-            self._forget(exchange)
-            self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
+        self.abort(_framing(f"server input broke the HTTP/2 machine ({type(exc).__name__}: {exc})"))
         charged = sum(charged_bytes(item.event) for item in self._queue) + self._delivered
         self._unowned = self._received - charged
         self._clear_scanner()
