@@ -553,3 +553,33 @@ def test_h1_an_exception_inside_the_machine_is_a_framing_failure(
     ledger.eof()  # next_event still raises: EOF goes through the same boundary
     (error,) = ledger.failures()
     assert error.cause == "framing"
+
+
+def test_h1_abort_fails_the_exchange_in_flight() -> None:
+    wire = H1Connection(limits=Limits(), now=0.0)
+    wire.start(1, GET, now=0.0)
+    ledger = Ledger(wire)
+    ledger.feed(b"HTTP/1.1 200 OK\r\ncontent-")
+    wire.abort(ConnectionFailed("the reader failed", cause="framing"))
+    ledger.take()
+    (error,) = ledger.failures()
+    assert error.message == "the reader failed" and wire.is_broken
+    assert wire.unowned_bytes == len(b"HTTP/1.1 200 OK\r\ncontent-")
+
+
+def test_h2_eof_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = h2_client(1 << 20)
+    ledger = Ledger(client)
+    ledger.feed(SERVER_SETTINGS + frame(PING, 0, 0, b"12345678")[:13])  # part of a PING
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(h2.connection.H2Connection, "close_connection", broken)
+    ledger.eof()
+    errors = ledger.failures()
+    assert [e.exchange_id for e in ledger.events] == [1, 3]
+    assert all(e.cause == "framing" and "RuntimeError: boom" in e.message for e in errors), [
+        e.message for e in errors
+    ]
+    assert client.unowned_bytes == ledger.fed

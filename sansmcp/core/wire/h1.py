@@ -34,10 +34,20 @@ ends comes as ``DataReceived(data=b"", overhead=n)`` before the trailers (if any
 ``ResponseEnded``.  So a server padding each body byte with 64 KiB of chunk extension
 pays for it in ``Limits.max_response_bytes``.
 
+Bytes outside any response are counted too: ``bytes received == sum(charged_bytes(e))
++ unowned_bytes + unsettled_bytes`` (see ``sansmcp.core.http.charged_bytes``).  Bytes
+while no exchange is in flight, bytes after a response, bytes after a failure, and what
+a failed or cancelled exchange had received without an event carrying it are
+*unowned*; any of them also breaks the connection, so the per-socket bound on them
+(``Limits.max_unowned_bytes_per_socket``, which binds on HTTP/2) is never reached on a
+socket still in use.
+
 Faults are never raised: they end the exchange with ``ExchangeFailed`` and make the
 connection broken.  Causes: ``"budget"`` (``max_header_bytes``,
 ``max_informational``), ``"framing"`` (anything h11 rejects), ``"reset"`` (EOF
-before the response was complete, e.g. a ``Content-Length`` lie).
+before the response was complete, e.g. a ``Content-Length`` lie).  ``receive_data``
+and ``receive_eof`` catch any exception at that boundary (one no check foresaw): the
+exchange fails as ``"framing"`` and the connection breaks.
 
 Buffering: with a driver that drains ``next_event()`` before each
 ``receive_data()``, ``buffered_bytes()`` never exceeds ``max_header_bytes`` plus
@@ -537,7 +547,8 @@ class H1Connection:
                 break
             if event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
                 # Only after the response ended: we never propose a protocol switch, and
-                # h11 raises on an EOF that cuts a response short.
+                # h11 raises on an EOF that cuts a response short.  PAUSED: bytes came
+                # after the response; breaking makes them unowned (_orphan).
                 if self._exchange is not None:  # pragma: no cover
                     self._fail(
                         ConnectionFailed(
@@ -619,9 +630,6 @@ class H1Connection:
                 self._queue(ResponseEnded(exchange_id=exchange))
                 self._exchange = None
         if self._exchange is None:
-            if self.unsettled_bytes:  # h11 holds bytes that came after the response
-                self._break()
-                return
             # The response is complete and nothing followed it (yet).
             if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
                 conn.start_next_cycle()

@@ -11,6 +11,9 @@ through the scanner first; only bytes the scanner has accepted reach h2:
   h2 would otherwise buffer a whole announced 16 MiB frame before refusing it), the
   first frame must be the server's SETTINGS, PUSH_PROMISE is refused (push is off),
   a CONTINUATION must continue an open header block and nothing else may interrupt it.
+  Then the frame's bytes are collected into a *unit* -- the frame, or the whole header
+  block (HEADERS + CONTINUATIONs) -- and h2 gets each unit once it is complete, so the
+  events h2 returns for it belong to that unit alone.
 * Header blocks are measured from the frame headers: the payload bytes of HEADERS +
   CONTINUATION frames of one block (padding and priority fields included) are summed
   as each frame header arrives, and a frame header that would take the block over
@@ -30,21 +33,37 @@ through the scanner first; only bytes the scanner has accepted reach h2:
   the connection.  DATA frames carrying fewer than 16 bytes of data are counted per
   response; more than ``h2_max_small_data_frames`` fails the connection.
 
-What is charged where (the MCP machine charges ``raw_size`` and ``len(data) +
-overhead`` to ``Limits.max_response_bytes``; nothing is counted twice):
+What is charged where.  Every byte received is charged exactly once, in one place (the
+unit's owner is decided at its first frame header; :meth:`H2Connection._feed` settles a
+unit's bytes once h2 has seen it):
 
-* a head's or trailers' ``raw_size`` is the payload bytes of its HEADERS +
-  CONTINUATION frames (padding and priority fields included), not their 9-byte frame
-  headers;
-* every DATA frame of a live exchange becomes one ``DataReceived``: ``data`` is its
-  data, ``overhead`` its 9-byte frame header plus the padding (the Pad Length byte and
-  the pad bytes).  A DATA frame without data (e.g. an empty END_STREAM frame, or one of
-  padding only) comes as ``DataReceived(data=b"", overhead=n)``.  So the body's
-  ``len(data) + overhead`` summed is exactly the wire size of its DATA frames.
-* Not charged to any exchange: the frame headers of HEADERS/CONTINUATION frames (at
-  most ``h2_max_header_frames`` x 9 bytes per block), control frames (bounded by
-  ``h2_max_control_frames`` per ``h2_control_window``), DATA frames on streams we
-  gave up on (their window is returned at once), and the connection preface.
+    bytes received == sum(charged_bytes(event) for every event)   (sansmcp.core.http)
+                      + unowned_bytes + unsettled_bytes
+
+* to an exchange, through its events (the MCP machine charges ``raw_size`` and
+  ``len(data) + overhead`` to ``Limits.max_response_bytes``): a head's or trailers'
+  ``raw_size`` is the wire size of its HEADERS + CONTINUATION frames (frame headers,
+  padding and priority fields included); every DATA frame of a live exchange becomes one
+  ``DataReceived`` whose ``len(data) + overhead`` is the frame's wire size (an empty or
+  padding-only frame comes as ``DataReceived(data=b"", overhead=n)``); any other frame
+  on the stream of a live exchange that has its final head (WINDOW_UPDATE, PRIORITY,
+  frames of unknown types) comes as ``DataReceived(data=b"", overhead=n)`` too;
+* to the socket's *unowned* count (:attr:`H2Connection.unowned_bytes`), everything no
+  live exchange owns: the server's SETTINGS and every frame on stream 0 (PING, GOAWAY,
+  WINDOW_UPDATE, unknown types), frames on streams we reset or that already ended, on
+  idle streams, frames on a live stream before its head that no event carries (or that
+  end it, RST_STREAM), events dropped by :meth:`H2Connection.cancel`, what was held when
+  the connection failed, and every byte after that.  A frame header that would take the
+  count over ``Limits.max_unowned_bytes_per_socket`` (1 MiB) fails every exchange with
+  ``ConnectionFailed(cause="budget", bound="max_unowned_bytes_per_socket")`` before a
+  byte of that frame is passed on (observed: the count with that frame).  The count is
+  for the socket's life: a well-behaved server's control traffic (a few frames per
+  request) stays far under it;
+* ``unsettled_bytes``: an incomplete frame header, and the part of an owned frame or
+  header block received so far (0 once the connection failed or saw EOF).
+
+DATA on a stream we gave up on still has its flow-control window returned at once (the
+connection window must not shrink), so only the unowned bound stops such a flood.
 
 Flow control: we advertise a 256 KiB initial stream window and open the connection
 window to 1 MiB, and acknowledge data (h2 queues WINDOW_UPDATE when half a window is
@@ -63,8 +82,11 @@ reason.
 
 Every server fault becomes ``ExchangeFailed`` events; a connection-level fault fails
 every open exchange with the same ``ConnectionFailed`` and leaves ``is_broken`` true
-(the machine then ignores further input).  No h2, hpack or hyperframe exception
-escapes; misuse by the driver raises ``LocalProtocolError`` and leaves the machine as
+(the machine then ignores further input).  A ``:status`` that is not three ASCII digits
+(h2 passes ``abc`` and ``1zz`` on) fails its exchange as a framing fault.  Nothing
+escapes the entry points that take server input (``receive_data``, ``receive_eof``,
+``next_event``): they catch any exception at that boundary, which fails every exchange
+as ``ConnectionFailed(cause="framing")`` and breaks the connection.  Misuse by the driver raises ``LocalProtocolError`` and leaves the machine as
 it was (except an h2 refusal inside ``start``, after which the connection is broken).
 """
 
