@@ -233,8 +233,9 @@ def test_h2_every_byte_is_charged_somewhere(
 
 
 def test_h2_unowned_bound_trips_exactly_past_its_limit() -> None:
-    """Only unowned frames (stream 0, unknown types, a reset stream): the bound holds at
-    exactly ``limit`` bytes and trips on the frame that would pass it."""
+    """Only frames no exchange has been charged for (stream 0, a reset stream, and frames
+    on a live stream before its head, held for it until then): the bound holds at exactly
+    ``limit`` bytes and trips on the frame that would pass it."""
     ping = frame(PING, 0, 0, b"12345678")  # 17 bytes
     unknown = frame(0xEE, 0, 1, b"x" * 100)  # 109 bytes, on a live stream: h2 ignores it
     reset = frame(DATA, 0, 3, b"y" * 41)  # 50 bytes on the stream we reset
@@ -243,9 +244,10 @@ def test_h2_unowned_bound_trips_exactly_past_its_limit() -> None:
     ledger = Ledger(client)
     for byte in range(len(wire)):  # byte by byte: the split does not matter
         ledger.feed(wire[byte : byte + 1])
-    assert not client.is_broken and client.unowned_bytes == 328 and ledger.events == []
+    assert not client.is_broken and ledger.events == []
+    assert (client.unowned_bytes, client.unsettled_bytes) == (328 - 218, 218)
     ledger.feed(frame(PING, ACK, 0, b"12345678")[:1])  # 1 byte of a 17-byte frame
-    assert not client.is_broken and client.unsettled_bytes == 1
+    assert not client.is_broken and client.unsettled_bytes == 218 + 1
     ledger.feed(frame(PING, ACK, 0, b"12345678")[1:9])  # its header is complete: over
     assert client.is_broken
     errors = ledger.failures()
@@ -583,3 +585,57 @@ def test_h2_eof_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
         e.message for e in errors
     ]
     assert client.unowned_bytes == ledger.fed
+
+
+def test_h2_frames_before_the_head_are_charged_with_it() -> None:
+    """A WINDOW_UPDATE on a live stream before its head (a server reading our body) is
+    held for the exchange and charged right after its head, not left unowned: a
+    long-lived socket does not creep towards its unowned bound with normal traffic."""
+    client = h2_client(1 << 20)
+    ledger = Ledger(client)
+    ledger.feed(SERVER_SETTINGS)
+    window = frame(WINDOW_UPDATE, 0, 1, (100).to_bytes(4, "big"))
+    ledger.feed(window * 3)
+    assert client.unsettled_bytes == 3 * len(window) and ledger.events == []
+    head = frame(HEADERS, END_HEADERS, 1, literal(b":status", b"200"))
+    ledger.feed(head + frame(DATA, END_STREAM, 1, b"{}"))
+    ones = [e for e in ledger.events if e.exchange_id == 1]
+    assert ones[:2] == [
+        ResponseReceived(exchange_id=1, status=200, headers=(), raw_size=len(head),
+                         http_version=b"2"),
+        DataReceived(exchange_id=1, data=b"", overhead=3 * len(window)),
+    ]  # fmt: skip
+    assert client.unowned_bytes == len(SERVER_SETTINGS) and client.unsettled_bytes == 0
+
+
+def test_h2_frames_before_a_head_that_never_comes_are_bounded() -> None:
+    client = h2_client(1000)
+    ledger = Ledger(client)
+    ledger.feed(SERVER_SETTINGS)
+    unknown = frame(0xEE, 0, 5, b"u" * 91)  # 100 bytes on a live stream, before its head
+    for _ in range(9):
+        ledger.feed(unknown)
+    assert not client.is_broken and client.unsettled_bytes == 900  # 9 + 900 <= 1000
+    ledger.feed(unknown)
+    assert client.is_broken
+    for error in ledger.failures():
+        assert (error.bound, error.limit, error.observed) == (
+            "max_unowned_bytes_per_socket",
+            1000,
+            1009,
+        )
+    assert client.unowned_bytes == ledger.fed and client.unsettled_bytes == 0
+
+
+def test_h2_socket_retires_at_half_its_unowned_bound() -> None:
+    """Past half the bound the socket takes no new exchange (the pool retires it once
+    idle), so slowly accumulating control traffic never fails an exchange."""
+    client = h2_client(1000)
+    ledger = Ledger(client)
+    ledger.feed(SERVER_SETTINGS)
+    ping_ack = frame(PING, ACK, 0, b"12345678")  # 17 bytes
+    while client.unowned_bytes + len(ping_ack) <= 500:
+        ledger.feed(ping_ack)
+    assert client.can_start()
+    ledger.feed(ping_ack)
+    assert client.unowned_bytes > 500 and not client.can_start() and not client.is_broken

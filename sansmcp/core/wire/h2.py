@@ -46,21 +46,26 @@ unit's bytes once h2 has seen it):
   padding and priority fields included); every DATA frame of a live exchange becomes one
   ``DataReceived`` whose ``len(data) + overhead`` is the frame's wire size (an empty or
   padding-only frame comes as ``DataReceived(data=b"", overhead=n)``); any other frame
-  on the stream of a live exchange that has its final head (WINDOW_UPDATE, PRIORITY,
-  frames of unknown types) comes as ``DataReceived(data=b"", overhead=n)`` too;
+  on the stream of a live exchange that no event carries (WINDOW_UPDATE, PRIORITY,
+  frames of unknown types) comes as ``DataReceived(data=b"", overhead=n)`` too -- at
+  once if the exchange has its final head, else right after that head (until then the
+  bytes are *pending*: part of ``unsettled_bytes``, and bounded with the unowned ones);
 * to the socket's *unowned* count (:attr:`H2Connection.unowned_bytes`), everything no
   live exchange owns: the server's SETTINGS and every frame on stream 0 (PING, GOAWAY,
   WINDOW_UPDATE, unknown types), frames on streams we reset or that already ended, on
-  idle streams, frames on a live stream before its head that no event carries (or that
-  end it, RST_STREAM), events dropped by :meth:`H2Connection.cancel`, what was held when
-  the connection failed, and every byte after that.  A frame header that would take the
-  count over ``Limits.max_unowned_bytes_per_socket`` (1 MiB) fails every exchange with
-  ``ConnectionFailed(cause="budget", bound="max_unowned_bytes_per_socket")`` before a
-  byte of that frame is passed on (observed: the count with that frame).  The count is
-  for the socket's life: a well-behaved server's control traffic (a few frames per
-  request) stays far under it;
-* ``unsettled_bytes``: an incomplete frame header, and the part of an owned frame or
-  header block received so far (0 once the connection failed or saw EOF).
+  idle streams, a RST_STREAM that ends an exchange, the pending bytes of an exchange that
+  ends without a head, events dropped by :meth:`H2Connection.cancel`, what was held
+  when the connection failed, and every byte after that.  A frame header that would take
+  unowned + pending bytes over ``Limits.max_unowned_bytes_per_socket`` (1 MiB) fails
+  every exchange with ``ConnectionFailed(cause="budget",
+  bound="max_unowned_bytes_per_socket")`` before a byte of that frame is passed on
+  (observed: the figure with that frame).  The count is for the socket's life; once it
+  passes half the bound, ``can_start()`` is false and the pool retires the socket when
+  idle, so a well-behaved server's stream-0 traffic (SETTINGS, PING, connection
+  WINDOW_UPDATEs) can never fail an exchange;
+* ``unsettled_bytes``: an incomplete frame header, the part of an owned frame or header
+  block received so far, and the pending bytes (0 once the connection failed or saw
+  EOF).
 
 DATA on a stream we gave up on still has its flow-control window returned at once (the
 connection window must not shrink), so only the unowned bound stops such a flood.
@@ -192,6 +197,7 @@ class _Exchange:
     informational: int = 0
     small_frames: int = 0
     head_seen: bool = False  # its final head arrived: later framing on it is charged to it
+    pending: int = 0  # bytes of frames on its stream before its head, charged after it
 
 
 @dataclass(slots=True)
@@ -258,6 +264,7 @@ class H2Connection:
         self._unit_stream = 0
         self._unit_charged = 0  # bytes the events of the unit being fed carry
         self._unowned = 0
+        self._pending = 0  # sum of the live exchanges' pending bytes
         self._received = 0
         self._delivered = 0  # charged bytes of events handed out or dropped
 
@@ -286,6 +293,8 @@ class H2Connection:
     def can_start(self) -> bool:
         if self.is_broken or self._closing:
             return False
+        if self._unowned > self._limits.max_unowned_bytes_per_socket // 2:
+            return False  # retire the socket before its unowned bound could fail anything
         if self._h2.highest_outbound_stream_id + 2 > _MAX_STREAM_ID:  # pragma: no cover
             return False  # 2**30 requests on one connection: unreachable in tests
         peer = self._h2.remote_settings.max_concurrent_streams
@@ -366,7 +375,7 @@ class H2Connection:
                     )
                 )
             self._broken = True
-            self._unowned += self.unsettled_bytes
+            self._unowned += self._partial_bytes()
             self._clear_scanner()
         except Exception as exc:  # the boundary: nothing the server sends may escape
             self._crash(exc)
@@ -470,6 +479,9 @@ class H2Connection:
     def unsettled_bytes(self) -> int:
         """Bytes received and not yet charged anywhere: an incomplete frame header, and the
         part of an owned frame or header block received so far."""
+        return self._partial_bytes() + self._pending
+
+    def _partial_bytes(self) -> int:
         return len(self._frame_header) + (len(self._unit) if self._unit_owned else 0)
 
     def _check_frame_header(self, now: float) -> ConnectionFailed | None:
@@ -537,13 +549,13 @@ class H2Connection:
             self._unit_owned = stream_id != 0 and stream_id in self._by_stream
             self._unit_stream = stream_id
         if not self._unit_owned:
-            announced = self._unowned + 9 + length
+            announced = self._unowned + self._pending + 9 + length
             limit = limits.max_unowned_bytes_per_socket
             if announced > limit:
                 return budget_exceeded(
-                    f"server sent more than {limit:,} bytes that no live exchange owns "
-                    f"(Limits.max_unowned_bytes_per_socket): {announced:,} with a frame of "
-                    f"type {kind} on stream {stream_id}",
+                    f"server sent more than {limit:,} bytes that no live exchange was "
+                    f"charged for (Limits.max_unowned_bytes_per_socket): {announced:,} with "
+                    f"a frame of type {kind} on stream {stream_id}",
                     "max_unowned_bytes_per_socket",
                     limit,
                     announced,
@@ -560,6 +572,7 @@ class H2Connection:
         if not owned:
             return
         rest = len(unit) - self._unit_charged
+        assert rest >= 0, "the events of a unit carry more bytes than it has"
         if not rest:
             return
         exchange = self._by_stream.get(self._unit_stream)
@@ -569,17 +582,22 @@ class H2Connection:
                 exchange.stream_id,
             )
             return
-        self._unowned += rest
+        if exchange is not None and not self._broken:
+            exchange.pending += rest  # charged with its head (bounded below until then)
+            self._pending += rest
+        else:
+            self._unowned += rest
         limit = self._limits.max_unowned_bytes_per_socket
-        if self._unowned > limit and not self._broken:
+        uncharged = self._unowned + self._pending
+        if uncharged > limit and not self._broken:
             self._fail_connection(
                 budget_exceeded(
-                    f"server sent more than {limit:,} bytes that no live exchange owns "
-                    f"(Limits.max_unowned_bytes_per_socket): {self._unowned:,} after a frame "
-                    f"on stream {self._unit_stream}",
+                    f"server sent more than {limit:,} bytes that no live exchange was "
+                    f"charged for (Limits.max_unowned_bytes_per_socket): {uncharged:,} "
+                    f"after a frame on stream {self._unit_stream}",
                     "max_unowned_bytes_per_socket",
                     limit,
-                    self._unowned,
+                    uncharged,
                 )
             )
 
@@ -666,6 +684,16 @@ class H2Connection:
                 exchange.stream_id,
                 size=unit_size,
             )
+            if exchange.pending:  # frames on its stream before the head: its framing
+                self._push(
+                    DataReceived(
+                        exchange_id=exchange.exchange_id, data=b"", overhead=exchange.pending
+                    ),
+                    exchange.stream_id,
+                )
+                self._unit_charged -= exchange.pending  # earlier units' bytes, not this one's
+                self._pending -= exchange.pending
+                exchange.pending = 0
         elif isinstance(event, h2.events.TrailersReceived):
             _, headers = _split(event.headers)
             self._push(
@@ -775,6 +803,9 @@ class H2Connection:
     def _forget(self, exchange: _Exchange) -> None:
         del self._exchanges[exchange.exchange_id]
         del self._by_stream[exchange.stream_id]
+        self._unowned += exchange.pending  # no head will carry them now
+        self._pending -= exchange.pending
+        exchange.pending = 0
 
     def _fail_exchange(
         self, exchange: _Exchange, error: ConnectionFailed, *, reset: bool = True
@@ -794,7 +825,7 @@ class H2Connection:
                 code = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
             self._h2.close_connection(error_code=code)
         self._broken = True
-        self._unowned += self.unsettled_bytes
+        self._unowned += self._partial_bytes()  # and _forget moves each pending count
         self._clear_scanner()
         self._pull()
         for exchange in list(self._exchanges.values()):
