@@ -265,6 +265,7 @@ class H2Connection:
         self._unit_charged = 0  # bytes the events of the unit being fed carry
         self._unowned = 0
         self._pending = 0  # sum of the live exchanges' pending bytes
+        self._windows_changed = False  # h2 took a unit since request bodies were last sent
         self._received = 0
         self._delivered = 0  # charged bytes of events handed out or dropped
 
@@ -458,6 +459,10 @@ class H2Connection:
                 self._unit.clear()
                 self._feed(unit, owned)
         self._unowned += size - index  # bytes after a failure: nobody's
+        if self._windows_changed and not self._broken:
+            self._windows_changed = False
+            self._send_bodies()
+        self._pull()
 
     def _take(self, chunk: bytes | bytearray | memoryview) -> None:
         self._unit += chunk
@@ -620,13 +625,11 @@ class H2Connection:
         except h2.exceptions.H2Error as exc:
             self._fail_connection(_framing(f"server broke the HTTP/2 protocol: {exc}"))
             return
-        self._pull()
         for event in events:
             self._handle(event, len(unit))
             if self._broken:
                 return
-        self._send_bodies()
-        self._pull()
+        self._windows_changed = True  # bodies may go out: once per read, in _scan
 
     # -- h2 events -----------------------------------------------------------------
 
