@@ -40,6 +40,7 @@ __all__ = [
     "ResponseEnded",
     "ResponseReceived",
     "TrailersReceived",
+    "charged_bytes",
     "header_value",
 ]
 
@@ -135,3 +136,18 @@ ExchangeEvent = (
     | ResponseEnded
     | ExchangeFailed
 )
+
+
+def charged_bytes(event: ExchangeEvent) -> int:
+    """The wire bytes ``event`` carries, which its exchange is charged for: a head's or
+    trailers' ``raw_size``, a ``DataReceived``'s data plus overhead, nothing otherwise.
+
+    A wire machine charges every byte it receives either to exactly one event or, when no
+    live exchange owns it, to its socket's unowned count
+    (``Limits.max_unowned_bytes_per_socket``).
+    """
+    if isinstance(event, DataReceived):
+        return len(event.data) + event.overhead
+    if isinstance(event, InformationalReceived | ResponseReceived | TrailersReceived):
+        return event.raw_size
+    return 0

@@ -105,6 +105,7 @@ _RULES: dict[str, _Rule] = {
     "max_json_values": _COUNT,
     "max_tools": _COUNT,
     "max_recorded_skips": _ALLOWANCE,
+    "max_unowned_bytes_per_socket": _COUNT,
 }
 
 
@@ -156,22 +157,27 @@ class Limits:
     pool_idle_timeout: float = 30.0  # > 0
     pool_max_idle_per_origin: int = 8  # >= 0
     pool_max_sockets: int = 64  # >= 1
-    # JSON parsing: nesting depth (>= 1)
-    max_json_depth: int = 512
+    # JSON parsing: nesting depth
+    max_json_depth: int = 512  # >= 1
     # pool fairness: sockets (dialling or open) one origin may hold, so a stalling server
     # cannot take every socket of the pool while work for other origins waits; a value
     # above pool_max_sockets is clamped to it
-    pool_max_sockets_per_origin: int = 16
-    # parsed size (issue 10 C): what one message may become once decoded, and the listing's
+    pool_max_sockets_per_origin: int = 16  # >= 1
+    # parsed size: what one message may become once decoded, and the listing's
     # bookkeeping.
     # JSON values in one message (a JSON body or one SSE event), counted from above by its
     # structural bytes `[ { ,` before it is decoded.  Sized for the default
     # max_response_bytes: a value costs up to ~230 bytes of heap, so the costliest accepted
     # 8 MiB body peaks at ~45 MiB (< 6 x the budget); with a smaller budget, lower it in
     # proportion (one value per 64 bytes of max_response_bytes keeps that ratio)
-    max_json_values: int = 128_000
+    max_json_values: int = 128_000  # >= 1
     # tool entries (valid or skipped) in one listing, all pages together; past it the
     # listing fails (ServerAnswered, reason "max_tools") before the page is validated
-    max_tools: int = 10_000
+    max_tools: int = 10_000  # >= 1
     # skipped entries recorded with their details per listing; the rest are only counted
-    max_recorded_skips: int = 100
+    max_recorded_skips: int = 100  # >= 0
+    # bytes a server sends on one socket that no live exchange is charged for: HTTP/2
+    # control frames, frames of unknown types, frames on streams we reset or that ended,
+    # the server's preface; HTTP/1.1 bytes outside a response.  Past it the socket closes
+    # and its exchanges fail (cause "budget", bound "max_unowned_bytes_per_socket")
+    max_unowned_bytes_per_socket: int = 1 << 20  # >= 1

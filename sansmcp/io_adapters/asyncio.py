@@ -313,8 +313,13 @@ class Client(ClientCore):
                 self._dispatch(sock.conn_id, wire)
                 if not data or wire.is_broken:
                     return
+        except Exception as exc:  # the reader task must never die of one
+            _reader_fault(wire, exc)
+            with contextlib.suppress(Exception):
+                self._dispatch(sock.conn_id, wire)
         finally:
-            self._close_socket(sock.conn_id)
+            with contextlib.suppress(Exception):  # the exchanges left fail "reset" here
+                self._close_socket(sock.conn_id)
 
     def _dispatch(self, conn_id: int, wire: Any) -> None:
         changed = self.pool.changed
@@ -488,6 +493,18 @@ class Conn(ConnCore):
 
 def _now() -> float:
     return asyncio.get_running_loop().time()
+
+
+def _reader_fault(wire: Any, exc: Exception) -> None:
+    """The last resort of a socket's reader: the wire machines never raise on server
+    input, but should anything on the way (the machine, the delivery) raise, the socket's
+    exchanges fail classified (framing) and the socket closes."""
+    error = ConnectionFailed(
+        f"the socket reader failed ({type(exc).__name__}: {exc}); the socket was closed",
+        cause="framing",
+    )
+    with contextlib.suppress(Exception):
+        wire.abort(error)
 
 
 def _default_ssl_context() -> ssl.SSLContext:

@@ -297,18 +297,23 @@ class Client(ClientCore):
 
     async def _read(self, sock: _Socket) -> None:
         wire = sock.wire
-        while True:
-            try:
-                data = await sock.stream.receive_some(_READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                data = b""
-            if data:
-                wire.receive_data(data, now=trio.current_time())
-            else:
-                wire.receive_eof(now=trio.current_time())
-            self._dispatch(sock.conn_id, wire)
-            if not data or wire.is_broken:
-                return
+        try:
+            while True:
+                try:
+                    data = await sock.stream.receive_some(_READ_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    data = b""
+                if data:
+                    wire.receive_data(data, now=trio.current_time())
+                else:
+                    wire.receive_eof(now=trio.current_time())
+                self._dispatch(sock.conn_id, wire)
+                if not data or wire.is_broken:
+                    return
+        except Exception as exc:  # the reader task must never die of one
+            _reader_fault(wire, exc)
+            with contextlib.suppress(Exception):
+                self._dispatch(sock.conn_id, wire)
 
     async def _write(self, sock: _Socket) -> None:
         wire = sock.wire
@@ -481,6 +486,18 @@ class Conn(ConnCore):
                 self.machine.handle_timer(now=trio.current_time())
                 return
         self.machine.answer_input(output.input_id, answer, now=trio.current_time())
+
+
+def _reader_fault(wire: Any, exc: Exception) -> None:
+    """The last resort of a socket's reader: the wire machines never raise on server
+    input, but should anything on the way (the machine, the delivery) raise, the socket's
+    exchanges fail classified (framing) and the socket closes."""
+    error = ConnectionFailed(
+        f"the socket reader failed ({type(exc).__name__}: {exc}); the socket was closed",
+        cause="framing",
+    )
+    with contextlib.suppress(Exception):
+        wire.abort(error)
 
 
 def _default_ssl_context() -> ssl.SSLContext:

@@ -1676,6 +1676,103 @@ CASES: list[Case] = [
 ]
 
 
+# ---------------------------------------------------------------- issue 10 B and D (wire)
+# Bytes no live exchange owns are bounded per socket (Limits.max_unowned_bytes_per_socket),
+# and a :status that is not three digits is a framing failure, never an exception in a
+# reader task (on trio that was a TrioInternalError, on asyncio "Task exception was never
+# retrieved": either prints a traceback, which test_hostile's stderr check refuses).
+
+_DATA_FRAME, _UNKNOWN_FRAME = 0x0, 0xEE  # DATA; a frame type no extension defines
+
+
+async def h2_listing_left_open(request: Request, reply: H2Reply, state: State) -> None:
+    """Answer the listing on an event stream left open; once the client has given up on
+    the stream (it drains it for cancel_grace, 0.5 s, then resets it) and its call has
+    arrived on the same connection, flood DATA frames on the stream it reset."""
+    await reply.headers(200, SSE_HEAD)
+    await reply.data(b"data: " + well_behaved(request).body + b"\n\n")
+    called = state.setdefault("called", asyncio.Event())
+    await called.wait()
+    await asyncio.sleep(1.0)  # by now the client has reset the listing's stream
+    flood = frame(_DATA_FRAME, 0, reply.stream_id, b"\0" * 16_000) * 16
+    while True:
+        await reply.raw(flood)
+
+
+async def h2_call_arrives(request: Request, reply: H2Reply, state: State) -> None:
+    state.setdefault("called", asyncio.Event()).set()
+    await reply.hang()
+
+
+async def h2_unknown_frames_after_head(request: Request, reply: H2Reply, state: State) -> None:
+    await reply.headers(200, JSON_HEAD)
+    flood = frame(_UNKNOWN_FRAME, 0, reply.stream_id, b"\0" * 16_000) * 16
+    while True:
+        await reply.raw(flood)
+
+
+def h2_status(value: bytes) -> H2Attack:
+    async def attack(request: Request, reply: H2Reply, state: State) -> None:
+        fields = [(b":status", value), (b"content-type", b"application/json")]
+        block = reply.h2.encoder.encode(fields)
+        await reply.raw(frame(HEADERS, END_HEADERS, reply.stream_id, block))
+        await reply.hang()
+
+    return attack
+
+
+_UNOWNED = {"max_unowned_bytes_per_socket": 1 << 20}
+CASES += [
+    Case(
+        "h2_reset_stream_data_flood",
+        "the listing on an event stream; after the client reset it, DATA on it forever",
+        "max_unowned_bytes_per_socket (DATA on a stream the client reset)",
+        h2s({L: h2_listing_left_open, C: h2_call_arrives}),
+        budget("call", "max_unowned_bytes_per_socket", limit=1 << 20, requests={D: 1, L: 1, C: 1}),
+        proto="h2",
+        limits=_UNOWNED,
+        fast=True,
+    ),
+    Case(
+        "h2_unknown_frame_flood",
+        "16 KB frames of an unknown type on stream 0, forever",
+        "max_unowned_bytes_per_socket (frames no exchange owns)",
+        h2s({L: h2_flood(frame(_UNKNOWN_FRAME, 0, 0, b"\0" * 16_000))}),
+        budget("list", "max_unowned_bytes_per_socket", limit=1 << 20, requests={D: 1, L: 1}),
+        proto="h2",
+        limits=_UNOWNED,
+        fast=True,
+    ),
+    Case(
+        "h2_unknown_frames_after_head",
+        "a head, then 16 KB frames of an unknown type on the response's stream, forever",
+        "max_response_bytes (framing on a live exchange is charged to it)",
+        h2s({L: h2_unknown_frames_after_head}),
+        budget("list", "max_response_bytes", requests={D: 1, L: 1}),
+        proto="h2",
+        limits=_UNOWNED,
+    ),
+    Case(
+        "h2_status_abc",
+        "`:status: abc` on the listing",
+        "boundary: a status is three digits",
+        h2s({L: h2_status(b"abc")}),
+        failed("list", "framing", requests={D: 1, L: 1}),
+        proto="h2",
+        fast=True,
+    ),
+    Case(
+        "h2_status_1zz",
+        "`:status: 1zz` on the listing (h2 takes it for an informational head)",
+        "boundary: a status is three digits",
+        h2s({L: h2_status(b"1zz")}),
+        failed("list", "framing", requests={D: 1, L: 1}),
+        proto="h2",
+    ),
+]
+# ------------------------------------------------------------ end of issue 10 B and D (wire)
+
+
 def _challenge(report: dict[str, Any], error_code: str) -> None:
     challenges = report["error"]["challenges"]
     assert challenges and challenges[0][0].lower() == "bearer", challenges

@@ -113,12 +113,13 @@ def body_charge(events: list[ExchangeEvent]) -> int:
 
 
 def header_block_sizes(data: bytes) -> list[int]:
-    """Differential oracle: HEADERS + CONTINUATION payload bytes per block, as sent."""
+    """Differential oracle: HEADERS + CONTINUATION wire bytes (frame headers included)
+    per block, as sent."""
     sizes: list[int] = []
     current = 0
     for kind, flags, _, payload in frames_of(data):
         if kind in (0x1, 0x9):
-            current += len(payload)
+            current += 9 + len(payload)
             if flags & 0x4:
                 sizes.append(current)
                 current = 0
@@ -237,9 +238,9 @@ def test_padded_headers_raw_size_counts_padding() -> None:
     feed_bytewise(pair.client, wire)
     events = drain(pair.client)
     assert events[0] == ResponseReceived(
-        exchange_id=1, status=200, headers=(), raw_size=len(wire) - 9, http_version=b"2"
+        exchange_id=1, status=200, headers=(), raw_size=len(wire), http_version=b"2"
     )
-    assert events[0].raw_size == 1 + len(block) + 200
+    assert events[0].raw_size == 9 + 1 + len(block) + 200
     assert events[1] == ResponseEnded(exchange_id=1)
 
 
@@ -356,7 +357,7 @@ def test_header_block_over_bound_fails_at_the_frame_header(feeder: Feeder) -> No
     wire += b"".join(raw(ContinuationFrame(sid, data=b"\x88" * MAX_FRAME_SIZE)) for _ in range(3))
     last = raw(ContinuationFrame(sid, data=b"\x88", flags=["END_HEADERS"]))
     peak = feeder(pair.client, wire + last[:8])
-    assert peak <= HEAD_BLOCK + 9 + 16  # the block h2 holds, and the frame header held back
+    assert peak <= HEAD_BLOCK + 4 * 9 + 9 + 16  # the block's frames held, the header held back
     assert drain(pair.client) == [] and not pair.client.is_broken
     assert pair.client.buffered_bytes() <= 9 + HEAD_BLOCK + 64
     pair.client.receive_data(last[8:9], now=0.0)  # the byte that completes the header
@@ -376,7 +377,7 @@ def test_continuation_flood_fails_on_frame_count(feeder: Feeder) -> None:
     wire = raw(HeadersFrame(sid, data=b"\x88"))
     wire += raw(ContinuationFrame(sid, data=b"")) * 10_000
     peak = feeder(pair.client, wire)
-    assert peak <= 64
+    assert peak <= 32 * 9 + 64  # the block's 32 frames, held until it ends
     error = failure(drain(pair.client))
     assert_error(error, "budget", "h2_max_header_frames", 32, 33)
     assert pair.client.buffered_bytes() <= 9 * 2 + 64
@@ -571,7 +572,7 @@ def test_window_update_only_when_data_is_taken() -> None:
     feed_random(pair.client, server.data_to_send())
     assert pair.client.data_to_send() == b""  # nothing taken, nothing acknowledged
     pair.client.receive_data(raw(DataFrame(sid, data=b"1234"))[:11], now=0.0)  # 2 bytes in
-    assert pair.client.buffered_bytes() == STREAM_WINDOW + 1 + 11
+    assert pair.client.buffered_bytes() == STREAM_WINDOW + 10 + 11  # body, head, partial
     pair.client.receive_data(b"34", now=0.0)  # the window is full: the 4 bytes overflow it
     assert pair.client.is_broken
     pair = Pair()
@@ -583,7 +584,7 @@ def test_window_update_only_when_data_is_taken() -> None:
         size = min(server.local_flow_control_window(sid), MAX_FRAME_SIZE)
         server.send_data(sid, b"d" * size)
     feed_random(pair.client, server.data_to_send())
-    assert pair.client.buffered_bytes() == STREAM_WINDOW + 1  # + the head's 1-byte block
+    assert pair.client.buffered_bytes() == STREAM_WINDOW + 10  # + the head (9 + 1 bytes)
     first = pair.client.next_event()
     assert isinstance(first, ResponseReceived)
     taken = 0
@@ -868,7 +869,7 @@ def test_raw_size_equals_bytes_sent(
     pads: list[int | None],
     seed: int,
 ) -> None:
-    """Differential: every head's raw_size is the HEADERS+CONTINUATION payload sent, and
+    """Differential: every head's raw_size is the HEADERS+CONTINUATION frames sent, and
     the body's data + overhead is the DATA frames sent (headers and padding included)."""
     pair = Pair()
     pair.handshake()

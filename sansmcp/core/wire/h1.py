@@ -34,10 +34,20 @@ ends comes as ``DataReceived(data=b"", overhead=n)`` before the trailers (if any
 ``ResponseEnded``.  So a server padding each body byte with 64 KiB of chunk extension
 pays for it in ``Limits.max_response_bytes``.
 
+Bytes outside any response are counted too: ``bytes received == sum(charged_bytes(e))
++ unowned_bytes + unsettled_bytes`` (see ``sansmcp.core.http.charged_bytes``).  Bytes
+while no exchange is in flight, bytes after a response, bytes after a failure, and what
+a failed or cancelled exchange had received without an event carrying it are
+*unowned*; any of them also breaks the connection, so the per-socket bound on them
+(``Limits.max_unowned_bytes_per_socket``, which binds on HTTP/2) is never reached on a
+socket still in use.
+
 Faults are never raised: they end the exchange with ``ExchangeFailed`` and make the
 connection broken.  Causes: ``"budget"`` (``max_header_bytes``,
 ``max_informational``), ``"framing"`` (anything h11 rejects), ``"reset"`` (EOF
-before the response was complete, e.g. a ``Content-Length`` lie).
+before the response was complete, e.g. a ``Content-Length`` lie).  ``receive_data``
+and ``receive_eof`` catch any exception at that boundary (one no check foresaw): the
+exchange fails as ``"framing"`` and the connection breaks.
 
 Buffering: with a driver that drains ``next_event()`` before each
 ``receive_data()``, ``buffered_bytes()`` never exceeds ``max_header_bytes`` plus
@@ -71,6 +81,7 @@ from ..http import (
     ResponseEnded,
     ResponseReceived,
     TrailersReceived,
+    charged_bytes,
 )
 from ..limits import Limits
 
@@ -153,6 +164,12 @@ class H1Connection:
         self._crlf_seen = 0
         self._chunked = False  # the response in flight has a chunked body
         self._overhead = 0  # framing bytes metered and not yet attached to an event
+        # the accounting: bytes received = charged to events + unowned + unsettled
+        self._received = 0
+        self._delivered = 0  # charged bytes of the events handed out
+        self._unowned = 0
+        self._ex_fed = 0  # bytes of the exchange in flight handed to h11
+        self._ex_charged = 0  # bytes its queued events carry
 
     # ------------------------------------------------------------------ state
 
@@ -228,6 +245,7 @@ class H1Connection:
         self._exchange = exchange_id
         self._method = request.method
         self._informational = 0
+        self._ex_fed = self._ex_charged = 0
         self._reset_meter()
 
     def cancel(self, exchange_id: int, *, now: float) -> None:
@@ -235,6 +253,8 @@ class H1Connection:
         the connection becomes broken (the driver closes the socket)."""
         if self._events:
             kept = deque(e for e in self._events if e.exchange_id != exchange_id)
+            dropped = sum(charged_bytes(e) for e in self._events if e.exchange_id == exchange_id)
+            self._unowned += dropped  # nobody will be charged for these now
             self._events = kept
             self._queued_bytes = sum(_held(e) for e in kept)
         if exchange_id == self._exchange:
@@ -255,14 +275,56 @@ class H1Connection:
             return None
         event = self._events.popleft()
         self._queued_bytes -= _held(event)
+        self._delivered += charged_bytes(event)
         return event
 
     def receive_data(self, data: bytes, *, now: float) -> None:
         """Feed bytes read from the socket.  Never raises for server faults."""
-        if not data or self._broken:
+        self._received += len(data)
+        try:
+            self._receive(data)
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
+
+    def receive_eof(self, *, now: float) -> None:
+        """The server closed its side.  The connection is broken from now on; an
+        exchange in flight ends (a read-until-close body) or fails with cause "reset"."""
+        try:
+            self._receive_eof()
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
+
+    def abort(self, error: ConnectionFailed) -> None:
+        """Give up on the socket (the driver's last resort when its reader hits a fault):
+        the exchange in flight fails with ``error``."""
+        self._fail(error)
+
+    @property
+    def unowned_bytes(self) -> int:
+        """Bytes received that no exchange was charged for: bytes while no exchange is in
+        flight, after a response, after a failure, and what a failed or cancelled exchange
+        had received without an event carrying it.  Any such byte also breaks the
+        connection, so ``Limits.max_unowned_bytes_per_socket`` cannot be reached on a
+        socket still in use."""
+        return self._unowned
+
+    @property
+    def unsettled_bytes(self) -> int:
+        """Bytes of the exchange in flight that no event carries yet (an incomplete head,
+        chunk framing not yet attached to a ``DataReceived``)."""
+        return self._ex_fed - self._ex_charged
+
+    # -------------------------------------------------------------- internals
+
+    def _receive(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._broken:
+            self._unowned += len(data)
             return
         if self._exchange is None:
             # Nothing was asked: unsolicited bytes make the connection unusable.
+            self._unowned += len(data)
             self._break()
             return
         pos = 0
@@ -271,9 +333,10 @@ class H1Connection:
             step, error = self._meter(data, pos)
             if error is not None:
                 self._fail(error)
-                return
+                break
             assert self._h11 is not None
             self._h11.receive_data(data[pos : pos + step])
+            self._ex_fed += step
             pos += step
             self._pump()
             lost = self._mode is _Mode.AWAIT or self._mode is _Mode.LOST
@@ -283,13 +346,13 @@ class H1Connection:
                 self._fail(
                     ConnectionFailed("server sent malformed HTTP/1.1 framing", cause="framing")
                 )
-                return
-        if pos < size and not self._broken:
-            self._break()  # bytes after the end of the response
+                break
+        if pos < size:
+            self._unowned += size - pos  # after the response's end, or after a failure
+            if not self._broken:
+                self._break()  # bytes after the end of the response
 
-    def receive_eof(self, *, now: float) -> None:
-        """The server closed its side.  The connection is broken from now on; an
-        exchange in flight ends (a read-until-close body) or fails with cause "reset"."""
+    def _receive_eof(self) -> None:
         if self._broken:
             return
         self._eof = True
@@ -307,6 +370,19 @@ class H1Connection:
                 )
         self._break()
 
+    def _crash(self, exc: Exception) -> None:
+        """A fault that got past every check (an h11 bug, an unforeseen input): the
+        exchange in flight fails as a framing fault and the connection is done."""
+        self._fail(
+            ConnectionFailed(
+                f"server input broke the HTTP/1.1 machine ({type(exc).__name__}: {_detail(exc)})",
+                cause="framing",
+            )
+        )
+        queued = sum(charged_bytes(event) for event in self._events)
+        self._unowned = self._received - self._delivered - queued
+        self._ex_fed = self._ex_charged
+
     # -------------------------------------------------------------- internals
 
     def _reset_meter(self) -> None:
@@ -317,7 +393,13 @@ class H1Connection:
         self._chunked = False
         self._overhead = 0
 
+    def _orphan(self) -> None:
+        """Bytes received for the exchange that no event carries are nobody's now."""
+        self._unowned += self._ex_fed - self._ex_charged
+        self._ex_fed = self._ex_charged
+
     def _break(self) -> None:
+        self._orphan()
         self._broken = True
         self._h11 = None  # drops whatever h11 held
         self._line = bytearray()
@@ -326,9 +408,11 @@ class H1Connection:
     def _queue(self, event: ExchangeEvent) -> None:
         self._events.append(event)
         self._queued_bytes += _held(event)
+        self._ex_charged += charged_bytes(event)
 
     def _fail(self, error: ConnectionFailed) -> None:
         if self._exchange is not None:
+            self._orphan()
             self._queue(ExchangeFailed(exchange_id=self._exchange, error=error))
             self._exchange = None
         self._break()
@@ -463,7 +547,8 @@ class H1Connection:
                 break
             if event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
                 # Only after the response ended: we never propose a protocol switch, and
-                # h11 raises on an EOF that cuts a response short.
+                # h11 raises on an EOF that cuts a response short.  PAUSED: bytes came
+                # after the response; breaking makes them unowned (_orphan).
                 if self._exchange is not None:  # pragma: no cover
                     self._fail(
                         ConnectionFailed(

@@ -11,6 +11,9 @@ through the scanner first; only bytes the scanner has accepted reach h2:
   h2 would otherwise buffer a whole announced 16 MiB frame before refusing it), the
   first frame must be the server's SETTINGS, PUSH_PROMISE is refused (push is off),
   a CONTINUATION must continue an open header block and nothing else may interrupt it.
+  Then the frame's bytes are collected into a *unit* -- the frame, or the whole header
+  block (HEADERS + CONTINUATIONs) -- and h2 gets each unit once it is complete, so the
+  events h2 returns for it belong to that unit alone.
 * Header blocks are measured from the frame headers: the payload bytes of HEADERS +
   CONTINUATION frames of one block (padding and priority fields included) are summed
   as each frame header arrives, and a frame header that would take the block over
@@ -30,21 +33,42 @@ through the scanner first; only bytes the scanner has accepted reach h2:
   the connection.  DATA frames carrying fewer than 16 bytes of data are counted per
   response; more than ``h2_max_small_data_frames`` fails the connection.
 
-What is charged where (the MCP machine charges ``raw_size`` and ``len(data) +
-overhead`` to ``Limits.max_response_bytes``; nothing is counted twice):
+What is charged where.  Every byte received is charged exactly once, in one place (the
+unit's owner is decided at its first frame header; :meth:`H2Connection._feed` settles a
+unit's bytes once h2 has seen it):
 
-* a head's or trailers' ``raw_size`` is the payload bytes of its HEADERS +
-  CONTINUATION frames (padding and priority fields included), not their 9-byte frame
-  headers;
-* every DATA frame of a live exchange becomes one ``DataReceived``: ``data`` is its
-  data, ``overhead`` its 9-byte frame header plus the padding (the Pad Length byte and
-  the pad bytes).  A DATA frame without data (e.g. an empty END_STREAM frame, or one of
-  padding only) comes as ``DataReceived(data=b"", overhead=n)``.  So the body's
-  ``len(data) + overhead`` summed is exactly the wire size of its DATA frames.
-* Not charged to any exchange: the frame headers of HEADERS/CONTINUATION frames (at
-  most ``h2_max_header_frames`` x 9 bytes per block), control frames (bounded by
-  ``h2_max_control_frames`` per ``h2_control_window``), DATA frames on streams we
-  gave up on (their window is returned at once), and the connection preface.
+    bytes received == sum(charged_bytes(event) for every event)   (sansmcp.core.http)
+                      + unowned_bytes + unsettled_bytes
+
+* to an exchange, through its events (the MCP machine charges ``raw_size`` and
+  ``len(data) + overhead`` to ``Limits.max_response_bytes``): a head's or trailers'
+  ``raw_size`` is the wire size of its HEADERS + CONTINUATION frames (frame headers,
+  padding and priority fields included); every DATA frame of a live exchange becomes one
+  ``DataReceived`` whose ``len(data) + overhead`` is the frame's wire size (an empty or
+  padding-only frame comes as ``DataReceived(data=b"", overhead=n)``); any other frame
+  on the stream of a live exchange that no event carries (WINDOW_UPDATE, PRIORITY,
+  frames of unknown types) comes as ``DataReceived(data=b"", overhead=n)`` too -- at
+  once if the exchange has its final head, else right after that head (until then the
+  bytes are *pending*: part of ``unsettled_bytes``, and bounded with the unowned ones);
+* to the socket's *unowned* count (:attr:`H2Connection.unowned_bytes`), everything no
+  live exchange owns: the server's SETTINGS and every frame on stream 0 (PING, GOAWAY,
+  WINDOW_UPDATE, unknown types), frames on streams we reset or that already ended, on
+  idle streams, a RST_STREAM that ends an exchange, the pending bytes of an exchange that
+  ends without a head, events dropped by :meth:`H2Connection.cancel`, what was held
+  when the connection failed, and every byte after that.  A frame header that would take
+  unowned + pending bytes over ``Limits.max_unowned_bytes_per_socket`` (1 MiB) fails
+  every exchange with ``ConnectionFailed(cause="budget",
+  bound="max_unowned_bytes_per_socket")`` before a byte of that frame is passed on
+  (observed: the figure with that frame).  The count is for the socket's life; once it
+  passes half the bound, ``can_start()`` is false and the pool retires the socket when
+  idle, so a well-behaved server's stream-0 traffic (SETTINGS, PING, connection
+  WINDOW_UPDATEs) can never fail an exchange;
+* ``unsettled_bytes``: an incomplete frame header, the part of an owned frame or header
+  block received so far, and the pending bytes (0 once the connection failed or saw
+  EOF).
+
+DATA on a stream we gave up on still has its flow-control window returned at once (the
+connection window must not shrink), so only the unowned bound stops such a flood.
 
 Flow control: we advertise a 256 KiB initial stream window and open the connection
 window to 1 MiB, and acknowledge data (h2 queues WINDOW_UPDATE when half a window is
@@ -63,8 +87,11 @@ reason.
 
 Every server fault becomes ``ExchangeFailed`` events; a connection-level fault fails
 every open exchange with the same ``ConnectionFailed`` and leaves ``is_broken`` true
-(the machine then ignores further input).  No h2, hpack or hyperframe exception
-escapes; misuse by the driver raises ``LocalProtocolError`` and leaves the machine as
+(the machine then ignores further input).  A ``:status`` that is not three ASCII digits
+(h2 passes ``abc`` and ``1zz`` on) fails its exchange as a framing fault.  Nothing
+escapes the entry points that take server input (``receive_data``, ``receive_eof``,
+``next_event``): they catch any exception at that boundary, which fails every exchange
+as ``ConnectionFailed(cause="framing")`` and breaks the connection.  Misuse by the driver raises ``LocalProtocolError`` and leaves the machine as
 it was (except an h2 refusal inside ``start``, after which the connection is broken).
 """
 
@@ -95,6 +122,7 @@ from ..http import (
     ResponseEnded,
     ResponseReceived,
     TrailersReceived,
+    charged_bytes,
 )
 from ..limits import Limits
 
@@ -129,6 +157,7 @@ _DROPPED_HEADERS = frozenset(
     }
 )
 _MAX_STREAM_ID = 2**31 - 1
+_MAX_SHOWN = 40  # bytes of a bad server value quoted in an error message
 
 
 class _MeteredDecoder(hpack.Decoder):
@@ -167,6 +196,8 @@ class _Exchange:
     body_sent: int = 0
     informational: int = 0
     small_frames: int = 0
+    head_seen: bool = False  # its final head arrived: later framing on it is charged to it
+    pending: int = 0  # bytes of frames on its stream before its head, charged after it
 
 
 @dataclass(slots=True)
@@ -227,6 +258,16 @@ class H2Connection:
         self._block_stream = 0  # 0: no header block open
         self._block_bytes = 0
         self._block_frames = 0
+        # the accounting: every byte received is charged to an event, unowned or unsettled
+        self._unit = bytearray()  # the current unit (a frame, or a header block) so far
+        self._unit_owned = False
+        self._unit_stream = 0
+        self._unit_charged = 0  # bytes the events of the unit being fed carry
+        self._unowned = 0
+        self._pending = 0  # sum of the live exchanges' pending bytes
+        self._windows_changed = False  # h2 took a unit since request bodies were last sent
+        self._received = 0
+        self._delivered = 0  # charged bytes of events handed out or dropped
 
     # -- state -----------------------------------------------------------------
 
@@ -244,18 +285,17 @@ class H2Connection:
         return len(self._exchanges)
 
     def buffered_bytes(self) -> int:
-        """Bytes held right now: partial frame, open header block, queued events, output."""
-        partial, block = len(self._frame_header), self._block_bytes
-        if self._in_payload:
-            partial = 9 + self._frame_length - self._remaining
-            if self._block_stream:  # the current frame is already in the block's sum
-                block -= self._frame_length
+        """Bytes held right now: the unit being received (a partial frame or header block),
+        queued events, output, request bodies not yet sent."""
+        partial = len(self._frame_header) + len(self._unit)
         pending_bodies = sum(len(ex.body) - ex.body_sent for ex in self._exchanges.values())
-        return partial + block + self._queued_bytes + len(self._out) + pending_bodies
+        return partial + self._queued_bytes + len(self._out) + pending_bodies
 
     def can_start(self) -> bool:
         if self.is_broken or self._closing:
             return False
+        if self._unowned > self._limits.max_unowned_bytes_per_socket // 2:
+            return False  # retire the socket before its unowned bound could fail anything
         if self._h2.highest_outbound_stream_id + 2 > _MAX_STREAM_ID:  # pragma: no cover
             return False  # 2**30 requests on one connection: unreachable in tests
         peer = self._h2.remote_settings.max_concurrent_streams
@@ -309,6 +349,7 @@ class H2Connection:
                 kept.append(item)
                 continue
             self._queued_bytes -= item.size
+            self._unowned += charged_bytes(item.event)  # nobody will be charged for it now
             self._acknowledge(item)
         self._queue = kept
         self._after_exchange_end()
@@ -325,54 +366,39 @@ class H2Connection:
         """The server closed its side: open exchanges fail (cause "reset")."""
         if self._broken:
             return
-        if self._exchanges:
-            self._fail_connection(
-                ConnectionFailed(
-                    f"server closed the connection with {len(self._exchanges)} "
-                    "HTTP/2 exchange(s) in flight",
-                    cause="reset",
+        try:
+            if self._exchanges:
+                self._fail_connection(
+                    ConnectionFailed(
+                        f"server closed the connection with {len(self._exchanges)} "
+                        "HTTP/2 exchange(s) in flight",
+                        cause="reset",
+                    )
                 )
-            )
-        self._broken = True
+            self._broken = True
+            self._unowned += self._partial_bytes()
+            self._clear_scanner()
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
 
     def receive_data(self, data: bytes, *, now: float) -> None:
         """Scan ``data`` frame by frame, checking bounds before h2 sees a frame."""
+        self._received += len(data)
         if self.is_broken:
+            self._unowned += len(data)
             return
-        view = memoryview(data)
-        feed = bytearray()
-        index, size = 0, len(view)
-        while index < size:
-            if not self._in_payload:
-                take = min(9 - len(self._frame_header), size - index)
-                self._frame_header += view[index : index + take]
-                index += take
-                if len(self._frame_header) < 9:
-                    break
-                error = self._check_frame_header(now)
-                if error is not None:
-                    self._feed(feed, None)
-                    if not self._broken:
-                        self._fail_connection(error)
-                    return
-                feed += self._frame_header
-                self._frame_header.clear()
-                self._in_payload = True
-            else:
-                take = min(self._remaining, size - index)
-                feed += view[index : index + take]
-                index += take
-                self._remaining -= take
-            if self._in_payload and self._remaining == 0:
-                self._in_payload = False
-                if self._frame_ends_block:
-                    block = self._block_bytes
-                    self._block_stream = self._block_bytes = self._block_frames = 0
-                    self._feed(feed, block)
-                    feed.clear()
-                    if self._broken:
-                        return
-        self._feed(feed, None)
+        try:
+            self._scan(memoryview(data), now)
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
+
+    def abort(self, error: ConnectionFailed) -> None:
+        """Give up on the socket without another h2 call (the driver's last resort when
+        its reader hits a fault): every exchange in flight fails with ``error``."""
+        self._broken = True
+        for exchange in list(self._exchanges.values()):
+            self._forget(exchange)
+            self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
 
     def next_event(self) -> ExchangeEvent | None:
         """The next event, or None; handing out body data acknowledges it to the server."""
@@ -380,8 +406,12 @@ class H2Connection:
             return None
         item = self._queue.popleft()
         self._queued_bytes -= item.size
-        self._acknowledge(item)
-        self._pull()
+        self._delivered += charged_bytes(item.event)
+        try:
+            self._acknowledge(item)
+            self._pull()
+        except Exception as exc:  # the boundary: nothing the server sends may escape
+            self._crash(exc)
         return item.event
 
     def data_to_send(self) -> bytes:
@@ -391,6 +421,73 @@ class H2Connection:
         return out
 
     # -- the frame scanner -------------------------------------------------------
+
+    def _scan(self, view: memoryview, now: float) -> None:
+        """Split ``view`` into frames; every byte goes to the current unit or is unowned.
+
+        A *unit* is one frame, or one header block (HEADERS + its CONTINUATIONs).  Whether
+        it is owned is decided at its first frame header: owned when its stream carries a
+        live exchange.  The bytes of an unowned unit count as unowned as they arrive; an
+        owned unit is settled by :meth:`_feed` once complete.
+        """
+        index, size = 0, len(view)
+        while index < size and not self._broken:
+            if not self._in_payload:
+                take = min(9 - len(self._frame_header), size - index)
+                self._frame_header += view[index : index + take]
+                index += take
+                if len(self._frame_header) < 9:
+                    break
+                error = self._check_frame_header(now)
+                if error is not None:
+                    self._fail_connection(error)
+                    break
+                self._take(self._frame_header)
+                self._frame_header.clear()
+                self._in_payload = True
+            else:
+                take = min(self._remaining, size - index)
+                self._take(view[index : index + take])
+                index += take
+                self._remaining -= take
+            if self._in_payload and self._remaining == 0:
+                self._in_payload = False
+                if self._block_stream and not self._frame_ends_block:
+                    continue  # the header block goes on in a CONTINUATION
+                self._block_stream = self._block_bytes = self._block_frames = 0
+                unit, owned = bytes(self._unit), self._unit_owned
+                self._unit.clear()
+                self._feed(unit, owned)
+        self._unowned += size - index  # bytes after a failure: nobody's
+        if self._windows_changed and not self._broken:
+            self._windows_changed = False
+            self._send_bodies()
+        self._pull()
+
+    def _take(self, chunk: bytes | bytearray | memoryview) -> None:
+        self._unit += chunk
+        if not self._unit_owned:
+            self._unowned += len(chunk)
+
+    def _clear_scanner(self) -> None:
+        self._frame_header.clear()
+        self._unit = bytearray()
+        self._in_payload = False
+
+    @property
+    def unowned_bytes(self) -> int:
+        """Bytes received that no live exchange was charged for (bounded per socket by
+        ``Limits.max_unowned_bytes_per_socket``); after a failure, every later byte."""
+        return self._unowned
+
+    @property
+    def unsettled_bytes(self) -> int:
+        """Bytes received and not yet charged anywhere: an incomplete frame header, and the
+        part of an owned frame or header block received so far."""
+        return self._partial_bytes() + self._pending
+
+    def _partial_bytes(self) -> int:
+        return len(self._frame_header) + (len(self._unit) if self._unit_owned else 0)
 
     def _check_frame_header(self, now: float) -> ConnectionFailed | None:
         head = self._frame_header
@@ -453,14 +550,65 @@ class H2Connection:
                     limits.h2_max_control_frames,
                     len(times),
                 )
+        if kind != _CONTINUATION:  # a CONTINUATION belongs to its block's unit
+            self._unit_owned = stream_id != 0 and stream_id in self._by_stream
+            self._unit_stream = stream_id
+        if not self._unit_owned:
+            announced = self._unowned + self._pending + 9 + length
+            limit = limits.max_unowned_bytes_per_socket
+            if announced > limit:
+                return budget_exceeded(
+                    f"server sent more than {limit:,} bytes that no live exchange was "
+                    f"charged for (Limits.max_unowned_bytes_per_socket): {announced:,} with "
+                    f"a frame of type {kind} on stream {stream_id}",
+                    "max_unowned_bytes_per_socket",
+                    limit,
+                    announced,
+                )
         return None
 
-    def _feed(self, feed: bytearray, block: int | None) -> None:
-        """Hand accepted bytes to h2; ``block`` is the size of the header block they end."""
-        if not feed or self._broken:
+    def _feed(self, unit: bytes, owned: bool) -> None:
+        """Hand one complete unit to h2 and settle its bytes: what the events it produced
+        carry is charged to their exchange; the rest of an owned unit is charged to its
+        exchange as framing once that exchange has its head (``DataReceived(b"", n)``),
+        and is unowned otherwise."""
+        self._unit_charged = 0
+        self._feed_h2(unit)
+        if not owned:
             return
+        rest = len(unit) - self._unit_charged
+        assert rest >= 0, "the events of a unit carry more bytes than it has"
+        if not rest:
+            return
+        exchange = self._by_stream.get(self._unit_stream)
+        if exchange is not None and exchange.head_seen and not self._broken:
+            self._push(
+                DataReceived(exchange_id=exchange.exchange_id, data=b"", overhead=rest),
+                exchange.stream_id,
+            )
+            return
+        if exchange is not None and not self._broken:
+            exchange.pending += rest  # charged with its head (bounded below until then)
+            self._pending += rest
+        else:
+            self._unowned += rest
+        limit = self._limits.max_unowned_bytes_per_socket
+        uncharged = self._unowned + self._pending
+        if uncharged > limit and not self._broken:
+            self._fail_connection(
+                budget_exceeded(
+                    f"server sent more than {limit:,} bytes that no live exchange was "
+                    f"charged for (Limits.max_unowned_bytes_per_socket): {uncharged:,} "
+                    f"after a frame on stream {self._unit_stream}",
+                    "max_unowned_bytes_per_socket",
+                    limit,
+                    uncharged,
+                )
+            )
+
+    def _feed_h2(self, unit: bytes) -> None:
         try:
-            events = self._h2.receive_data(bytes(feed))
+            events = self._h2.receive_data(unit)
         except h2.exceptions.DenialOfServiceError:
             limit = self._limits.max_header_bytes
             self._fail_connection(
@@ -477,17 +625,15 @@ class H2Connection:
         except h2.exceptions.H2Error as exc:
             self._fail_connection(_framing(f"server broke the HTTP/2 protocol: {exc}"))
             return
-        self._pull()
         for event in events:
-            self._handle(event, block)
+            self._handle(event, len(unit))
             if self._broken:
                 return
-        self._send_bodies()
-        self._pull()
+        self._windows_changed = True  # bodies may go out: once per read, in _scan
 
     # -- h2 events -----------------------------------------------------------------
 
-    def _handle(self, event: h2.events.Event, block: int | None) -> None:
+    def _handle(self, event: h2.events.Event, unit_size: int) -> None:
         if isinstance(event, h2.events.ConnectionTerminated):
             self._on_goaway(event)
             return
@@ -511,37 +657,54 @@ class H2Connection:
                 )
                 return
             status, headers = _split(event.headers)
+            if status is None or not 100 <= status <= 199:
+                self._bad_status(exchange, event.headers)
+                return
             self._push(
                 InformationalReceived(
                     exchange_id=exchange.exchange_id,
                     status=status,
                     headers=headers,
-                    raw_size=block or 0,
+                    raw_size=unit_size,
                 ),
                 exchange.stream_id,
-                size=block or 0,
+                size=unit_size,
             )
         elif isinstance(event, h2.events.ResponseReceived):
             status, headers = _split(event.headers)
+            if status is None or not 200 <= status <= 999:
+                self._bad_status(exchange, event.headers)
+                return
+            exchange.head_seen = True
             self._push(
                 ResponseReceived(
                     exchange_id=exchange.exchange_id,
                     status=status,
                     headers=headers,
-                    raw_size=block or 0,
+                    raw_size=unit_size,
                     http_version=b"2",
                 ),
                 exchange.stream_id,
-                size=block or 0,
+                size=unit_size,
             )
+            if exchange.pending:  # frames on its stream before the head: its framing
+                self._push(
+                    DataReceived(
+                        exchange_id=exchange.exchange_id, data=b"", overhead=exchange.pending
+                    ),
+                    exchange.stream_id,
+                )
+                self._unit_charged -= exchange.pending  # earlier units' bytes, not this one's
+                self._pending -= exchange.pending
+                exchange.pending = 0
         elif isinstance(event, h2.events.TrailersReceived):
             _, headers = _split(event.headers)
             self._push(
                 TrailersReceived(
-                    exchange_id=exchange.exchange_id, headers=headers, raw_size=block or 0
+                    exchange_id=exchange.exchange_id, headers=headers, raw_size=unit_size
                 ),
                 exchange.stream_id,
-                size=block or 0,
+                size=unit_size,
             )
         elif isinstance(event, h2.events.StreamEnded):
             self._forget(exchange)
@@ -619,10 +782,33 @@ class H2Connection:
     def _push(self, event: ExchangeEvent, stream_id: int, *, ack: int = 0, size: int = 0) -> None:
         self._queue.append(_Queued(event, stream_id, ack, size))
         self._queued_bytes += size
+        self._unit_charged += charged_bytes(event)
+
+    def _bad_status(self, exchange: _Exchange, raw: list[tuple[bytes, bytes]]) -> None:
+        value = next((bytes(v) for n, v in raw if n == b":status"), b"")
+        self._fail_exchange(
+            exchange,
+            _framing(
+                f"server sent the :status {value[:_MAX_SHOWN]!r} on stream "
+                f"{exchange.stream_id}; a status is three digits"
+            ),
+        )
+
+    def _crash(self, exc: Exception) -> None:
+        """A fault that got past every check (an h2/hpack bug, an unforeseen input): the
+        connection is done, its exchanges fail as framing faults, and the bytes nobody was
+        charged for count as unowned."""
+        self.abort(_framing(f"server input broke the HTTP/2 machine ({type(exc).__name__}: {exc})"))
+        charged = sum(charged_bytes(item.event) for item in self._queue) + self._delivered
+        self._unowned = self._received - charged
+        self._clear_scanner()
 
     def _forget(self, exchange: _Exchange) -> None:
         del self._exchanges[exchange.exchange_id]
         del self._by_stream[exchange.stream_id]
+        self._unowned += exchange.pending  # no head will carry them now
+        self._pending -= exchange.pending
+        exchange.pending = 0
 
     def _fail_exchange(
         self, exchange: _Exchange, error: ConnectionFailed, *, reset: bool = True
@@ -642,6 +828,8 @@ class H2Connection:
                 code = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
             self._h2.close_connection(error_code=code)
         self._broken = True
+        self._unowned += self._partial_bytes()  # and _forget moves each pending count
+        self._clear_scanner()
         self._pull()
         for exchange in list(self._exchanges.values()):
             self._forget(exchange)
@@ -684,13 +872,15 @@ class H2Connection:
         self._out += self._h2.data_to_send()
 
 
-def _split(raw: list[tuple[bytes, bytes]]) -> tuple[int, Headers]:
-    """The :status of an h2 header list (validated by h2) and its regular fields."""
-    status = 0
+def _split(raw: list[tuple[bytes, bytes]]) -> tuple[int | None, Headers]:
+    """The :status of an h2 header list (None unless exactly three ASCII digits) and its
+    regular fields."""
+    status: int | None = None
     headers: list[tuple[bytes, bytes]] = []
     for name, value in raw:
         if name == b":status":
-            status = int(value)
+            text = bytes(value)
+            status = int(text) if len(text) == 3 and text.isdigit() else None
         else:  # h2 admits no other pseudo-header in a response
             headers.append((bytes(name), bytes(value)))
     return status, tuple(headers)
