@@ -313,6 +313,9 @@ class Client(ClientCore):
                 self._dispatch(sock.conn_id, wire)
                 if not data or wire.is_broken:
                     return
+                # StreamReader.read returns buffered bytes without yielding: a server that
+                # floods this socket would otherwise keep every other task waiting
+                await asyncio.sleep(0)
         except Exception as exc:  # the reader task must never die of one
             _reader_fault(wire, exc)
             with contextlib.suppress(Exception):
