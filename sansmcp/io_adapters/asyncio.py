@@ -33,6 +33,7 @@ from ..core.mcp import CancelExchange, InputRequired, McpMachine, Output, StartE
 from ..core.pool import DialNeeded, MustWait, UseConnection
 from ..core.tools import CallResult, Tool
 from ..core.url import Origin
+from ..core.wire import reader_fault
 
 __all__ = ["Client", "Conn", "connect"]
 
@@ -317,7 +318,7 @@ class Client(ClientCore):
                 # floods this socket would otherwise keep every other task waiting
                 await asyncio.sleep(0)
         except Exception as exc:  # the reader task must never die of one
-            _reader_fault(wire, exc)
+            reader_fault(wire, exc)
             with contextlib.suppress(Exception):
                 self._dispatch(sock.conn_id, wire)
         finally:
@@ -496,18 +497,6 @@ class Conn(ConnCore):
 
 def _now() -> float:
     return asyncio.get_running_loop().time()
-
-
-def _reader_fault(wire: Any, exc: Exception) -> None:
-    """The last resort of a socket's reader: the wire machines never raise on server
-    input, but should anything on the way (the machine, the delivery) raise, the socket's
-    exchanges fail classified (framing) and the socket closes."""
-    error = ConnectionFailed(
-        f"the socket reader failed ({type(exc).__name__}: {exc}); the socket was closed",
-        cause="framing",
-    )
-    with contextlib.suppress(Exception):
-        wire.abort(error)
 
 
 def _default_ssl_context() -> ssl.SSLContext:

@@ -34,6 +34,7 @@ from ..core.mcp import CancelExchange, InputRequired, McpMachine, Output, StartE
 from ..core.pool import DialNeeded, MustWait, UseConnection
 from ..core.tools import CallResult, Tool
 from ..core.url import Origin
+from ..core.wire import reader_fault
 
 __all__ = ["Client", "Conn", "connect"]
 
@@ -311,7 +312,7 @@ class Client(ClientCore):
                 if not data or wire.is_broken:
                     return
         except Exception as exc:  # the reader task must never die of one
-            _reader_fault(wire, exc)
+            reader_fault(wire, exc)
             with contextlib.suppress(Exception):
                 self._dispatch(sock.conn_id, wire)
 
@@ -486,18 +487,6 @@ class Conn(ConnCore):
                 self.machine.handle_timer(now=trio.current_time())
                 return
         self.machine.answer_input(output.input_id, answer, now=trio.current_time())
-
-
-def _reader_fault(wire: Any, exc: Exception) -> None:
-    """The last resort of a socket's reader: the wire machines never raise on server
-    input, but should anything on the way (the machine, the delivery) raise, the socket's
-    exchanges fail classified (framing) and the socket closes."""
-    error = ConnectionFailed(
-        f"the socket reader failed ({type(exc).__name__}: {exc}); the socket was closed",
-        cause="framing",
-    )
-    with contextlib.suppress(Exception):
-        wire.abort(error)
 
 
 def _default_ssl_context() -> ssl.SSLContext:

@@ -101,3 +101,23 @@ def run_case(host: ClientHost, case: Case) -> dict[str, tuple[dict[str, Any], St
         backend: (report, servers[backend].stats, servers[backend].port)
         for backend, report in zip(BACKENDS, reports, strict=True)
     }
+
+
+def measurement(
+    case: Case, backend: str, report: dict[str, Any], stats: Stats, baseline_kib: int
+) -> dict[str, Any]:
+    """One row of ``SANSMCP_HOSTILE_REPORT``: a run's outcome, times, peak RSS, requests."""
+    error = report.get("error", {})
+    lag = report.get("loop_lag_max")
+    return {
+        "case": case.name,
+        "backend": backend,
+        "outcome": error.get("class", "ok" if report.get("ok") else "escaped"),
+        "bound": error.get("bound") or error.get("reason") or error.get("cause"),
+        "elapsed": report.get("elapsed"),
+        "total": report.get("total"),
+        "maxrss_kib": report.get("maxrss_kib"),
+        "baseline_kib": baseline_kib,
+        "loop_lag_ms": None if lag is None else 1000 * lag,
+        "requests": stats.count(),
+    }

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from .cases import CASES, QUICK, RSS_MARGIN_KIB, SLACK, Case
-from .harness import ClientHost, run_case
+from .harness import ClientHost, measurement, run_case
 from .serving import Stats
 
 FULL = os.environ.get("SANSMCP_HOSTILE_FULL") == "1"
@@ -110,23 +110,7 @@ def test_hostile_server(
     failures = []
     for backend, (report, stats, port) in run_case(client_host, case).items():
         baseline = baselines[(backend, case.proto)]
-        error = report.get("error", {})
-        measurements.append(
-            {
-                "case": case.name,
-                "backend": backend,
-                "outcome": error.get("class", "ok" if report.get("ok") else "escaped"),
-                "bound": error.get("bound") or error.get("reason") or error.get("cause"),
-                "elapsed": report.get("elapsed"),
-                "total": report.get("total"),
-                "maxrss_kib": report.get("maxrss_kib"),
-                "baseline_kib": baseline,
-                "loop_lag_ms": None
-                if report.get("loop_lag_max") is None
-                else 1000 * report["loop_lag_max"],
-                "requests": stats.count(),
-            }
-        )
+        measurements.append(measurement(case, backend, report, stats, baseline))
         try:
             check(case, report, stats, port, baseline)
         except AssertionError as exc:

@@ -37,7 +37,7 @@ from .answers import (
     tool,
 )
 from .cases import LIMITS, RSS_MARGIN_KIB, Case, Expect, State, h1
-from .harness import ClientHost, run_case
+from .harness import ClientHost, measurement, run_case
 from .server_h1 import H1Reply
 
 MIB = 1 << 20
@@ -155,21 +155,7 @@ def _run(
     out = {}
     for backend, (report, stats, _) in run_case(client_host, shape).items():
         baseline = baselines[(backend, shape.proto)]
-        error = report.get("error", {})
-        measurements.append(
-            {
-                "case": shape.name,
-                "backend": backend,
-                "outcome": error.get("class", "ok" if report.get("ok") else "escaped"),
-                "bound": error.get("bound") or error.get("reason") or error.get("cause"),
-                "elapsed": report.get("elapsed"),
-                "total": report.get("total"),
-                "maxrss_kib": report.get("maxrss_kib"),
-                "baseline_kib": baseline,
-                "loop_lag_ms": 1000 * report.get("loop_lag_max", 0.0),
-                "requests": stats.count(),
-            }
-        )
+        measurements.append(measurement(shape, backend, report, stats, baseline))
         assert not report.get("hung") and not report.get("crashed"), report
         assert "escaped" not in report, report["escaped"]
         assert "Traceback" not in report["stderr"], report["stderr"]

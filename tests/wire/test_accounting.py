@@ -37,6 +37,7 @@ from sansmcp.core.http import (
     charged_bytes,
 )
 from sansmcp.core.limits import Limits
+from sansmcp.core.wire import reader_fault
 from sansmcp.core.wire.h1 import H1Connection
 from sansmcp.core.wire.h2 import H2Connection
 
@@ -567,6 +568,26 @@ def test_h1_abort_fails_the_exchange_in_flight() -> None:
     (error,) = ledger.failures()
     assert error.message == "the reader failed" and wire.is_broken
     assert wire.unowned_bytes == len(b"HTTP/1.1 200 OK\r\ncontent-")
+
+
+def test_reader_fault_fails_the_socket_as_framing() -> None:
+    """What an adapter's reader does when something on its path raises: the exchanges
+    fail classified, naming the exception, and the machine is broken; a machine whose
+    abort itself raises does not take the reader down."""
+    wire = H1Connection(limits=Limits(), now=0.0)
+    wire.start(1, GET, now=0.0)
+    ledger = Ledger(wire)
+    reader_fault(wire, KeyError("gone"))
+    ledger.take()
+    (error,) = ledger.failures()
+    assert error.cause == "framing" and "KeyError: 'gone'" in error.message
+    assert wire.is_broken
+
+    class Unabortable:
+        def abort(self, error: ConnectionFailed) -> None:
+            raise RuntimeError("abort failed too")
+
+    reader_fault(Unabortable(), ValueError("first"))  # returns: nothing escapes
 
 
 def test_h2_eof_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
