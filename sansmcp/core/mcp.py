@@ -319,6 +319,7 @@ class _Exchange:
         "deadline",
         "exchange_id",
         "headers",
+        "judged_id",
         "kind",
         "last_id",
         "message",
@@ -352,6 +353,7 @@ class _Exchange:
         self.body = bytearray()
         self.sse: SseParser | None = None
         self.last_id: bytes | None = None  # the last event id that passed ``echoable``
+        self.judged_id: str | None = None  # the parser's last id judged by ``echoable``
         self.message: dict[str, Any] | None = None
         self.progressed = False
         self.server_requests = 0
@@ -889,8 +891,10 @@ class McpMachine:
                     f"the server sent an unusable event stream: {exc}", cause="framing"
                 ) from None
             last_id = exchange.sse.last_event_id
-            if last_id is not None:
-                # An id we could not send back as Last-Event-ID is treated as absent.
+            if last_id is not None and last_id is not exchange.judged_id:
+                # Judged once per id the parser decoded, not once per body chunk.  An id we
+                # could not send back as Last-Event-ID is treated as absent.
+                exchange.judged_id = last_id
                 exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
             for sse_event in events:
                 exchange.progressed = True
