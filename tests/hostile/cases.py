@@ -56,6 +56,7 @@ from .server_h2 import (
     frame,
 )
 from .serving import HostileServer
+from . import red_attacks as red
 
 BACKENDS = ("asyncio", "trio")
 
@@ -1672,6 +1673,30 @@ CASES: list[Case] = [
         h1({L: sse_payload(b"data:ab\n" * (PARSED_SIZE // 8) + b"\n")}),
         failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
         ops=("list",),
+    ),
+    # ---- red team (issue 10, adversarial review): shapes the earlier cases did not try ----
+    # Each case is a promise tried from outside by someone who did not write the code; the
+    # builders are in red_attacks.py.  See tests/hostile/test_red.py for the ones that do
+    # not fit a Case (resolver hooks, Limits edge values, call results at the default budget).
+    Case(
+        "red_sse_big_id_blank_lines",
+        "a 400 KB `id:` line, then 500,000 empty lines (each an empty dispatch), then the listing",
+        "max_response_bytes (the id is decoded once, not per dispatch)",
+        h1({L: red.sse_id_then_blank_lines(400_000, 500_000)}),
+        Expect("ok", requests={D: 1, L: 1}),
+        ops=("list",),
+        fast=True,
+    ),
+    Case(
+        "red_sse_echo_sized_id_tiny_chunks",
+        "a 16 KiB `id:` line (max_echo_bytes, so kept), then 10,000 one-byte chunks, then the"
+        " listing",
+        "max_response_bytes (the kept id is judged once, not per body chunk; was ~6.5 s)",
+        h1({L: red.sse_id_then_tiny_chunks(16 << 10, 10_000)}),
+        Expect("ok", requests={D: 1, L: 1}),
+        ops=("list",),
+        limits={"max_echo_bytes": 16 << 10, "dial_timeout": 10.0, "list_timeout": 10.0},
+        fast=True,
     ),
 ]
 

@@ -1,0 +1,66 @@
+"""Red-team cases in the pure core (issue 10, adversarial review): promises tried from outside.
+
+Each test names the attack; the real-socket twins are in ``tests/hostile`` (the
+``red_*`` cases and ``test_red.py``).
+"""
+
+from __future__ import annotations
+
+from sansmcp.core.fieldvalue import echoable
+from sansmcp.core.sse import SseParser
+
+
+def test_a_long_event_id_is_decoded_once_not_once_per_dispatch() -> None:
+    """A 400 KB ``id:`` line then 500,000 empty lines made every empty dispatch decode the
+    id again (8-16 s of CPU on one loop through real sockets); the decoded id is now the
+    same object until another ``id`` line arrives."""
+    parser = SseParser(max_event_bytes=8 << 20)
+    assert parser.feed(b"id: " + b"x" * 400_000 + b"\n\n") == []
+    first = parser.last_event_id
+    assert first is not None and len(first) == 400_000
+    for _ in range(3):
+        assert parser.feed(b"\n" * 10_000) == []
+        assert parser.last_event_id is first
+    events = parser.feed(b"data: 1\n\n")
+    assert [event.id for event in events] == [first] and events[0].id is first
+    parser.feed(b"id: y\n\n")
+    assert parser.last_event_id == "y"
+    parser.feed(b"id\n\n")  # an empty id clears it, even right after a kept one
+    assert parser.last_event_id is None
+
+
+def test_an_empty_id_line_after_the_start_leaves_the_id_absent() -> None:
+    parser = SseParser(max_event_bytes=1024)
+    parser.feed(b"id:\ndata: a\n\n")
+    assert parser.last_event_id is None
+    parser.finish()  # a resumption re-encodes the kept id: still absent
+    assert parser.feed(b"data: b\n\n")[0].id is None
+
+
+class _CountingStr(str):
+    encodes = 0
+
+    def encode(self, *args: object, **kwargs: object) -> bytes:  # type: ignore[override]
+        type(self).encodes += 1
+        return super().encode(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_echoable_refuses_an_over_long_value_before_copying_it() -> None:
+    """The id check ran on every body chunk and copied the whole id first: 10,000 one-byte
+    chunks after a 16 KiB id cost ~6.5 s.  An id over the limit is refused by its length."""
+    _CountingStr.encodes = 0
+    assert echoable(_CountingStr("x" * 100_000), 64) is None
+    assert _CountingStr.encodes == 0
+    assert echoable(_CountingStr("x" * 64), 64) == b"x" * 64
+    assert _CountingStr.encodes == 1
+    assert echoable(b"x" * 65, 64) is None
+    assert echoable("", 64) is None and echoable(b"", 64) is None
+
+
+def test_echoable_checks_every_inner_byte_at_c_speed() -> None:
+    for bad in (b"a\x00b", b"a\x7fb", b"a\xffb", b"a\rb", b"a\nb"):
+        assert echoable(bad, 64) is None, bad
+    assert echoable(b"a b\tc", 64) == b"a b\tc"
+    assert echoable(b"a b", 64, spaces=False) is None
+    assert echoable(b"a\tb", 64, spaces=False) is None
+    assert echoable("a\u00e9b", 64) is None
