@@ -20,6 +20,7 @@ from typing import Any
 
 from sansmcp.core.limits import Limits
 
+from . import red_attacks as red
 from .answers import (
     LEGACY,
     MODERN,
@@ -56,7 +57,6 @@ from .server_h2 import (
     frame,
 )
 from .serving import HostileServer
-from . import red_attacks as red
 
 BACKENDS = ("asyncio", "trio")
 
