@@ -40,9 +40,9 @@ def test_an_empty_id_line_after_the_start_leaves_the_id_absent() -> None:
 class _CountingStr(str):
     encodes = 0
 
-    def encode(self, *args: object, **kwargs: object) -> bytes:  # type: ignore[override]
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
         type(self).encodes += 1
-        return super().encode(*args, **kwargs)  # type: ignore[arg-type]
+        return super().encode(encoding, errors)
 
 
 def test_echoable_refuses_an_over_long_value_before_copying_it() -> None:
