@@ -6,8 +6,13 @@ Each test names the attack; the real-socket twins are in ``tests/hostile`` (the
 
 from __future__ import annotations
 
+import pytest
+
+from sansmcp.core.errors import CallerError
 from sansmcp.core.fieldvalue import echoable
+from sansmcp.core.limits import Limits
 from sansmcp.core.sse import SseParser
+from sansmcp.core.wire.h2 import H2Connection
 
 
 def test_a_long_event_id_is_decoded_once_not_once_per_dispatch() -> None:
@@ -64,3 +69,35 @@ def test_echoable_checks_every_inner_byte_at_c_speed() -> None:
     assert echoable(b"a b", 64, spaces=False) is None
     assert echoable(b"a\tb", 64, spaces=False) is None
     assert echoable("a\u00e9b", 64) is None
+
+
+def test_a_count_sent_as_an_http2_setting_must_fit_32_bits() -> None:
+    """``Limits(h2_max_concurrent_streams=2**31)`` and ``max_header_bytes=2**32`` validated,
+    then the HTTP/2 machine's first SETTINGS frame raised ``struct.error`` out of
+    ``Client.connect`` (both backends).  They are refused at construction now, and the
+    largest accepted value builds a machine whose preface carries it."""
+    for name in ("max_header_bytes", "h2_max_concurrent_streams"):
+        with pytest.raises(CallerError) as caught:
+            Limits(**{name: 2**32})
+        assert str(caught.value) == (
+            f"Limits.{name} must be an int >= 1 and <= 4,294,967,295; got 4294967296"
+        )
+    top = Limits(max_header_bytes=2**32 - 1, h2_max_concurrent_streams=2**32 - 1)
+    machine = H2Connection(limits=top, now=0.0)
+    preface = machine.data_to_send()
+    assert preface.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    assert preface.count(b"\xff\xff\xff\xff") >= 2  # both settings, as 32-bit values
+
+
+def test_a_huge_negative_int_is_refused_as_caller_error_not_value_error() -> None:
+    """``repr`` of an int past 4,300 digits raises ``ValueError``; the refusal message
+    used it, so ``Limits(max_tools=-(10**5000))`` raised ``ValueError``."""
+    for name, value in (("max_tools", -(10**5000)), ("max_stream_retries", -(10**5000))):
+        with pytest.raises(CallerError) as caught:
+            Limits(**{name: value})
+        assert str(caught.value).endswith(f"got a negative int of {value.bit_length():,} bits")
+    with pytest.raises(CallerError) as caught:
+        Limits(max_header_bytes=10**5000)
+    assert str(caught.value).endswith(f"got an int of {(10**5000).bit_length():,} bits")
+    with pytest.raises(CallerError, match=r"got -5$"):
+        Limits(max_tools=-5)

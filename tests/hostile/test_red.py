@@ -11,6 +11,7 @@ item on the loop waits more than ``LAG_GUARD``.  A test that shows a defect left
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from sansmcp.core.limits import Limits
 
 from . import red_attacks as red
 from .answers import Request, dumps, json_answer, result
-from .cases import LIMITS, SLACK, Case, Expect, State, h1
+from .cases import LIMITS, SLACK, Case, Expect, State, h1, h2s
 from .harness import ClientHost, run_case
 from .server_h1 import H1Reply
 
@@ -268,3 +269,31 @@ def test_one_byte_chunks_forever(
 
     failures = _failures(reports, check)
     assert not failures, failures
+
+
+# ---- Limits edge values that validate -------------------------------------------------------
+
+
+def test_largest_http2_settings_limits_work_over_h2c(
+    client_host: ClientHost,
+    baselines: dict[tuple[str, str], int],
+    measurements: list[dict[str, Any]],
+) -> None:
+    """``max_header_bytes`` / ``h2_max_concurrent_streams`` at 2**32 validated and then raised
+    ``struct.error`` out of ``connect`` over h2 (both backends); they are refused now (see
+    tests/core/test_red_core.py), and the largest accepted value, 2**32 - 1, works."""
+    top = {"max_header_bytes": 2**32 - 1, "h2_max_concurrent_streams": 2**32 - 1}
+    case = dataclasses.replace(
+        _case("red_h2_settings_at_32_bits", {}, ops=("list", "call"), limits={**LIMITS, **top}),
+        server=h2s({}),
+        proto="h2",
+        client={},
+    )
+    reports = _reports(client_host, case, baselines, measurements)
+    failures = _failures(reports, lambda report: _ok(report, ["echo"]))
+    assert not failures, failures
+
+
+def _ok(report: dict[str, Any], tools: list[str]) -> None:
+    assert report["ok"], report.get("error")
+    assert report["ops"][1]["tools"] == tools, report["ops"]
