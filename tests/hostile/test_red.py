@@ -11,11 +11,15 @@ item on the loop waits more than ``LAG_GUARD``.  A test that shows a defect left
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+import socket
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+import trio
 
 from sansmcp.core.limits import Limits
 
@@ -297,3 +301,118 @@ def test_largest_http2_settings_limits_work_over_h2c(
 def _ok(report: dict[str, Any], tools: list[str]) -> None:
     assert report["ok"], report.get("error")
     assert report["ops"][1]["tools"] == tools, report["ops"]
+
+
+# ---- the resolver hook: values the property test's strategies do not draw ----------------
+
+
+class _RaisingText(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ itself fails")
+
+
+def _endless() -> Iterator[str]:
+    while True:
+        yield "127.0.0.1"
+
+
+def _then_raise() -> Iterator[str]:
+    yield "93.184.216.34"
+    raise OSError("the embedder's directory went away mid-answer")
+
+
+def _sync_hook(host: str, port: int) -> list[str]:  # not a coroutine function
+    return ["127.0.0.1"]
+
+
+async def _answer(value: Callable[[], Any]) -> Any:
+    return value()
+
+
+HOOK_VALUES: dict[str, Callable[[str, int], Any]] = {
+    # a plain function: `await` of a list raises TypeError inside the adapter
+    "sync_function": _sync_hook,
+    # a dict iterates its keys: str literals, vetted like a list
+    "dict_of_loopback": lambda host, port: _answer(lambda: {"127.0.0.1": 1, "::1": 2}),
+    # a scope id on loopback is dropped, and ::1 judged as loopback
+    "scoped_loopback": lambda host, port: _answer(lambda: ["::1%25lo", "::1%lo"]),
+    "mapped_loopback": lambda host, port: _answer(lambda: ["::ffff:127.0.0.1"]),
+    "nat64_loopback": lambda host, port: _answer(lambda: ["64:ff9b::7f00:1"]),
+    "endless_generator": lambda host, port: _answer(_endless),
+    "raises_mid_iteration": lambda host, port: _answer(_then_raise),
+    "exception_without_text": lambda host, port: _answer(
+        lambda: (_ for _ in ()).throw(_RaisingText())
+    ),
+    "a_str_subclass": lambda host, port: _answer(lambda: [type("S", (str,), {})("8.8.8.8")]),
+}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("name", list(HOOK_VALUES))
+def test_resolver_hook_values_never_dial_loopback(name: str, backend: str) -> None:
+    """With ``allow_loopback=False``, no hook value reaches a loopback listener, and the only
+    error is ``ConnectionFailed`` (``dns`` or ``refused_address``)."""
+    with _sentinel() as (port, pending):
+        url = f"http://mix.test:{port}/mcp"
+        outcome = _run_backend(backend, url, HOOK_VALUES[name])
+        assert outcome in ("dns", "refused_address"), outcome
+        assert pending() == 0, "a loopback listener was dialled"
+
+
+@contextlib.contextmanager
+def _sentinel() -> Iterator[tuple[int, Callable[[], int]]]:
+    """Listeners on 127.0.0.1 and (when the host has it) ::1 at one port that never answer;
+    ``pending()`` counts the connections that reached them."""
+    listeners = [socket.socket(socket.AF_INET, socket.SOCK_STREAM)]
+    listeners[0].bind(("127.0.0.1", 0))
+    port = listeners[0].getsockname()[1]
+    v6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    try:
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        v6.bind(("::1", port))
+        listeners.append(v6)
+    except OSError:
+        v6.close()
+    for listener in listeners:
+        listener.listen(64)
+        listener.setblocking(False)
+    seen = [0]
+
+    def pending() -> int:
+        for listener in listeners:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except BlockingIOError:
+                    break
+                conn.close()
+                seen[0] += 1
+        return seen[0]
+
+    try:
+        yield port, pending
+    finally:
+        for listener in listeners:
+            listener.close()
+
+
+def _run_backend(backend: str, url: str, hook: Callable[[str, int], Any]) -> str:
+    """Connect with ``hook`` and ``allow_loopback=False``: the ConnectionFailed cause."""
+    from sansmcp import Config, ConnectionFailed
+    from sansmcp.io_adapters import asyncio as asyncio_adapter
+    from sansmcp.io_adapters import trio as trio_adapter
+
+    client_cls: Any = asyncio_adapter.Client if backend == "asyncio" else trio_adapter.Client
+
+    async def main() -> str:
+        limits = Limits(dial_timeout=2.0, connect_timeout=2.0)
+        async with client_cls(allow_loopback=False, resolver=hook, limits=limits) as client:
+            try:
+                async with client.connect(Config(url=url)):
+                    return "connected"
+            except ConnectionFailed as exc:
+                return str(exc.cause)
+
+    if backend == "asyncio":
+        return asyncio.run(main())
+    return trio.run(main)
