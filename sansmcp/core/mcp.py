@@ -494,12 +494,19 @@ class McpMachine:
     def call_tool(self, name: str, arguments: bytes = b"", *, now: float) -> None:
         """Call ``name`` with ``arguments`` (JSON object bytes, sent verbatim).
 
-        Raises ``CallerError`` at once when the arguments are not one strict JSON
-        object or the name is not a non-empty string.
+        Raises ``CallerError`` at once when the arguments are not bytes holding one
+        strict JSON object or the name is not a non-empty string.
         """
         self._require_connected()
         if not isinstance(name, str) or not name:
             raise CallerError("tool name must be a non-empty string")
+        if not isinstance(arguments, bytes | bytearray | memoryview):
+            # checked here, before the operation starts: a str got as far as building the
+            # request and raised TypeError there, leaving the Conn busy for good
+            raise CallerError(
+                f"tool arguments must be bytes (one JSON object), not {type(arguments).__name__}"
+            )
+        arguments = bytes(arguments)
         if not arguments.strip():
             arguments = b"{}"
         try:

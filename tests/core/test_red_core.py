@@ -6,13 +6,18 @@ Each test names the attack; the real-socket twins are in ``tests/hostile`` (the
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sansmcp.core.errors import CallerError
 from sansmcp.core.fieldvalue import echoable
 from sansmcp.core.limits import Limits
+from sansmcp.core.mcp import ToolCalled
 from sansmcp.core.sse import SseParser
 from sansmcp.core.wire.h2 import H2Connection
+
+from .fakemcp import Driver, FakeServer
 
 
 def test_a_long_event_id_is_decoded_once_not_once_per_dispatch() -> None:
@@ -101,3 +106,33 @@ def test_a_huge_negative_int_is_refused_as_caller_error_not_value_error() -> Non
     assert str(caught.value).endswith(f"got an int of {(10**5000).bit_length():,} bits")
     with pytest.raises(CallerError, match=r"got -5$"):
         Limits(max_tools=-5)
+
+
+@pytest.mark.parametrize("arguments", ['{"text": "hi"}', None, {"text": "hi"}, 7, ["{}"]])
+def test_call_arguments_of_another_type_are_a_caller_error_and_the_conn_stays_usable(
+    arguments: Any,
+) -> None:
+    """``call_tool("echo", '{}')`` (a str) passed the JSON check, raised ``TypeError`` while
+    the request was built, and left the Conn busy: every later operation, close included,
+    raised ``RuntimeError`` (both backends)."""
+    server = FakeServer()
+    driver = Driver(server)
+    driver.ok(driver.connect())
+    sent = len(server.requests)
+    with pytest.raises(CallerError, match="tool arguments must be bytes"):
+        driver.machine.call_tool("echo", arguments, now=0.0)
+    assert not driver.machine.busy
+    assert len(server.requests) == sent  # no I/O for the refused call
+    outcome = driver.ok(driver.call("echo", b'{"text": "hi"}'))
+    assert isinstance(outcome, ToolCalled)
+
+
+@pytest.mark.parametrize("arguments", [bytearray(b'{"text":"hi"}'), memoryview(b'{"text":"hi"}')])
+def test_call_arguments_may_be_any_bytes_like(arguments: Any) -> None:
+    server = FakeServer()
+    driver = Driver(server)
+    driver.ok(driver.connect())
+    outcome = driver.ok(driver.call("echo", arguments))
+    assert isinstance(outcome, ToolCalled)
+    call = next(b for b in server.bodies if isinstance(b, dict) and b.get("method") == "tools/call")
+    assert call["params"]["arguments"] == {"text": "hi"}

@@ -416,3 +416,43 @@ def _run_backend(backend: str, url: str, hook: Callable[[str, int], Any]) -> str
     if backend == "asyncio":
         return asyncio.run(main())
     return trio.run(main)
+
+
+# ---- caller mistakes: CallerError before any I/O, and the Conn stays usable ---------------
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_str_arguments_are_a_caller_error_and_the_conn_stays_usable(backend: str) -> None:
+    """``call_tool("echo", '{"text": "hi"}')`` raised ``TypeError``; every later operation on
+    the Conn, and its close, then raised ``RuntimeError("a Conn runs one operation at a
+    time")``."""
+    from sansmcp import CallerError, Config
+    from sansmcp.io_adapters import asyncio as asyncio_adapter
+    from sansmcp.io_adapters import trio as trio_adapter
+
+    from .serving import ServerThread
+
+    client_cls: Any = asyncio_adapter.Client if backend == "asyncio" else trio_adapter.Client
+    seen: list[str] = []
+
+    async def main(port: int) -> None:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with (
+            client_cls(allow_loopback=True) as client,
+            client.connect(Config(url=url)) as conn,
+        ):
+            for wrong in ('{"text": "hi"}', None, {"text": "hi"}):
+                with pytest.raises(CallerError, match="tool arguments must be bytes"):
+                    await conn.call_tool("echo", wrong)
+            result = await conn.call_tool("echo", b'{"text": "hi"}')
+            seen.append(result.content[0].text or "")
+            seen.append(",".join(tool.name for tool in await conn.list_tools()))
+
+    with ServerThread(h1({})()) as server:
+        if backend == "asyncio":
+            asyncio.run(main(server.port))
+        else:
+            trio.run(main, server.port)
+        counts = server.stats.count()
+    assert seen == ['{"text": "hi"}', "echo"], seen  # the server echoes the arguments
+    assert counts.get(C) == 1, counts  # the refused calls sent nothing
