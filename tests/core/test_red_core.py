@@ -6,10 +6,12 @@ Each test names the attack; the real-socket twins are in ``tests/hostile`` (the
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
+from sansmcp.core.config import Config, conn_settings
 from sansmcp.core.errors import CallerError
 from sansmcp.core.fieldvalue import echoable
 from sansmcp.core.limits import Limits
@@ -136,3 +138,48 @@ def test_call_arguments_may_be_any_bytes_like(arguments: Any) -> None:
     assert isinstance(outcome, ToolCalled)
     call = next(b for b in server.bodies if isinstance(b, dict) and b.get("method") == "tools/call")
     assert call["params"]["arguments"] == {"text": "hi"}
+
+
+def _settings(config: Config, **kwargs: Any) -> Any:
+    return conn_settings(
+        config,
+        client_info=kwargs.get("client_info"),
+        capabilities=kwargs.get("capabilities"),
+        era_hint=None,
+    )
+
+
+URL_OK = "http://127.0.0.1:9/mcp"
+
+
+@pytest.mark.parametrize(
+    ("config", "extra", "message"),
+    [
+        # h11 refused these in the middle of connect (LocalProtocolError, a RuntimeError)
+        (Config(url=URL_OK, headers={"X-A": " a"}), {}, "whitespace at the start or end"),
+        (Config(url=URL_OK, headers={"X-A": "a\t"}), {}, "whitespace at the start or end"),
+        (Config(url=URL_OK, headers={"X-A": "a\x01b"}), {}, "control character"),
+        (Config(url=URL_OK, headers={"X-A": "a\x7fb"}), {}, "control character"),
+        # AttributeError / TypeError before
+        (Config(url=URL_OK, headers={"X-A": 5}), {}, "must be str"),  # type: ignore[dict-item]
+        (Config(url=URL_OK, headers={5: "a"}), {}, "must be str"),  # type: ignore[dict-item]
+        (Config(url=URL_OK, bearer_token=5), {}, "must be a str"),  # type: ignore[arg-type]
+        # RecursionError before
+        (Config(url=URL_OK, tool_schemas={"t": b"[" * 100_000}), {}, "is not JSON"),
+        # JsonError in the middle of the operation before, leaving the Conn busy for good
+        (Config(url=URL_OK, meta={"x": math.nan}), {}, "Config.meta cannot be sent as JSON"),
+        (Config(url=URL_OK, meta={"x": {1}}), {}, "Config.meta cannot be sent as JSON"),
+        (Config(url=URL_OK), {"client_info": {"name": {1}}}, "client_info cannot be sent"),
+        (Config(url=URL_OK), {"capabilities": {"x": math.inf}}, "capabilities cannot be sent"),
+    ],
+)
+def test_config_mistakes_are_caller_errors_before_any_io(
+    config: Config, extra: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(CallerError, match=message):
+        _settings(config, **extra)
+
+
+def test_config_values_that_are_fine_stay_fine() -> None:
+    made = _settings(Config(url=URL_OK, headers={"X-A": "a b\tc", "X-B": ""}, meta={"k": [1]}))
+    assert made.headers == ((b"x-a", b"a b\tc"), (b"x-b", b""))

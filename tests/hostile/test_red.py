@@ -456,3 +456,38 @@ def test_str_arguments_are_a_caller_error_and_the_conn_stays_usable(backend: str
         counts = server.stats.count()
     assert seen == ['{"text": "hi"}', "echo"], seen  # the server echoes the arguments
     assert counts.get(C) == 1, counts  # the refused calls sent nothing
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_config_mistakes_are_caller_errors_before_any_request(backend: str) -> None:
+    """A header value with a leading space raised h11's ``LocalProtocolError`` out of
+    ``connect``; a NaN in ``meta`` raised ``JsonError`` mid-operation and left the Conn busy
+    (its close raised ``RuntimeError``).  Both are ``CallerError`` now, with no request."""
+    from sansmcp import CallerError, Config
+    from sansmcp.io_adapters import asyncio as asyncio_adapter
+    from sansmcp.io_adapters import trio as trio_adapter
+
+    from .serving import ServerThread
+
+    client_cls: Any = asyncio_adapter.Client if backend == "asyncio" else trio_adapter.Client
+
+    async def main(port: int) -> None:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with client_cls(allow_loopback=True) as client:
+            for config in (
+                Config(url=url, headers={"X-Tenant": " acme"}),
+                Config(url=url, meta={"traceparent": float("nan")}),
+            ):
+                with pytest.raises(CallerError):
+                    async with client.connect(config):
+                        raise AssertionError("connected")
+            async with client.connect(Config(url=url)) as conn:
+                assert [tool.name for tool in await conn.list_tools()] == ["echo"]
+
+    with ServerThread(h1({})()) as server:
+        if backend == "asyncio":
+            asyncio.run(main(server.port))
+        else:
+            trio.run(main, server.port)
+        counts = server.stats.count()
+    assert counts == {"server/discover": 1, L: 1}, counts
