@@ -61,3 +61,9 @@ def tiny_chunks_forever(content_type: str) -> Any:
             await reply.send(burst)
 
     return attack
+
+
+async def listen_stays_open(request: Request, reply: H1Reply, state: dict[str, Any]) -> None:
+    """A legacy server's standalone GET stream as the spec has it: accepted, kept open."""
+    await reply.send(head(200, [("content-type", "text/event-stream")]))
+    await reply.hang()
