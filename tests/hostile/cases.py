@@ -1699,6 +1699,17 @@ CASES: list[Case] = [
         fast=True,
     ),
     Case(
+        "red_drain_holds_the_only_socket",
+        "the listing's event stream stays open after its response (keep-alives), with"
+        " pool_max_sockets=1; the call is answered at once",
+        "cancel_grace (the drained stream is dropped 0.5 s after the response, freeing the"
+        " socket the call waits for)",
+        h1({L: sse_then_endless}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}),
+        limits={"pool_max_sockets": 1, "pool_max_sockets_per_origin": 1},
+        fast=True,
+    ),
+    Case(
         "red_legacy_listen_takes_the_only_socket",
         "a legacy server that keeps the standalone GET stream open (as it should), with an"
         " input handler and pool_max_sockets=1",
