@@ -10,6 +10,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sansmcp.core.config import Config, conn_settings
 from sansmcp.core.errors import CallerError
@@ -183,3 +185,50 @@ def test_config_mistakes_are_caller_errors_before_any_io(
 def test_config_values_that_are_fine_stay_fine() -> None:
     made = _settings(Config(url=URL_OK, headers={"X-A": "a b\tc", "X-B": ""}, meta={"k": [1]}))
     assert made.headers == ((b"x-a", b"a b\tc"), (b"x-b", b""))
+
+
+_LINES = st.one_of(
+    st.builds(
+        lambda v: b"id: " + v, st.sampled_from([b"", b"a", b"b", b"x" * 50, b"\xff", b"a\x00"])
+    ),
+    st.just(b"id"),
+    st.builds(lambda v: b"data: " + v, st.sampled_from([b"", b"1", b"\xe2\x82"])),
+    st.just(b""),
+    st.just(b": comment"),
+    st.builds(lambda v: b"retry: " + v, st.sampled_from([b"5", b"x"])),
+)
+
+
+def _reference(lines: list[bytes]) -> list[tuple[str, str | None]]:
+    """WHATWG dispatch, written out plainly: (data, last id) of each non-empty event."""
+    out: list[tuple[str, str | None]] = []
+    data: list[bytes] = []
+    id_buffer = b""
+    for line in lines:
+        name, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if not line:
+            last = id_buffer.decode("utf-8", "replace") or None
+            text = b"\n".join(data).decode("utf-8", "replace") if data else ""
+            data = []
+            if text:
+                out.append((text, last))
+        elif line.startswith(b":"):
+            continue
+        elif name == b"data":
+            data.append(value)
+        elif name == b"id" and b"\x00" not in value:
+            id_buffer = value
+    return out
+
+
+@given(st.lists(_LINES, max_size=40), st.integers(min_value=1, max_value=7))
+def test_the_id_cache_changes_nothing_the_parser_reports(lines: list[bytes], step: int) -> None:
+    """Property (red team, for the once-per-id-line decode): however the stream is split,
+    the events and their ids are WHATWG's -- the cache changes nothing that is reported."""
+    stream = b"".join(line + b"\n" for line in lines) + b"\n"
+    parser = SseParser(max_event_bytes=1 << 20)
+    events = []
+    for start in range(0, len(stream), step):
+        events += parser.feed(stream[start : start + step])
+    assert [(event.data, event.id) for event in events] == _reference([*lines, b""])
