@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CallerError
+from .jsonvalue import JsonError, dumps_compact
 from .mcp import ConnSettings
 from .messages import SUPPORTED_VERSIONS
 from .url import is_loopback_host, parse_endpoint
@@ -40,7 +41,9 @@ class Config:
     reissue_calls: bool = False
 
 
-def _header_bytes(name: str, value: str) -> tuple[bytes, bytes]:
+def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise CallerError(f"header {name!r}: names and values must be str")
     try:
         key = name.encode("ascii")
         encoded = value.encode("latin-1")
@@ -48,9 +51,21 @@ def _header_bytes(name: str, value: str) -> tuple[bytes, bytes]:
         raise CallerError(f"header {name!r} is not ASCII / Latin-1") from None
     if not key or any(c <= 0x20 or c >= 0x7F or c in b'"(),/:;<=>?@[\\]{}' for c in key):
         raise CallerError(f"header name {name!r} is not an HTTP token")
-    if any(c in (0x0A, 0x0D, 0x00) for c in encoded):
+    # RFC 9110 field-value, as the wire machines enforce it: no control but HTAB, and no
+    # whitespace at either end (h11 refused " a" in the middle of connect otherwise)
+    if any((c < 0x20 and c != 0x09) or c == 0x7F for c in encoded):
         raise CallerError(f"header {name!r} has a control character in its value")
+    if encoded[:1] in (b" ", b"\t") or encoded[-1:] in (b" ", b"\t"):
+        raise CallerError(f"header {name!r} has whitespace at the start or end of its value")
     return key.lower(), encoded
+
+
+def _json_value(what: str, value: object) -> None:
+    """``value`` must encode as strict JSON (it is sent): else ``CallerError``, now."""
+    try:
+        dumps_compact(value)
+    except JsonError as exc:
+        raise CallerError(f"{what} cannot be sent as JSON: {exc}") from None
 
 
 def conn_settings(
@@ -63,6 +78,8 @@ def conn_settings(
     """Check ``config`` and build the machine's settings (``CallerError`` if unusable)."""
     endpoint = parse_endpoint(config.url)
     token = config.bearer_token
+    if token is not None and not isinstance(token, str):
+        raise CallerError(f"the bearer token must be a str, not {type(token).__name__}")
     if token is not None:
         if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
             raise CallerError(
@@ -71,12 +88,15 @@ def conn_settings(
         if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
             raise CallerError("the bearer token must be non-empty visible ASCII")
     headers = tuple(_header_bytes(k, v) for k, v in (config.headers or {}).items())
+    _json_value("Config.meta", dict(config.meta or {}))
+    _json_value("client_info", client_info)
+    _json_value("capabilities", capabilities)
     schemas: dict[str, Any] = {}
     for name, schema in (config.tool_schemas or {}).items():
         if isinstance(schema, bytes | bytearray):
             try:
                 schema = json.loads(schema)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply
                 raise CallerError(f"the schema for tool {name!r} is not JSON") from None
         if not isinstance(schema, Mapping):
             raise CallerError(f"the schema for tool {name!r} is not a JSON object")

@@ -15,7 +15,9 @@ The kinds are:
 * a *wait* (``float``): a finite number ``>= 0`` (``0`` means "do not wait");
 * a *count* (``int``): an ``int`` (not a ``bool``, not a ``float``) ``>= 1``;
 * an *allowance* (``int``): an ``int`` ``>= 0`` -- retries, idle sockets, optional
-  extras, where ``0`` means "none".
+  extras, where ``0`` means "none";
+* a *setting* (``int``): a count that HTTP/2 also sends as a SETTINGS value
+  (``max_header_bytes``, ``h2_max_concurrent_streams``), so also ``<= 2**32 - 1``.
 
 A field added without a ``_RULES`` entry is checked by its declared type (a time
 or a count, the strict kinds) and ``tests/core/test_limits.py`` fails until the entry
@@ -41,10 +43,12 @@ class _Rule:
     integer: bool
     minimum: int
     inclusive: bool
+    maximum: int | None = None  # inclusive; None: no maximum
 
     def describe(self) -> str:
         kind = "an int" if self.integer else "a finite number"
-        return f"{kind} {'>=' if self.inclusive else '>'} {self.minimum}"
+        text = f"{kind} {'>=' if self.inclusive else '>'} {self.minimum}"
+        return text if self.maximum is None else f"{text} and <= {self.maximum:,}"
 
     def check(self, name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -53,11 +57,22 @@ class _Rule:
             got = f"the float {value!r}"
         elif not self.integer and not _finite(value):
             got = repr(value) if isinstance(value, float) else "an int too large for a float"
+        elif self.maximum is not None and value > self.maximum:
+            got = _shown(value)
         elif value > self.minimum or (self.inclusive and value == self.minimum):
             return
         else:
-            got = repr(value)
+            got = _shown(value)
         raise CallerError(f"Limits.{name} must be {self.describe()}; got {got}")
+
+
+def _shown(value: int | float) -> str:
+    """``repr(value)``, except an int too long to print (``repr`` of an int past 4,300
+    digits raises ``ValueError``): then its sign and bit length."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        sign = "a negative" if value < 0 else "an"
+        return f"{sign} int of {value.bit_length():,} bits"
+    return repr(value)
 
 
 def _finite(value: int | float) -> bool:
@@ -71,6 +86,9 @@ _TIME = _Rule(integer=False, minimum=0, inclusive=False)
 _WAIT = _Rule(integer=False, minimum=0, inclusive=True)
 _COUNT = _Rule(integer=True, minimum=1, inclusive=True)
 _ALLOWANCE = _Rule(integer=True, minimum=0, inclusive=True)
+# A count the HTTP/2 machine also sends as a SETTINGS value: 32 bits on the wire
+# (RFC 9113 6.5.1), so a larger value could not be sent and must not validate.
+_SETTING = _Rule(integer=True, minimum=1, inclusive=True, maximum=2**32 - 1)
 
 # One entry per field of Limits, in field order (tests/core/test_limits.py fails when one
 # is missing): a field added to Limits needs its line here.
@@ -83,7 +101,7 @@ _RULES: dict[str, _Rule] = {
     "cancel_grace": _WAIT,
     "stream_end_wait": _WAIT,
     "max_response_bytes": _COUNT,
-    "max_header_bytes": _COUNT,
+    "max_header_bytes": _SETTING,  # SETTINGS_MAX_HEADER_LIST_SIZE
     "max_responses": _COUNT,
     "max_tool_pages": _COUNT,
     "max_stream_retries": _ALLOWANCE,
@@ -95,7 +113,7 @@ _RULES: dict[str, _Rule] = {
     "h2_max_control_frames": _COUNT,
     "h2_control_window": _TIME,
     "h2_max_small_data_frames": _COUNT,
-    "h2_max_concurrent_streams": _COUNT,
+    "h2_max_concurrent_streams": _SETTING,  # SETTINGS_MAX_CONCURRENT_STREAMS
     "h2_max_header_frames": _COUNT,
     "pool_idle_timeout": _TIME,
     "pool_max_idle_per_origin": _ALLOWANCE,
@@ -136,7 +154,7 @@ class Limits:
     stream_end_wait: float = 0.05  # >= 0
     # budgets per Conn
     max_response_bytes: int = 8 << 20  # >= 1
-    max_header_bytes: int = 64 << 10  # >= 1
+    max_header_bytes: int = 64 << 10  # >= 1, <= 2**32 - 1
     max_responses: int = 256  # >= 1
     # listing and calls
     max_tool_pages: int = 100  # >= 1
@@ -150,7 +168,7 @@ class Limits:
     h2_max_control_frames: int = 1000  # >= 1
     h2_control_window: float = 10.0  # > 0
     h2_max_small_data_frames: int = 10_000  # >= 1
-    h2_max_concurrent_streams: int = 100  # >= 1
+    h2_max_concurrent_streams: int = 100  # >= 1, <= 2**32 - 1
     # frames (HEADERS + CONTINUATION) in one HTTP/2 header block; h2 itself refuses more than 64
     h2_max_header_frames: int = 32  # >= 1
     # pool

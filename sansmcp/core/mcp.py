@@ -319,6 +319,7 @@ class _Exchange:
         "deadline",
         "exchange_id",
         "headers",
+        "judged_id",
         "kind",
         "last_id",
         "message",
@@ -352,6 +353,7 @@ class _Exchange:
         self.body = bytearray()
         self.sse: SseParser | None = None
         self.last_id: bytes | None = None  # the last event id that passed ``echoable``
+        self.judged_id: str | None = None  # the parser's last id judged by ``echoable``
         self.message: dict[str, Any] | None = None
         self.progressed = False
         self.server_requests = 0
@@ -492,12 +494,19 @@ class McpMachine:
     def call_tool(self, name: str, arguments: bytes = b"", *, now: float) -> None:
         """Call ``name`` with ``arguments`` (JSON object bytes, sent verbatim).
 
-        Raises ``CallerError`` at once when the arguments are not one strict JSON
-        object or the name is not a non-empty string.
+        Raises ``CallerError`` at once when the arguments are not bytes holding one
+        strict JSON object or the name is not a non-empty string.
         """
         self._require_connected()
         if not isinstance(name, str) or not name:
             raise CallerError("tool name must be a non-empty string")
+        if not isinstance(arguments, bytes | bytearray | memoryview):
+            # checked here, before the operation starts: a str got as far as building the
+            # request and raised TypeError there, leaving the Conn busy for good
+            raise CallerError(
+                f"tool arguments must be bytes (one JSON object), not {type(arguments).__name__}"
+            )
+        arguments = bytes(arguments)
         if not arguments.strip():
             arguments = b"{}"
         try:
@@ -889,8 +898,10 @@ class McpMachine:
                     f"the server sent an unusable event stream: {exc}", cause="framing"
                 ) from None
             last_id = exchange.sse.last_event_id
-            if last_id is not None:
-                # An id we could not send back as Last-Event-ID is treated as absent.
+            if last_id is not None and last_id is not exchange.judged_id:
+                # Judged once per id the parser decoded, not once per body chunk.  An id we
+                # could not send back as Last-Event-ID is treated as absent.
+                exchange.judged_id = last_id
                 exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
             for sse_event in events:
                 exchange.progressed = True

@@ -29,7 +29,9 @@ as an event stream"):
 Values are decoded from UTF-8 with ``errors="replace"`` (line ends are ASCII, so
 this is what the WHATWG stream decoder produces): field values one line at a time,
 the data buffer -- kept as bytes, so many short ``data:`` lines cost their bytes and
-not a string object each -- once per event.
+not a string object each -- once per event, and the id buffer once per ``id`` line (not
+per dispatch: a long id followed by many empty lines would otherwise cost the id's
+length per line).
 
 Bounds.  The parser holds, for the event being assembled, the pending
 (incomplete) line, the data buffer (value bytes plus one per data line) and the
@@ -109,6 +111,7 @@ class SseParser:
         self._event_type = b""
         self._id_buffer = b""
         self._last_id: str | None = None
+        self._last_id_from: bytes | None = None  # the id buffer _last_id was decoded from
         self._retry_ms: int | None = None
         self._skip_lf = False
         self._at_start = True
@@ -276,7 +279,9 @@ class SseParser:
         return None
 
     def _dispatch(self) -> SseEvent | None:
-        self._last_id = self._id_buffer.decode("utf-8", "replace") or None
+        if self._id_buffer is not self._last_id_from:  # decoded once per id line, not per event
+            self._last_id_from = self._id_buffer
+            self._last_id = self._id_buffer.decode("utf-8", "replace") or None
         event_type = self._event_type.decode("utf-8", "replace") or None
         self._event_type = b""
         if not self._data:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import socket
 import ssl
 import weakref
@@ -136,7 +137,7 @@ class Client(ClientCore):
         origin = conn.machine.settings.endpoint.origin
         checkout = self.pool.checkout(origin, now=_now())
         if isinstance(checkout, MustWait):
-            granted = await self._wait_turn(checkout.ticket, start.deadline)
+            granted = await self._wait_turn(checkout.ticket, start.deadline, conn)
             if granted is None:
                 return  # the exchange's own deadline: the machine's timer names its bound
             checkout = granted
@@ -169,15 +170,32 @@ class Client(ClientCore):
         self._bump()
         self._ensure_janitor()
 
-    async def _wait_turn(self, ticket: int, deadline: float) -> UseConnection | DialNeeded | None:
+    async def _wait_turn(
+        self, ticket: int, deadline: float, conn: Conn
+    ) -> UseConnection | DialNeeded | None:
         """Wait in the pool's queue until ``ticket`` is granted (its grant), or until
-        ``deadline`` (None); a cancellation withdraws the ticket."""
+        ``deadline`` (None); a cancellation withdraws the ticket.
+
+        The waiting Conn's other deadlines are kept meanwhile: a stream it drains after
+        an answer is dropped at its ``cancel_grace``, which may free the very socket this
+        checkout waits for (with one socket per origin, it did not, until ``deadline``).
+        """
         turn = self._waiters[ticket] = asyncio.Event()
+        kept = -math.inf  # when the Conn's deadlines were last acted on
         try:
             while (granted := self._claim(ticket)) is None:
                 turn.clear()
-                async with asyncio.timeout_at(deadline):
-                    await turn.wait()
+                wake = conn.machine.next_deadline()
+                if wake is None or wake >= deadline or wake <= kept:
+                    wake = deadline  # (a deadline acting on did not move: not waited for again)
+                try:
+                    async with asyncio.timeout_at(wake):
+                        await turn.wait()
+                except TimeoutError:
+                    if _now() >= deadline:
+                        raise
+                    kept = _now()
+                    conn._keep_deadlines()
             return granted
         except BaseException as exc:
             self._close_sockets(self.pool.withdraw(ticket, now=_now()))
@@ -458,13 +476,18 @@ class Conn(ConnCore):
         self._idle_timer = None
         if self.machine.busy:
             return
+        self._keep_deadlines()
+        self._arm_idle_timer()
+
+    def _keep_deadlines(self) -> None:
+        """Let the machine act on its deadlines now: cancellations are carried out at once,
+        anything else waits for the operation's loop."""
         self.machine.handle_timer(now=_now())
         while (output := self.machine.next_output()) is not None:
             if isinstance(output, CancelExchange):
                 self.client._cancel(output.exchange_id)
             else:
                 self._deferred.append(output)
-        self._arm_idle_timer()
 
     async def _sleep(self) -> None:
         deadline = self.machine.next_deadline()

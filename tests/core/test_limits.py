@@ -32,6 +32,10 @@ ALLOWANCES = {
 }
 
 
+# Counts the HTTP/2 machine also sends as SETTINGS values (red team, issue 10): <= 2**32 - 1.
+H2_SETTINGS = {"max_header_bytes", "h2_max_concurrent_streams"}
+
+
 def is_float_field(name: str) -> bool:
     return isinstance(getattr(Limits(), name), float)
 
@@ -50,6 +54,8 @@ def acceptable(name: str, value: Any) -> bool:
         return value >= 0 if name in WAITS else value > 0
     if not isinstance(value, int):
         return False
+    if name in H2_SETTINGS and value > 2**32 - 1:
+        return False  # sent as a 32-bit HTTP/2 SETTINGS value
     return value >= 0 if name in ALLOWANCES else value >= 1
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from sansmcp.core.limits import Limits
 
+from . import red_attacks as red
 from .answers import (
     LEGACY,
     MODERN,
@@ -1672,6 +1673,59 @@ CASES: list[Case] = [
         h1({L: sse_payload(b"data:ab\n" * (PARSED_SIZE // 8) + b"\n")}),
         failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
         ops=("list",),
+    ),
+    # ---- red team (issue 10, adversarial review): shapes the earlier cases did not try ----
+    # Each case is a promise tried from outside by someone who did not write the code; the
+    # builders are in red_attacks.py.  See tests/hostile/test_red.py for the ones that do
+    # not fit a Case (resolver hooks, Limits edge values, call results at the default budget).
+    Case(
+        "red_sse_big_id_blank_lines",
+        "a 400 KB `id:` line, then 500,000 empty lines (each an empty dispatch), then the listing",
+        "max_response_bytes (the id is decoded once, not per dispatch)",
+        h1({L: red.sse_id_then_blank_lines(400_000, 500_000)}),
+        Expect("ok", requests={D: 1, L: 1}),
+        ops=("list",),
+        fast=True,
+    ),
+    Case(
+        "red_sse_echo_sized_id_tiny_chunks",
+        "a 16 KiB `id:` line (max_echo_bytes, so kept), then 10,000 one-byte chunks, then the"
+        " listing",
+        "max_response_bytes (the kept id is judged once, not per body chunk; was ~6.5 s)",
+        h1({L: red.sse_id_then_tiny_chunks(16 << 10, 10_000)}),
+        Expect("ok", requests={D: 1, L: 1}),
+        ops=("list",),
+        limits={"max_echo_bytes": 16 << 10, "dial_timeout": 10.0, "list_timeout": 10.0},
+        fast=True,
+    ),
+    Case(
+        "red_drain_holds_the_only_socket",
+        "the listing's event stream stays open after its response (keep-alives), with"
+        " pool_max_sockets=1; the call is answered at once",
+        "cancel_grace (the drained stream is dropped 0.5 s after the response, freeing the"
+        " socket the call waits for)",
+        h1({L: sse_then_endless}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}),
+        limits={"pool_max_sockets": 1, "pool_max_sockets_per_origin": 1},
+        fast=True,
+    ),
+    Case(
+        "red_legacy_listen_takes_the_only_socket",
+        "a legacy server that keeps the standalone GET stream open (as it should), with an"
+        " input handler and pool_max_sockets=1",
+        "none: the stream holds the only socket for the session's life, the listing waits",
+        h1({"GET": red.listen_stays_open}, legacy=True),
+        Expect("ok", requests={**LEGACY_HANDSHAKE, "GET": 1, L: 1, C: 1, "DELETE": 1}),
+        limits={"pool_max_sockets": 1, "pool_max_sockets_per_origin": 1},
+        client={"input": "answer"},
+        fast=True,
+        xfail="an HTTP/1.1 legacy session with an input handler holds one socket for its"
+        " standalone GET stream for the session's life; with pool_max_sockets (or"
+        " pool_max_sockets_per_origin) = 1 its every operation then waits for a socket that is"
+        " never freed and fails at dial_timeout (1.5 s here).  Likewise N > cap concurrent"
+        " such sessions to one origin: the first `cap` listen streams hold every socket and"
+        " those sessions' operations time out (4 sessions at pool_max_sockets_per_origin=2:"
+        " 2 fail at 3.0 s; 8 at 3: 3 fail).  A listen stream must not starve operations",
     ),
 ]
 

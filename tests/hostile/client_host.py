@@ -47,6 +47,7 @@ from sansmcp.io_adapters import trio as trio_adapter
 
 ADDRESS_SPACE_CAP = 2 << 30
 STDERR_KEEP = 8192
+REPORT_TEXT = 1000  # characters of a content block's text reported back to the host
 
 
 def describe(exc: BaseException) -> dict[str, Any]:
@@ -164,9 +165,15 @@ async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[
         return {
             "op": op,
             "is_error": result.is_error,
-            "content": [[block.type, block.text] for block in result.content],
+            # texts cut to REPORT_TEXT characters: a multi-MiB text parsed back by the host
+            # would grow it, and every later child forked from it, past its baselines
+            "content": [[block.type, _cut(block.text)] for block in result.content],
         }
     raise ValueError(f"unknown op {op!r}")
+
+
+def _cut(text: str | None) -> str | None:
+    return text if text is None or len(text) <= REPORT_TEXT else text[:REPORT_TEXT] + "..."
 
 
 TICK = 0.005
