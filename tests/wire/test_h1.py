@@ -314,6 +314,25 @@ def test_chunk_size_line_that_never_ends_is_bounded(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_small_chunks_are_bounded_by_count(mode: str) -> None:
+    """One-byte chunks cost a parser event each: at most ``h1_max_small_chunks`` of them
+    in one response (the twin of h2_max_small_data_frames); a larger chunk is not counted."""
+    limits = Limits(h1_max_small_chunks=5)
+    tiny = b"1\r\nx\r\n"
+    big = b"10\r\n" + b"y" * 16 + b"\r\n"
+    conn = started(limits)
+    run = feed(conn, CHUNKED_HEAD + tiny * 5 + big + b"0\r\n\r\n", mode, seed=12)
+    assert isinstance(run.terminal, ResponseEnded) and run.body() == b"x" * 5 + b"y" * 16
+    conn = started(limits)
+    run = feed(conn, CHUNKED_HEAD + big + tiny * 6 + b"0\r\n\r\n", mode, seed=13)
+    sixth = len(CHUNKED_HEAD) + len(big) + 5 * len(tiny) + len(b"1\r\nx")
+    failed = assert_failed_at(run, conn, sixth, "budget", "h1_max_small_chunks")
+    assert (failed.error.limit, failed.error.observed) == (5, 6)
+    assert "Limits.h1_max_small_chunks" in failed.error.message
+    assert run.charge() + conn.unowned_bytes == run.fed  # every byte fed is charged somewhere
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_chunked_body_with_extensions_and_large_chunks(mode: str) -> None:
     body = bytes(range(256)) * 160
     framed = b"".join(

@@ -43,9 +43,9 @@ a failed or cancelled exchange had received without an event carrying it are
 socket still in use.
 
 Faults are never raised: they end the exchange with ``ExchangeFailed`` and make the
-connection broken.  Causes: ``"budget"`` (``max_header_bytes``,
-``max_informational``), ``"framing"`` (anything h11 rejects), ``"reset"`` (EOF
-before the response was complete, e.g. a ``Content-Length`` lie).  ``receive_data``
+connection broken.  Causes: ``"budget"`` (``max_header_bytes``, ``max_informational``,
+``h1_max_small_chunks``), ``"framing"`` (anything h11 rejects), ``"reset"`` (EOF before
+the response was complete, e.g. a ``Content-Length`` lie).  ``receive_data``
 and ``receive_eof`` catch any exception at that boundary (one no check foresaw): the
 exchange fails as ``"framing"`` and the connection breaks.
 
@@ -93,6 +93,10 @@ _METHODS_WITH_BODY = frozenset({b"POST", b"PUT", b"PATCH"})
 # A chunk-size line as h11 accepts it: 1-20 hex digits, optional extensions, OWS, CRLF.
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*\r\n")
 _MAX_MESSAGE_DETAIL = 200
+# A chunk of fewer body bytes than this is "small": each costs an h11 event and a pass
+# through the meter, so a response of them is bounded by count (Limits.h1_max_small_chunks),
+# as HTTP/2 bounds small DATA frames
+_SMALL_CHUNK = 16
 _LF = 0x0A
 _CR = 0x0D
 
@@ -151,6 +155,8 @@ class H1Connection:
         self._exchange: int | None = None  # the exchange in flight on the wire
         self._method = b""
         self._informational = 0
+        self._small_chunks = 0
+        self._chunk_size = 0  # body bytes of the chunk being read
         self._broken = False
         self._closing = False
         self._eof = False
@@ -245,6 +251,7 @@ class H1Connection:
         self._exchange = exchange_id
         self._method = request.method
         self._informational = 0
+        self._small_chunks = self._chunk_size = 0
         self._ex_fed = self._ex_charged = 0
         self._reset_meter()
 
@@ -604,6 +611,26 @@ class H1Connection:
                 self._chunked = chunked
                 self._mode = _Mode.CHUNK_LINE if chunked else _Mode.PASS
             elif isinstance(event, h11.Data):
+                # (h11's chunk_start depends on how the bytes were split; chunk_end does not)
+                self._chunk_size += len(event.data)
+                small = event.chunk_end and self._chunk_size < _SMALL_CHUNK
+                if event.chunk_end:
+                    self._chunk_size = 0
+                if small:
+                    self._small_chunks += 1
+                    limit = self._limits.h1_max_small_chunks
+                    if self._small_chunks > limit:
+                        self._fail(
+                            budget_exceeded(
+                                f"server sent more than {limit:,} chunks of under "
+                                f"{_SMALL_CHUNK} bytes in one response "
+                                "(Limits.h1_max_small_chunks)",
+                                bound="h1_max_small_chunks",
+                                limit=limit,
+                                observed=self._small_chunks,
+                            )
+                        )
+                        return
                 self._queue(
                     DataReceived(
                         exchange_id=exchange, data=bytes(event.data), overhead=self._overhead
