@@ -84,6 +84,39 @@ def test_without_a_handler_the_ask_is_refused(
     backend.run(main)
 
 
+class HandlerFault(Exception):
+    """The embedder's own bug, raised inside its input handler."""
+
+
+@pytest.mark.parametrize("era", list(ERAS))
+def test_an_exception_the_handler_raises_propagates_and_closes_the_conn(
+    backend: Backend, stateful_sse: Server, era: str
+) -> None:
+    """The caller's own callback failing is not the server's fault: its exception comes out
+    of call_tool unchanged (not wrapped, not classified), the Conn is closed (its closing
+    is a no-op, a later operation says it is closed), and the Client's pool stays usable."""
+    tool, versions = ERAS[era]
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        raise HandlerFault("the embedder's handler broke")
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True, input_handler=handler, capabilities=CAPABILITIES
+        ) as client:
+            config = Config(url=stateful_sse.url(), protocol_versions=versions)
+            async with client.connect(config) as conn:
+                with pytest.raises(HandlerFault, match="handler broke"):
+                    await conn.call_tool(tool, b"{}")
+                with pytest.raises(RuntimeError, match="closed"):
+                    await conn.call_tool("echo", b'{"text": "after"}')
+            async with client.connect(config) as conn:
+                again = await conn.call_tool("echo", b'{"text": "next work item"}')
+                assert again.content[0].text == "next work item"
+
+    backend.run(main)
+
+
 @pytest.mark.parametrize("era", list(ERAS))
 def test_a_slow_handler_is_bounded_by_the_call_deadline(
     backend: Backend, stateful_sse: Server, era: str
