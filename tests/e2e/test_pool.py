@@ -282,3 +282,58 @@ def test_a_checkout_queued_past_its_deadline_fails_by_its_own_bound(
             await in_background(backend, [slow_call], body)
 
     backend.run(main)
+
+
+# -- legacy listen streams: side sockets outside the caps ---------------------------
+
+SESSIONS = 4  # legacy sessions with an input handler, each keeping its GET stream open
+CAP = 2  # pool_max_sockets_per_origin: fewer sockets than sessions
+
+
+def test_legacy_listen_streams_past_the_per_origin_cap_starve_no_session(
+    backend: Backend, launch: Launcher, relay: Callable[..., Relay]
+) -> None:
+    """Four legacy sessions whose embedder answers input, all open at once, at two
+    sockets per origin: each keeps its standalone GET stream on a side socket of its
+    own (outside the cap), and every session's listing and call succeed.  Before, the
+    first two streams held both sockets and two sessions' operations timed out."""
+    proxy = relay(launch(*MODES["stateful-sse"]).address)
+    limits = Limits(pool_max_sockets_per_origin=CAP, pool_max_sockets=CAP, dial_timeout=5.0)
+    opened: list[int] = []
+    pooled: list[int] = []
+
+    async def handler(requests: Any) -> Any:
+        return None  # never asked here: declaring the capability opens the GET stream
+
+    async def session(client: Any, index: int) -> str:
+        config = Config(url=proxy.url(), protocol_versions=["2025-11-25"])
+        async with client.connect(config) as conn:
+            opened.append(index)
+            await backend.wait_until(lambda: len(opened) == SESSIONS, timeout=10)
+            # every session is live: the listen streams are open side by side
+            await backend.wait_until(lambda: client.pool.side_socket_count == SESSIONS, timeout=10)
+            tools = await conn.list_tools()
+            assert "echo" in {tool.name for tool in tools}
+            pooled.append(client.pool.socket_count)
+            result = await conn.call_tool("echo", f'{{"text": "{index}"}}'.encode())
+            assert result.content[0].text is not None
+            return result.content[0].text
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True,
+            limits=limits,
+            input_handler=handler,
+            capabilities={"elicitation": {"form": {}}},
+        ) as client:
+            results = await backend.gather(
+                [lambda index=index: session(client, index) for index in range(SESSIONS)]  # type: ignore[misc]
+            )
+            assert results == [str(index) for index in range(SESSIONS)]
+            assert client.pool.side_socket_count == 0  # each closed with its session
+            assert client.pool.socket_count <= CAP
+
+    backend.run(main)
+    assert max(pooled) <= CAP
+    assert SESSIONS < proxy.accepts <= SESSIONS + CAP  # one side socket per session
+    proxy.wait_for_closes(proxy.accepts)
