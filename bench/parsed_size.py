@@ -165,6 +165,18 @@ def shapes() -> dict[str, bytes]:
         + escaped.encode()
         + b'","inputSchema":{"type":"object"}}'
         + TAIL,
+        "ASCII text, one astral char (UTF-8)": HEAD
+        + b'{"name":"a","description":"'
+        + b"x" * (size - 200)
+        + "\U0001f600".encode()
+        + b'","inputSchema":{"type":"object"}}'
+        + TAIL,
+        "ASCII text, one astral char (escaped)": HEAD
+        + b'{"name":"a","description":"'
+        + b"x" * (size - 200)
+        + b"\\ud83d\\ude00"
+        + b'","inputSchema":{"type":"object"}}'
+        + TAIL,
         "1,000 rich tools": _rich(1000),
         "480 rich tools (under the bound)": _rich(480),
         "1,000 prose-heavy tools": _prose(1000),
