@@ -296,7 +296,7 @@ _FAST_ENCODE: Any = (
 
 
 def _encode(value: Any) -> str:
-    if _FAST_ENCODE is None or isinstance(value, str):  # pragma: no cover - pure-Python json
+    if _FAST_ENCODE is None:  # pragma: no cover - an interpreter without the C accelerator
         return _ENCODER.encode(value)
     return "".join(_FAST_ENCODE(value, 0))
 
