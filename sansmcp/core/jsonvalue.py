@@ -154,11 +154,10 @@ def _check_depth(value: Any, max_depth: int) -> None:
     """Walk containers level by level; raise at the first level deeper than max_depth.
 
     Each level is a list of containers; the next one is gathered with C iterators
-    only (``map``, ``chain``, ``compress``, ``filter``, ``operator.call``): the
-    members of every container of the level (``dict.values`` or ``iter``, picked
-    by type), of which the containers are kept, so no Python bytecode runs per
-    container or per value.  Empty containers count for the depth and are not
-    walked into.
+    only (``map``, ``chain``, ``compress``, ``operator.call``): the members of
+    every container of the level (``dict.values`` or ``iter``, picked by type), of
+    which the containers are kept, so no Python bytecode runs per container or per
+    value.  Empty containers count for the depth (and add no members).
     """
     if not isinstance(value, (dict, list)):
         return
@@ -173,7 +172,6 @@ def _check_depth(value: Any, max_depth: int) -> None:
         level = list(compress(members, map(_is_container, map(type, members))))
         if level and depth == max_depth:
             raise _depth_error(max_depth, depth + 1)
-        level = list(filter(None, level))
         depth += 1
 
 
