@@ -12,6 +12,12 @@ process feeds the body to a fresh ``McpMachine`` as exchange events (64 KiB
   the floor the issue compares with.
 
 ``--json`` prints one JSON line per shape instead of the table.
+
+``--tokens`` measures instead what each kind of structural token can cost: for a 4 MiB
+body of each family (one-key objects, chains, distinct keys, short strings, floats, one
+wide character in ASCII text, ...), the peak RSS of ``parse_json`` alone (decode + depth
+walk) over the body already held, with the counts of ``{ [ , :`` a heap estimate taken
+before decoding would weigh.  (Issue 10 C: the figures behind keeping ``max_json_values``.)
 """
 
 from __future__ import annotations
@@ -165,6 +171,18 @@ def shapes() -> dict[str, bytes]:
         + escaped.encode()
         + b'","inputSchema":{"type":"object"}}'
         + TAIL,
+        "ASCII text, one astral char (UTF-8)": HEAD
+        + b'{"name":"a","description":"'
+        + b"x" * (size - 200)
+        + "\U0001f600".encode()
+        + b'","inputSchema":{"type":"object"}}'
+        + TAIL,
+        "ASCII text, one astral char (escaped)": HEAD
+        + b'{"name":"a","description":"'
+        + b"x" * (size - 200)
+        + b"\\ud83d\\ude00"
+        + b'","inputSchema":{"type":"object"}}'
+        + TAIL,
         "1,000 rich tools": _rich(1000),
         "480 rich tools (under the bound)": _rich(480),
         "1,000 prose-heavy tools": _prose(1000),
@@ -175,8 +193,56 @@ def shapes() -> dict[str, bytes]:
     }
 
 
+def _token_families() -> dict[str, bytes]:
+    size = 4 * MIB
+
+    def fill(unit: bytes) -> bytes:
+        return b"[" + b",".join([unit] * (size // (len(unit) + 1))) + b"]"
+
+    def chain(open_: bytes, close: bytes, depth: int) -> bytes:
+        return fill(open_ * depth + b"0" + close * depth)
+
+    def one_string(middle: bytes) -> bytes:
+        return b'["' + b"a" * (size - 20) + middle + b'"]'
+
+    return {
+        "{}": fill(b"{}"),
+        "[]": fill(b"[]"),
+        "0": fill(b"0"),
+        "0.1": fill(b"0.1"),
+        "true": fill(b"true"),
+        '"a"': fill(b'"a"'),
+        '"ab"': fill(b'"ab"'),
+        '{"a":0}': fill(b'{"a":0}'),
+        "[0]": fill(b"[0]"),
+        '{"a":{}}': fill(b'{"a":{}}'),
+        'chain {"":{"":...}}': chain(b'{"":', b"}", 400),
+        "chain [[[...]]]": chain(b"[", b"]", 400),
+        "one object, distinct keys": b"{"
+        + b",".join(b'"%x":0' % i for i in range(size // 9))
+        + b"}",
+        "one-key objects, distinct keys": b"["
+        + b",".join(b'{"%x":1}' % i for i in range(size // 12))
+        + b"]",
+        "distinct strings": b"[" + b",".join(b'"%x"' % i for i in range(size // 8)) + b"]",
+        '"a\\nb"': fill(b'"a\\nb"'),
+        "ASCII + one astral char (UTF-8)": one_string("\U0001f600".encode()),
+        "ASCII + one astral char (escaped)": one_string(b"\\ud83d\\ude00"),
+        "ASCII + one CJK char (UTF-8)": one_string("\u4e00".encode()),
+        "ASCII + one Latin-1 char (UTF-8)": one_string("\u00e9".encode()),
+    }
+
+
 def _child(path: str, mode: str) -> dict[str, Any]:
     body = Path(path).read_bytes()
+    if mode == "tokens":
+        from sansmcp.core.jsonvalue import parse_json
+
+        buffer = bytearray(body)
+        del body
+        base = _reset_peak()
+        parse_json(buffer, max_depth=512)
+        return {"rss_mib": _status_mib("VmHWM") - base}
     if mode == "loads":
         base = _reset_peak()
         start = _cpu()
@@ -272,6 +338,9 @@ def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         print(json.dumps(_child(sys.argv[2], sys.argv[3])))
         return
+    if "--tokens" in sys.argv:
+        _tokens()
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, body in shapes().items():
@@ -297,6 +366,23 @@ def main() -> None:
             f"| {r['end_ms']:.0f} | {r['rss_mib']:.1f} | {r['loads_ms']:.0f} "
             f"| {r['loads_rss_mib']:.1f} |"
         )
+
+
+def _tokens() -> None:
+    print("| family | bytes | `{` | `[` | `,` | `:` | peak RSS MiB | RSS bytes per body byte |")
+    print("|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, body in _token_families().items():
+            path = os.path.join(tmp, "body.json")
+            Path(path).write_bytes(body)
+            rss = _run(path, "tokens")["rss_mib"]
+            counts = [body.count(c) for c in (b"{", b"[", b",", b":")]
+            print(
+                f"| {name} | {len(body):,} | "
+                + " | ".join(f"{c:,}" for c in counts)
+                + f" | {rss:.1f} | {rss * MIB / len(body):.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -59,7 +59,9 @@ no Python per-byte work:
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
+import operator
 from collections import Counter
 from itertools import chain, compress
 from typing import Any
@@ -122,8 +124,12 @@ def _to_text(data: bytes | bytearray | memoryview | str) -> str:
         ) from None
 
 
-def _bracket_count(text: str) -> int:
-    return text.count("[") + text.count("{")
+def _bracket_count(data: bytes | bytearray | str) -> int:
+    # '[' and '{' are ASCII, and no byte of a multi-byte UTF-8 sequence is ASCII, so
+    # the count over the bytes equals the count over the decoded text.
+    if isinstance(data, str):
+        return data.count("[") + data.count("{")
+    return data.count(b"[") + data.count(b"{")
 
 
 def _depth_error(max_depth: int, observed: int | None) -> JsonError:
@@ -139,36 +145,33 @@ def _depth_error(max_depth: int, observed: int | None) -> JsonError:
     )
 
 
-_is_dict = frozenset({dict}).__contains__
-_is_list = frozenset({list}).__contains__
+_is_container = frozenset({dict, list}).__contains__
+_members_of: Any = {dict: dict.values, list: iter}.__getitem__  # a container's values
+_call: Any = operator.call
 
 
 def _check_depth(value: Any, max_depth: int) -> None:
     """Walk containers level by level; raise at the first level deeper than max_depth.
 
-    A level is held as its objects and its arrays; the next level is gathered and
-    sorted by type with C iterators only (``chain``, ``map``, ``compress``,
-    ``filter``), so no Python bytecode runs per container or per value.  Empty
-    containers count for the depth and are not walked into.
+    Each level is a list of containers; the next one is gathered with C iterators
+    only (``map``, ``chain``, ``compress``, ``operator.call``): the members of
+    every container of the level (``dict.values`` or ``iter``, picked by type), of
+    which the containers are kept, so no Python bytecode runs per container or per
+    value.  Empty containers count for the depth (and add no members).
     """
     if not isinstance(value, (dict, list)):
         return
     if max_depth < 1:
         raise _depth_error(max_depth, 1)
-    dicts: list[Any] = [value] if type(value) is dict else []
-    lists: list[Any] = [] if dicts else [value]
-    depth = 1  # the depth of the containers in `dicts` and `lists`
-    while dicts or lists:
-        children = list(
-            chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists))
+    level: list[Any] = [value]
+    depth = 1  # the depth of the containers in `level`
+    while level:
+        members: list[Any] = list(
+            chain.from_iterable(map(_call, map(_members_of, map(type, level)), level))
         )
-        types = list(map(type, children))
-        dicts = list(compress(children, map(_is_dict, types)))
-        lists = list(compress(children, map(_is_list, types)))
-        if (dicts or lists) and depth == max_depth:
+        level = list(compress(members, map(_is_container, map(type, members))))
+        if level and depth == max_depth:
             raise _depth_error(max_depth, depth + 1)
-        dicts = list(filter(None, dicts))
-        lists = list(filter(None, lists))
         depth += 1
 
 
@@ -179,17 +182,19 @@ def value_bound(data: bytes | bytearray | str) -> int:
     value but the top-level one follows one of those bytes.  C speed, no copy for
     ``bytes``/``bytearray``/``str``.
     """
-    if isinstance(data, str):
-        return data.count("[") + data.count("{") + data.count(",") + 1
-    return data.count(b"[") + data.count(b"{") + data.count(b",") + 1
+    return _value_bound(data, _bracket_count(data))
 
 
-def _check_values(data: bytes | bytearray | str, max_values: int | None) -> None:
+def _value_bound(data: bytes | bytearray | str, brackets: int) -> int:
+    return brackets + (data.count(",") if isinstance(data, str) else data.count(b",")) + 1
+
+
+def _check_values(data: bytes | bytearray | str, max_values: int | None, brackets: int) -> None:
     if max_values is None:
         return
     if max_values < 1:
         raise ValueError(f"max_values must be >= 1, got {max_values}")
-    bound = value_bound(data)
+    bound = _value_bound(data, brackets)
     if bound > max_values:
         raise JsonError(
             f"JSON text may hold up to {bound:,} values (by its brackets and commas); "
@@ -200,7 +205,7 @@ def _check_values(data: bytes | bytearray | str, max_values: int | None) -> None
         )
 
 
-def _loads(text: str, max_depth: int, pairs_hook: Any = None) -> Any:
+def _loads(text: str, max_depth: int, pairs_hook: Any = None, brackets: int | None = None) -> Any:
     if max_depth < 0:
         raise ValueError(f"max_depth must be >= 0, got {max_depth}")
     if text.startswith("\ufeff"):  # json.loads refuses it; the bare decoder would not
@@ -219,7 +224,7 @@ def _loads(text: str, max_depth: int, pairs_hook: Any = None) -> Any:
     except ValueError as exc:
         # The int-digit limit ("Exceeds the limit (4300 digits) for integer string conversion").
         raise JsonError(f"JSON number rejected: {exc}", reason="number") from None
-    if _bracket_count(text) > max_depth:
+    if (_bracket_count(text) if brackets is None else brackets) > max_depth:
         _check_depth(value, max_depth)
     return value
 
@@ -238,11 +243,14 @@ def parse_json(
     the value is built.  Raises :class:`JsonError` only (``ValueError`` for a
     negative ``max_depth`` or a ``max_values`` below 1).
     """
-    _check_values(data, max_values)
+    if not isinstance(data, (bytes, bytearray, str)):  # another buffer: copied, to count it
+        data = bytes(data)
+    brackets = _bracket_count(data)  # counted once, for both bounds
+    _check_values(data, max_values, brackets)
     text = _to_text(data)
     if isinstance(data, bytearray):
         data.clear()
-    return _loads(text, max_depth)
+    return _loads(text, max_depth, brackets=brackets)
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -264,6 +272,31 @@ _STRICT_DECODER = json.JSONDecoder(
 )
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _not_serialisable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# ``JSONEncoder.encode`` builds a new C encoder on every call (~2 us), which was most
+# of the cost of a listing of many small tools; this one is built once, with the same
+# settings as _ENCODER.  It keeps no cycle markers (a shared marker table could keep
+# stale entries after an error): a cycle ends in RecursionError like runaway nesting.
+# None where the interpreter has no C accelerator; _ENCODER is used then.
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_FAST_ENCODE: Any = (
+    None
+    if _C_MAKE_ENCODER is None
+    else _C_MAKE_ENCODER(
+        None, _not_serialisable, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
+
+
+def _encode(value: Any) -> str:
+    if _FAST_ENCODE is None:  # pragma: no cover - an interpreter without the C accelerator
+        return _ENCODER.encode(value)
+    return "".join(_FAST_ENCODE(value, 0))
 
 
 def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:
@@ -305,12 +338,15 @@ def dumps_compact(value: Any) -> bytes:
     :class:`JsonError`.
     """
     try:
-        text = _ENCODER.encode(value)
+        text = _encode(value)
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:
             return _ASCII_ENCODER.encode(value).encode("ascii")
     except RecursionError:
-        raise JsonError("value is nested too deeply to encode as JSON", reason="encode") from None
+        raise JsonError(
+            "value cannot be encoded as JSON: it is nested too deeply or holds a cycle",
+            reason="encode",
+        ) from None
     except (TypeError, ValueError) as exc:
         raise JsonError(f"value cannot be encoded as JSON: {exc}", reason="encode") from None

@@ -187,8 +187,11 @@ class Limits:
     # JSON values in one message (a JSON body or one SSE event), counted from above by its
     # structural bytes `[ { ,` before it is decoded.  Sized for the default
     # max_response_bytes: a value costs up to ~230 bytes of heap, so the costliest accepted
-    # 8 MiB body peaks at ~45 MiB (< 6 x the budget); with a smaller budget, lower it in
-    # proportion (one value per 64 bytes of max_response_bytes keeps that ratio)
+    # 8 MiB body of narrow (Latin-1) text peaks at ~45 MiB (< 6 x the budget); with a
+    # smaller budget, lower it in proportion (one value per 64 bytes of max_response_bytes
+    # keeps that ratio).  Not bounded by it: the width of the text.  One astral character
+    # in an ASCII body makes the decoded text and the string holding it 4 bytes a
+    # character: an 8 MiB body of one such string peaks at +64 MiB (bench.parsed_size)
     max_json_values: int = 128_000  # >= 1
     # tool entries (valid or skipped) in one listing, all pages together; past it the
     # listing fails (ServerAnswered, reason "max_tools") before the page is validated

@@ -3,7 +3,9 @@
 * ``value_bound`` bounds the values of any JSON text from above; ``max_values`` refuses a
   text over it before decoding (the count comes first: an over-limit text with invalid
   UTF-8 fails as "values", not "utf8");
-* the level-by-level depth walk agrees with a plain recursive depth on any value;
+* the level-by-level depth walk agrees with a plain recursive depth on any value, for a
+  text given as ``str`` or as UTF-8 bytes (whose bracket count is taken once, on the bytes);
+* the listing path's encoder (one C encoder built once) writes what ``json.dumps`` writes;
 * the MCP machine turns the refusal into ``ConnectionFailed(bound="max_json_values")``
   for a JSON body (whatever the status) and for an SSE event;
 * a listing's entries are bounded by ``max_tools`` (refused before the page is validated)
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 
 from sansmcp.core.errors import ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest
-from sansmcp.core.jsonvalue import JsonError, parse_json, value_bound
+from sansmcp.core.jsonvalue import JsonError, dumps_compact, parse_json, value_bound
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import ToolsListed
 
@@ -124,6 +126,58 @@ def test_depth_walk_agrees_with_recursive_depth(value: Any, max_depth: int) -> N
             max_depth,
             max_depth + 1,
         )
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.integers(min_value=0, max_value=6))
+def test_utf8_bytes_and_text_get_the_same_depth_verdict(value: Any, max_depth: int) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form; escaped instead
+        data = json.dumps(value).encode("ascii")
+    try:
+        expected: Any = parse_json(text, max_depth=max_depth)
+    except JsonError as exc:
+        expected = (exc.reason, exc.limit, exc.observed)
+    try:
+        got: Any = parse_json(data, max_depth=max_depth, max_values=10**6)
+    except JsonError as exc:
+        got = (exc.reason, exc.limit, exc.observed)
+    assert got == expected
+
+
+def test_a_buffer_other_than_bytes_is_counted_too() -> None:
+    with pytest.raises(JsonError) as info:
+        parse_json(memoryview(b"[1,2,3]"), max_depth=4, max_values=3)  # type: ignore[arg-type]
+    assert (info.value.reason, info.value.limit, info.value.observed) == ("values", 3, 4)
+    assert parse_json(memoryview(b"[1,2,3]"), max_depth=4, max_values=4) == [1, 2, 3]  # type: ignore[arg-type]
+
+
+# -- the encoder of the listing path ---------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_dumps_compact_writes_what_json_dumps_writes(value: Any) -> None:
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        assert dumps_compact(value) == expected.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the ASCII-escaped form instead
+        assert dumps_compact(value) == json.dumps(value, separators=(",", ":")).encode()
+
+
+def test_dumps_compact_refuses_what_json_dumps_refuses() -> None:
+    for value in ({"a": float("nan")}, {"a": object()}, [1, {2, 3}], {(1, 2): 3}):
+        with pytest.raises(JsonError) as info:
+            dumps_compact(value)
+        assert info.value.reason == "encode"
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(JsonError, match="holds a cycle") as info:
+        dumps_compact(cyclic)
+    assert info.value.reason == "encode"
+    assert dumps_compact({"a": [1, 2]}) == b'{"a":[1,2]}'  # the encoder is reusable after errors
 
 
 def test_empty_containers_count_for_depth_but_are_not_walked_into() -> None:
