@@ -179,16 +179,11 @@ class ConnSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartExchange:
-    """Send ``request`` on a pooled connection; report its events with ``exchange_id``.
-
-    ``listen``: this is the session's standalone GET stream, kept for the session's
-    life; check it out with ``Pool.checkout(..., listen=True)`` (outside the caps).
-    """
+    """Send ``request`` on a pooled connection; report its events with ``exchange_id``."""
 
     exchange_id: int
     request: HttpRequest
     deadline: float
-    listen: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -790,12 +785,7 @@ class McpMachine:
         exchange = _Exchange(next(self._exchange_ids), request, rpc_id, deadline, role)
         self._exchanges[exchange.exchange_id] = exchange
         self._outputs.append(
-            StartExchange(
-                exchange_id=exchange.exchange_id,
-                request=request,
-                deadline=deadline,
-                listen=role is _Role.LISTEN,
-            )
+            StartExchange(exchange_id=exchange.exchange_id, request=request, deadline=deadline)
         )
         return exchange
 

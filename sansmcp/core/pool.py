@@ -65,19 +65,6 @@ terminal event, or after ``cancel()``); a dial ends in ``dial_succeeded`` or
 flushing first).  Call :meth:`Pool.discard` when a socket died under you.
 Sleep until :meth:`Pool.next_deadline` and then call :meth:`Pool.expire`.
 
-**Listen streams: side sockets.**  A legacy session's standalone GET stream
-(``checkout(..., listen=True)``) lives as long as its session; on an HTTP/1.1
-socket it would hold that socket the whole time.  Counted toward the caps, such
-streams would starve their own sessions' operations (one socket per origin: the
-session's every operation waits for the socket its own stream holds) and deadlock
-sessions among themselves (cap sessions holding every socket, each waiting for a
-second).  So a listen checkout never waits and never counts: it rides an open
-HTTP/2 connection of the origin that can start a stream now (multiplexed, as any
-exchange), and otherwise gets a *side* socket, dialled for it alone (no caps, no
-eviction, no queue), never handed to anyone else, never idle, and closed when its
-one lease ends.  Side sockets are bounded by the callers: each ``Conn`` keeps at
-most one listen stream, so they number at most the live ``Conn``\\ s.
-
 **Retiring.**  A connection that is broken (``is_broken``) or, with no lease,
 cannot start (HTTP/1.1 without keep-alive, HTTP/2 after GOAWAY) is never
 handed out and is closed as soon as no lease holds it: at ``release``, or at
@@ -206,17 +193,12 @@ class _Conn:
         "may_be_h2",
         "origin",
         "pending",
-        "side",
         "state",
         "wire",
     )
 
-    def __init__(
-        self, conn_id: int, origin: Origin, *, may_be_h2: bool, now: float, side: bool = False
-    ) -> None:
+    def __init__(self, conn_id: int, origin: Origin, *, may_be_h2: bool, now: float) -> None:
         self.conn_id = conn_id
-        # a listen stream's own socket: outside the origin's sockets and every cap
-        self.side = side
         self.origin = origin
         self.state = _State.DIALING
         self.wire: WireConnection | None = None
@@ -274,8 +256,7 @@ class Pool:
         self._factory = wire_factory
         self._conns: dict[int, _Conn] = {}
         self._origins: dict[Origin, _Origin] = {}
-        self._sockets = 0  # dialling or open, side sockets excepted
-        self._side = 0  # side sockets (listen streams), dialling or open
+        self._sockets = 0  # dialling or open
         self._idle: OrderedDict[int, _Conn] = OrderedDict()  # least recently idle first
         self._next_id = 1
         self._next_ticket = 1
@@ -298,11 +279,6 @@ class Pool:
     def socket_count(self) -> int:
         """Sockets the pool accounts for: dialling or open (at most ``pool_max_sockets``)."""
         return self._sockets
-
-    @property
-    def side_socket_count(self) -> int:
-        """Side sockets (each carrying one listen stream): dialling or open, outside every cap."""
-        return self._side
 
     @property
     def max_sockets_per_origin(self) -> int:
@@ -332,17 +308,13 @@ class Pool:
 
     # -- exchanges -----------------------------------------------------------
 
-    def checkout(self, origin: Origin, *, now: float, listen: bool = False) -> Checkout:
+    def checkout(self, origin: Origin, *, now: float) -> Checkout:
         """Choose a connection for one exchange to ``origin`` (see the module docstring).
 
         After ``UseConnection`` / ``DialNeeded`` the caller holds a lease; after
         ``DialNeeded`` the evicted ids are already forgotten.  After ``MustWait``
-        the caller's ticket is queued behind every earlier one.  With ``listen``
-        (a legacy session's standalone GET stream) never ``MustWait``: an open
-        HTTP/2 connection, else a side socket outside the caps.
+        the caller's ticket is queued behind every earlier one.
         """
-        if listen:
-            return self._serve_listen(origin, now=now)
         state = self._origins.get(origin)
         if state is None or not state.queue:  # else an earlier ticket is first in line
             grant = self._serve(origin, now=now)
@@ -577,31 +549,6 @@ class Pool:
         if not state.conns and not state.queue:
             del self._origins[origin]
 
-    def _serve_listen(self, origin: Origin, *, now: float) -> Grant:
-        """A listen stream's connection: a shared HTTP/2 one that can start it now, else a
-        new side socket (counted by no cap, handed to no one else, closed at its release)."""
-        state = self._origins.get(origin)
-        for conn in () if state is None else state.conns.values():
-            wire = conn.wire
-            usable = wire is not None and not wire.is_broken and wire.can_start()
-            if conn.http2 and not conn.pending and usable:
-                conn.leases += 1
-                conn.pending += 1
-                conn.last_used = now
-                conn.idle_since = None
-                self._idle.pop(conn.conn_id, None)
-                return UseConnection(conn_id=conn.conn_id)
-        conn_id = self._next_id
-        self._next_id += 1
-        self._conns[conn_id] = _Conn(conn_id, origin, may_be_h2=False, now=now, side=True)
-        self._side += 1
-        return DialNeeded(
-            conn_id=conn_id,
-            origin=origin,
-            alpn=ALPN_OFFER if origin.scheme == "https" else (),
-            deadline=now + self._limits.dial_timeout,
-        )
-
     def _serve(self, origin: Origin, *, now: float) -> Grant | None:
         """What one exchange to ``origin`` gets now, or None (the pool is left unchanged)."""
         state = self._origins.get(origin)
@@ -693,7 +640,7 @@ class Pool:
                 del self._conns[conn.conn_id]
             return []
         assert conn.wire is not None
-        if conn.side or conn.wire.is_broken or (conn.leases == 0 and not conn.wire.can_start()):
+        if conn.wire.is_broken or (conn.leases == 0 and not conn.wire.can_start()):
             return [self._retire(conn, now=now)]
         if conn.leases:
             return []
@@ -716,10 +663,6 @@ class Pool:
 
     def _drop_dial(self, conn: _Conn) -> None:
         """Forget a dialling connection (its dial failed or was never made)."""
-        if conn.side:
-            del self._conns[conn.conn_id]
-            self._side -= 1
-            return
         state = self._origins[conn.origin]
         del state.conns[conn.conn_id]
         del self._conns[conn.conn_id]
@@ -738,13 +681,6 @@ class Pool:
     def _forget(self, conn: _Conn) -> None:
         """An open socket leaves: grants not yet claimed on it go back to the queue (in
         their place); leases already held stay valid until released."""
-        if conn.side:
-            self._side -= 1
-            if conn.leases:
-                conn.state = _State.CLOSED
-            else:
-                del self._conns[conn.conn_id]
-            return
         state = self._origins[conn.origin]
         del state.conns[conn.conn_id]
         self._sockets -= 1

@@ -124,7 +124,7 @@ class Client(ClientCore):
 
     async def _start(self, conn: Conn, start: StartExchange) -> None:
         origin = conn.machine.settings.endpoint.origin
-        checkout = self.pool.checkout(origin, now=trio.current_time(), listen=start.listen)
+        checkout = self.pool.checkout(origin, now=trio.current_time())
         if isinstance(checkout, MustWait):
             granted = await self._wait_turn(checkout.ticket, start.deadline, conn)
             if granted is None:

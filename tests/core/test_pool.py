@@ -799,109 +799,6 @@ def test_close_all_revokes_unclaimed_grants() -> None:
     assert grant.deadline == 32.0
 
 
-# -- listen streams: side sockets outside the caps ---------------------------------
-
-
-def listen_dial(pool: Pool, origin: Origin, *, alpn: str | None = None, now: float = 0.0) -> int:
-    """A listen checkout that must dial a side socket; dial it and start the stream."""
-    result = pool.checkout(origin, now=now, listen=True)
-    assert isinstance(result, DialNeeded), result
-    assert result.close_first == ()  # nothing evicted for it
-    fake_of(pool.dial_succeeded(result.conn_id, alpn=alpn, now=now)).start()
-    pool.started(result.conn_id, now=now)
-    return result.conn_id
-
-
-def test_a_listen_stream_never_takes_the_only_socket() -> None:
-    """One socket in all: the session's listen stream gets a side socket, and its
-    operations keep the pooled one (before: every operation waited for ever)."""
-    pool, _ = make(pool_max_sockets=1, pool_max_sockets_per_origin=1)
-    op = dial(pool, HTTP)
-    listen = listen_dial(pool, HTTP)
-    assert (pool.socket_count, pool.origin_socket_count(HTTP), pool.side_socket_count) == (1, 1, 1)
-    assert finish(pool, op, now=1.0) == []
-    assert use(pool, HTTP, now=2.0) == op  # the next operation: the pooled socket, idle again
-    ticket = wait(pool, HTTP, now=2.0)  # operations are still capped...
-    assert finish(pool, op, now=3.0) == []
-    assert claim_use(pool, ticket, now=3.0) == op  # ...and never handed the side socket
-    assert finish(pool, listen, now=4.0) == [listen]  # closed when its stream ends
-    assert (pool.socket_count, pool.side_socket_count) == (1, 0)
-    assert fake(pool, op).closed_at is None
-
-
-def test_listen_streams_past_the_caps_never_wait_and_never_evict() -> None:
-    """More sessions than sockets: each listen stream dials its own side socket (no
-    wait, no eviction of an idle socket), and every session's operation is served."""
-    pool, factory = make(pool_max_sockets=2, pool_max_sockets_per_origin=1)
-    idle = dial(pool, THIRD)
-    finish(pool, idle)
-    listens = [listen_dial(pool, HTTP) for _ in range(4)]
-    assert (pool.socket_count, pool.side_socket_count) == (1, 4)
-    assert pool.idle_count(THIRD) == 1 and fake(pool, idle).closed_at is None
-    ops = [dial(pool, HTTP, now=1.0), wait(pool, HTTP, now=1.0)]
-    assert fake(pool, idle).closed_at is None  # the listen streams evicted nothing either
-    assert pool.waiting() == [(ops[1], HTTP)]
-    finish(pool, ops[0], now=2.0)
-    assert claim_use(pool, ops[1], now=2.0) == ops[0]
-    for conn_id in listens:
-        assert pool.release(conn_id, now=3.0) == [conn_id]
-        assert factory.made[conn_id - 1].closed_at == 3.0
-    assert pool.side_socket_count == 0 and pool.socket_count == 2
-
-
-def test_a_listen_stream_multiplexes_on_an_open_http2_connection() -> None:
-    """Over HTTP/2 nothing changes: the stream rides the shared connection."""
-    pool, factory = make(pool_max_sockets=1)
-    shared = dial(pool, HTTPS, alpn="h2")
-    result = pool.checkout(HTTPS, now=0.0, listen=True)
-    assert result == UseConnection(conn_id=shared)
-    fake(pool, shared).start()
-    pool.started(shared, now=0.0)
-    assert use(pool, HTTPS) == shared
-    assert (pool.socket_count, pool.side_socket_count, len(factory.made)) == (1, 0, 1)
-    assert finish(pool, shared) == finish(pool, shared) == []  # kept, as any lease
-    assert pool.idle_count(HTTPS) == 0  # the stream still holds it
-    assert finish(pool, shared) == [] and pool.idle_count(HTTPS) == 1
-
-
-def test_a_listen_stream_takes_a_side_socket_when_http2_cannot_start_it_now() -> None:
-    """A full or draining HTTP/2 connection, or one with an exchange about to start
-    (its can_start() is stale), is not waited for: a side socket, itself HTTP/2 if ALPN
-    says so, carrying the stream alone."""
-    pool, _ = make(pool_max_sockets=1)
-    shared = dial(pool, HTTPS, alpn="h2")
-    fake(pool, shared).goaway = True
-    first = listen_dial(pool, HTTPS, alpn="h2")
-    fake(pool, shared).goaway = False
-    pending = pool.checkout(HTTPS, now=0.0)
-    assert pending == UseConnection(conn_id=shared)  # its exchange is not started yet
-    second = listen_dial(pool, HTTPS, alpn="h2")
-    assert pool.side_socket_count == 2 and pool.socket_count == 1
-    assert isinstance(pool.checkout(OTHER, now=0.0), MustWait)  # side sockets never evict
-    assert pool.release(first, now=1.0) == [first]  # closed at once though HTTP/2
-    assert pool.release(second, now=1.0) == [second]
-
-
-def test_side_sockets_that_fail_die_or_close_leave_no_trace() -> None:
-    pool, _ = make(pool_max_sockets=1)
-    failing = pool.checkout(HTTP, now=0.0, listen=True)
-    assert isinstance(failing, DialNeeded) and pool.side_socket_count == 1
-    pool.dial_failed(failing.conn_id, now=0.0)
-    dying = listen_dial(pool, HTTP)
-    pool.discard(dying, now=1.0)  # the socket died under the adapter
-    assert pool.side_socket_count == 0
-    assert pool.release(dying, now=1.0) == []  # the lease ends; nothing left to close
-    closing = listen_dial(pool, HTTP)
-    idle = listen_dial(pool, HTTP)
-    assert pool.release(idle, now=1.0) == [idle]
-    assert pool.close_all(now=2.0) == [closing]  # client shutdown: side sockets too
-    assert pool.release(closing, now=2.0) == []
-    assert pool.side_socket_count == pool.socket_count == 0
-    for gone in (failing.conn_id, dying, closing, idle):
-        with pytest.raises(LocalProtocolError):
-            pool.release(gone, now=3.0)
-
-
 # -- a random walk ----------------------------------------------------------------
 
 ORIGINS = [HTTP, HTTPS, OTHER, THIRD]
@@ -943,8 +840,6 @@ class PoolMachine(RuleBasedStateMachine):
         self.origin_of: dict[int, Origin] = {}  # every ticket's origin
         # a wire degraded behind the pool's back: it learns of it at its next pass
         self.stale = False
-        self.sides: dict[int, FakeWire] = {}  # listen streams' side sockets, open
-        self.sides_closed: dict[int, FakeWire] = {}  # closed by close_all, lease still held
 
     # -- the machine's own account ---------------------------------------------
 
@@ -1058,47 +953,6 @@ class PoolMachine(RuleBasedStateMachine):
             self._closed(grant.close_first)
             self.dialing[grant.conn_id] = grant.origin
 
-    @rule(origin=st.sampled_from(ORIGINS), alpn=st.sampled_from(["h2", "http/1.1", None, "fail"]))
-    def listen(self, origin: Origin, alpn: str | None) -> None:
-        """A listen stream never waits and never counts toward a cap: an HTTP/2
-        connection that can start it now, else a side socket of its own."""
-        counts = [self.pool.socket_count, *map(self.pool.origin_socket_count, ORIGINS)]
-        shared = [
-            conn_id
-            for conn_id, (o, wire) in self.live.items()
-            if o == origin and wire.http2 and wire.can_start() and not self._pending(conn_id)
-        ]
-        result = self.pool.checkout(origin, now=self.now, listen=True)
-        if shared:
-            assert isinstance(result, UseConnection) and result.conn_id in shared
-            self._take(result)
-            self._sync(passed=False)
-        else:
-            assert isinstance(result, DialNeeded) and result.close_first == ()
-            if alpn == "fail":
-                self.pool.dial_failed(result.conn_id, now=self.now)
-            else:
-                wire = fake_of(self.pool.dial_succeeded(result.conn_id, alpn=alpn, now=self.now))
-                wire.start()
-                self.pool.started(result.conn_id, now=self.now)
-                self.sides[result.conn_id] = wire
-            self._sync()
-        assert counts == [self.pool.socket_count, *map(self.pool.origin_socket_count, ORIGINS)]
-
-    @precondition(lambda self: bool(self.sides or self.sides_closed))
-    @rule(data=st.data(), dies=st.booleans())
-    def listen_ends(self, data: st.DataObject, dies: bool) -> None:
-        conn_id = data.draw(st.sampled_from(sorted([*self.sides, *self.sides_closed])))
-        wire = self.sides.pop(conn_id, None)
-        if wire is not None and dies:
-            self.pool.discard(conn_id, now=self.now)
-            self._sync()
-        closed = wire is None or dies
-        wire = wire or self.sides_closed.pop(conn_id)
-        wire.finish()
-        assert self.pool.release(conn_id, now=self.now) == ([] if closed else [conn_id])
-        self._sync()
-
     @precondition(lambda self: bool(self.granted))
     @rule(data=st.data())
     def claim(self, data: st.DataObject) -> None:
@@ -1197,16 +1051,13 @@ class PoolMachine(RuleBasedStateMachine):
         self.pool.discard(conn_id, now=self.now)
         self._sync()
 
-    @precondition(lambda self: bool(self.live or self.sides))
+    @precondition(lambda self: bool(self.live))
     @rule()
     def close_all(self) -> None:
         closed = self.pool.close_all(now=self.now)
-        assert sorted(closed) == sorted([*self.live, *self.sides])
+        assert sorted(closed) == sorted(self.live)
         for conn_id in closed:  # leased or not: the Client is closing
-            if conn_id in self.sides:
-                self.sides_closed[conn_id] = self.sides.pop(conn_id)
-            else:
-                self.live.pop(conn_id)[1].broken = True
+            self.live.pop(conn_id)[1].broken = True
         self._sync()
 
     @rule(dt=st.sampled_from([0.0, 0.5, 1.0, IDLE_TIMEOUT, 2 * IDLE_TIMEOUT]))
@@ -1224,7 +1075,6 @@ class PoolMachine(RuleBasedStateMachine):
 
     @invariant()
     def bounds_hold(self) -> None:
-        assert self.pool.side_socket_count == len(self.sides)
         assert self.pool.socket_count <= MAX_SOCKETS
         assert self.pool.socket_count == self._sockets()
         for origin in ORIGINS:
