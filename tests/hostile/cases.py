@@ -230,6 +230,13 @@ async def chunked_bomb(request: Request, reply: H1Reply, state: State) -> None:
         await reply.send(chunk)
 
 
+async def late_chunked_bomb(request: Request, reply: H1Reply, state: State) -> None:
+    """The endless chunked body, after 0.5 s: a legacy session's standalone stream opens
+    right after initialize, so this lets the listing finish and the bomb hit the call."""
+    await asyncio.sleep(0.5)
+    await chunked_bomb(request, reply, state)
+
+
 async def length_bomb(request: Request, reply: H1Reply, state: State) -> None:
     await reply.send(head(200, [*JSON_HEAD, ("content-length", str(5 << 30))]))
     chunk = b" " * 0x10000
@@ -970,11 +977,14 @@ CASES: list[Case] = [
     ),
     Case(
         "legacy_listen_body_bomb",
-        "during a legacy call (input handler set), the standalone GET stream is an endless "
-        "chunked body; the call is answered 1 s late",
+        "during a legacy call (input handler set), the session's standalone GET stream turns "
+        "into an endless chunked body (0.5 s after it opened); the call is answered 1 s late",
         "max_response_bytes (the cumulative budget fails the call)",
         h1(
-            {"GET": chunked_bomb, C: answer(lambda r: well_behaved(r, legacy=True), delay=1.0)},
+            {
+                "GET": late_chunked_bomb,
+                C: answer(lambda r: well_behaved(r, legacy=True), delay=1.0),
+            },
             legacy=True,
         ),
         budget(
