@@ -251,7 +251,7 @@ def test_one_byte_chunks_forever(
 ) -> None:
     """A chunked body of one-byte chunks forever, at the suite's limits (1 MiB budget, 1 s
     per-request cap, 2 s list_timeout): the twin of h2_tiny_data, stopped by
-    ``h1_max_small_chunks`` (10,000, about 60 KB in), and no other work item on the loop
+    ``h1_max_small_chunks`` (4,096, about 25 KB in), and no other work item on the loop
     waits more than 1 s. Before that bound (and before the asyncio reader yielded between
     reads) the loop stalled 1.4-3.4 s on asyncio and the request cap fired only after
     list_timeout had passed."""
@@ -263,7 +263,7 @@ def test_one_byte_chunks_forever(
         error = report["error"]
         assert error["class"] == "ConnectionFailed", error
         assert (error["cause"], error["bound"]) == ("budget", "h1_max_small_chunks"), error
-        assert (error["limit"], error["observed"]) == (10_000, 10_001), error
+        assert (error["limit"], error["observed"]) == (4_096, 4_097), error
         assert report["elapsed"] <= LIMITS["dial_timeout"] + SLACK, report["elapsed"]
         assert report["loop_lag_max"] <= LAG_GUARD, report["loop_lag_max"]
 

@@ -850,7 +850,12 @@ def test_arbitrary_bytes_after_the_preface(garbage: bytes, splits: list[int]) ->
     assert pair.client.buffered_bytes() <= SCAN_BOUND
 
 
-_names = st.binary(min_size=1, max_size=12).map(lambda b: bytes(97 + c % 26 for c in b))
+# (not the connection-specific names the h2 server side refuses to send: `te`, `upgrade`, ...)
+_names = (
+    st.binary(min_size=1, max_size=12)
+    .map(lambda b: bytes(97 + c % 26 for c in b))
+    .filter(lambda n: n not in {b"te", b"connection", b"upgrade", b"host"})
+)
 _values = st.binary(max_size=3000).map(lambda b: bytes(33 + c % 90 for c in b))
 
 
