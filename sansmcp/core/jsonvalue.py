@@ -62,6 +62,7 @@ import json
 import json.encoder
 import math
 import operator
+import re
 from collections import Counter
 from itertools import chain, compress
 from typing import Any
@@ -229,15 +230,35 @@ def _loads(text: str, max_depth: int, pairs_hook: Any = None, brackets: int | No
     return value
 
 
+# A lead byte of a 4-byte UTF-8 sequence: a character beyond U+FFFF, which makes CPython
+# store the whole decoded text (and each string holding one) at 4 bytes a character.
+_ASTRAL_LEAD = re.compile(rb"[\xf0-\xf4]")
+
+
+def decoded_size(data: bytes | bytearray) -> int:
+    """An upper bound on the bytes the decoded text of ``data`` occupies: one, two or
+    four bytes a character (CPython's str), taken at C speed before decoding.  Only a
+    character beyond U+FFFF can make it exceed twice the UTF-8 bytes."""
+    if _ASTRAL_LEAD.search(data) is not None:
+        return 4 * len(data)
+    return 2 * len(data)
+
+
 def parse_json(
-    data: bytes | bytearray | str, *, max_depth: int, max_values: int | None = None
+    data: bytes | bytearray | str,
+    *,
+    max_depth: int,
+    max_values: int | None = None,
+    max_text_bytes: int | None = None,
 ) -> Any:
     """Parse one JSON text a server sent.
 
     Rejects invalid JSON and invalid UTF-8, ``NaN``/``Infinity``/``-Infinity``,
     numbers beyond the int-digit limit or overflowing a double, nesting deeper
     than ``max_depth``, and, when ``max_values`` is given, a text whose
-    :func:`value_bound` is over it -- checked first, before anything is decoded.
+    :func:`value_bound` is over it -- checked first, before anything is decoded --
+    and, when ``max_text_bytes`` is given, bytes whose decoded text would occupy more
+    (:func:`decoded_size`; the value built from the text may be as large again).
     Duplicate object keys are accepted; the last one wins.  A ``bytearray`` is
     consumed: it is cleared once decoded to text, so its memory is free while
     the value is built.  Raises :class:`JsonError` only (``ValueError`` for a
@@ -247,6 +268,21 @@ def parse_json(
         data = bytes(data)
     brackets = _bracket_count(data)  # counted once, for both bounds
     _check_values(data, max_values, brackets)
+    # A str arrives decoded (an SSE event's data: SseParser bounds it the same way); the
+    # bytes are searched only when even 4 bytes a character could exceed the bound.
+    if (
+        max_text_bytes is not None
+        and not isinstance(data, str)
+        and 4 * len(data) > max_text_bytes
+        and (size := decoded_size(data)) > max_text_bytes
+    ):
+        raise JsonError(
+            f"JSON text of {len(data):,} bytes would decode to up to {size:,} bytes "
+            f"(characters beyond U+FFFF take 4 bytes each); the limit is {max_text_bytes:,}",
+            reason="text",
+            limit=max_text_bytes,
+            observed=size,
+        )
     text = _to_text(data)
     if isinstance(data, bytearray):
         data.clear()

@@ -892,9 +892,17 @@ class McpMachine:
             assert exchange.sse is not None
             try:
                 events = exchange.sse.feed(data)
-            except SseError as exc:  # pragma: no cover - defensive: the parser's limit is
-                # max_response_bytes, which _charge enforces on these bytes first
-                raise ConnectionFailed(
+            except SseError as exc:
+                if exc.reason == "text":  # its decoded text: 3 x the budget at most
+                    raise budget_exceeded(
+                        f"{exc} (3 x Limits.max_response_bytes)",
+                        "max_response_bytes",
+                        exc.limit,
+                        exc.observed,
+                    ) from None
+                # defensive: the parser's byte limit is max_response_bytes, which _charge
+                # enforces on these bytes first
+                raise ConnectionFailed(  # pragma: no cover
                     f"the server sent an unusable event stream: {exc}", cause="framing"
                 ) from None
             last_id = exchange.sse.last_event_id
@@ -941,7 +949,7 @@ class McpMachine:
                     idless_ok=status >= 400,
                 )
             except (JsonError, ConnectionFailed) as exc:
-                if isinstance(exc, ConnectionFailed) and exc.bound == "max_json_values":
+                if isinstance(exc, ConnectionFailed) and exc.cause == "budget":
                     raise
                 if status >= 300:
                     message = None  # an error status with an unreadable body
@@ -1033,23 +1041,32 @@ class McpMachine:
             self._cancel(self._listen)
 
     def _parse(self, data: bytearray | str) -> Any:
-        """Parse one message; a text over ``max_json_values`` fails the exchange as a
-        spent budget, before it is decoded (any other ``JsonError`` is the caller's)."""
+        """Parse one message; a text over ``max_json_values``, or one whose decoded text
+        would take more than 3 x ``max_response_bytes`` (so that text and the value built
+        from it stay within 6 x the budget), fails the exchange as a spent budget before it
+        is decoded (any other ``JsonError`` is the caller's)."""
+        limits = self.limits
         try:
             return parse_json(
-                data, max_depth=self.limits.max_json_depth, max_values=self.limits.max_json_values
+                data,
+                max_depth=limits.max_json_depth,
+                max_values=limits.max_json_values,
+                max_text_bytes=3 * limits.max_response_bytes,
             )
         except JsonError as exc:
-            if exc.reason != "values":
+            if exc.reason not in ("values", "text"):
                 raise
             assert exc.limit is not None and exc.observed is not None
-            raise budget_exceeded(
-                f"the server sent a message of up to {exc.observed:,} JSON values; the limit "
-                f"is {exc.limit:,} (Limits.max_json_values)",
-                "max_json_values",
-                exc.limit,
-                exc.observed,
-            ) from None
+            if exc.reason == "values":
+                message = (
+                    f"the server sent a message of up to {exc.observed:,} JSON values; the "
+                    f"limit is {exc.limit:,} (Limits.max_json_values)"
+                )
+                bound = "max_json_values"
+            else:
+                message = f"{exc} (3 x Limits.max_response_bytes)"
+                bound = "max_response_bytes"
+            raise budget_exceeded(message, bound, exc.limit, exc.observed) from None
 
     def _on_message_text(self, exchange: _Exchange, text: str) -> None:
         if exchange.role is _Role.DRAIN:

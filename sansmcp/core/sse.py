@@ -56,6 +56,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .jsonvalue import decoded_size
+
 __all__ = ["SseError", "SseEvent", "SseParser"]
 
 _BOM = b"\xef\xbb\xbf"
@@ -92,11 +94,13 @@ class SseError(ValueError):
         limit: int,
         observed: int,
         events: tuple[SseEvent, ...] = (),
+        reason: str = "event",
     ) -> None:
         super().__init__(message)
         self.limit = limit
         self.observed = observed
         self.events = events
+        self.reason = reason  # "event": bytes over max_event_bytes; "text": decoded size
 
 
 class SseParser:
@@ -106,6 +110,10 @@ class SseParser:
         if max_event_bytes < 1:
             raise ValueError(f"max_event_bytes must be >= 1, got {max_event_bytes}")
         self._max = max_event_bytes
+        # what one event's decoded text may occupy: 3 x its bytes' bound, so the text and
+        # the value a consumer builds from it stay within 6 x (a character beyond U+FFFF
+        # makes the whole text 4 bytes a character)
+        self._max_text = 3 * max_event_bytes
         self._line = bytearray()
         self._data = bytearray()  # each data line's value and an LF, decoded at dispatch
         self._event_type = b""
@@ -289,6 +297,14 @@ class SseParser:
         # One decode per event: the LFs between lines are ASCII, so this is what decoding
         # each line on its own gives (an invalid sequence never spans a line end).
         del self._data[-1]  # the last LF (no copy)
+        held = len(self._data)
+        if 4 * held > self._max_text and (size := decoded_size(self._data)) > self._max_text:
+            message = (
+                f"an event of {held:,} bytes would decode to up to {size:,} bytes (characters"
+                f" beyond U+FFFF take 4 bytes each); the limit is {self._max_text:,}"
+            )
+            self._error = (message, size)
+            raise SseError(message, limit=self._max_text, observed=size, reason="text")
         data = self._data.decode("utf-8", "replace")
         self._data.clear()
         if not data:

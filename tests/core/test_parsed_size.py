@@ -23,7 +23,13 @@ from hypothesis import strategies as st
 
 from sansmcp.core.errors import ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest
-from sansmcp.core.jsonvalue import JsonError, dumps_compact, parse_json, value_bound
+from sansmcp.core.jsonvalue import (
+    JsonError,
+    decoded_size,
+    dumps_compact,
+    parse_json,
+    value_bound,
+)
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import ToolsListed
 
@@ -203,6 +209,73 @@ def flat_listing(entries: int) -> bytes:
     return b'{"jsonrpc":"2.0","id":%d,"result":{"resultType":"complete","tools":[' + (
         b",".join([b"{}"] * entries) + b"]}}"
     )
+
+
+@settings(max_examples=300)
+@given(text=st.text(max_size=200))
+def test_decoded_size_bounds_what_the_decoded_text_occupies(text: str) -> None:
+    """decoded_size, taken on the bytes, is at least what CPython stores for the text
+    (its characters times 1, 2 or 4 bytes), so a bound on it binds before decoding."""
+    data = text.encode()
+    top = max(map(ord, text), default=0)
+    width = 1 if top <= 0xFF else 2 if top <= 0xFFFF else 4  # CPython's str kinds
+    assert decoded_size(data) >= width * len(text)
+    assert decoded_size(bytearray(data)) == decoded_size(data)
+
+
+def test_wide_text_over_its_bound_is_refused_before_decoding() -> None:
+    """One character beyond U+FFFF makes the whole decoded text 4 bytes a character: a
+    body of it is refused when that would exceed max_text_bytes; without one, the same
+    size passes (2 bytes a character at most is within any budget-sized bound)."""
+    astral = "\U0001f600".encode()
+    wide = b'"' + astral + b"a" * 1000 + b'"'
+    with pytest.raises(JsonError) as refused:
+        parse_json(wide, max_depth=8, max_text_bytes=3000)
+    assert refused.value.reason == "text"
+    assert (refused.value.limit, refused.value.observed) == (3000, 4 * len(wide))
+    assert parse_json(wide, max_depth=8, max_text_bytes=4 * len(wide)) == "\U0001f600" + "a" * 1000
+    narrow = b'"' + "é".encode() * 500 + b"a" * 4 + b'"'
+    assert parse_json(narrow, max_depth=8, max_text_bytes=3000) == "é" * 500 + "aaaa"
+    escaped = b'"\\ud83d\\ude00' + b"a" * 1000 + b'"'  # ASCII text: decoded 1 byte a char
+    assert len(parse_json(escaped, max_depth=8, max_text_bytes=3000)) == 1001
+
+
+def test_a_wide_json_body_over_three_budgets_fails_as_max_response_bytes() -> None:
+    """The decoded text and the value built from it stay within 6 x max_response_bytes:
+    a body whose text would take more than 3 x fails as that budget, before decoding."""
+    server = FakeServer()
+    limits = Limits(max_response_bytes=4000)
+    text = "\U0001f600" + "a" * 3100
+
+    def answer(request: HttpRequest, body: Any) -> Response:
+        message = result(body["id"], {"tools": [tool("w", description=text)]})
+        raw = json.dumps(message, ensure_ascii=False).encode()  # the astral character raw
+        return Response(headers=[(b"content-type", b"application/json")], chunks=[raw])
+
+    server.overrides["tools/list"] = answer
+    driver = connected(server, limits=limits)
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound, failure.limit) == ("budget", "max_response_bytes", 12000)
+    assert failure.observed is not None and failure.observed > 12000
+    assert "3 x Limits.max_response_bytes" in failure.message
+
+
+def test_a_wide_sse_event_over_three_budgets_fails_as_max_response_bytes() -> None:
+    server = FakeServer()
+    text = "\U0001f600" + "a" * 3100
+
+    def answer(request: HttpRequest, body: Any) -> Response:
+        message = result(body["id"], {"tools": [tool("w", description=text)]})
+        raw = json.dumps(message, ensure_ascii=False).encode()
+        return sse_response(b"data: " + raw + b"\n\n")
+
+    server.overrides["tools/list"] = answer
+    driver = connected(server, limits=Limits(max_response_bytes=4000))
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound, failure.limit) == ("budget", "max_response_bytes", 12000)
+    assert failure.observed is not None and failure.observed > 12000
 
 
 @pytest.mark.parametrize("status", [200, 500])

@@ -423,3 +423,23 @@ def test_many_short_data_lines_cost_their_bytes() -> None:
     (event,) = parser.feed(b"\n")
     assert event.data == "\n".join(["ab"] * 100_000)
     assert parser.buffered == 0
+
+
+def test_an_event_whose_text_would_widen_past_three_bounds_is_refused() -> None:
+    """One character beyond U+FFFF makes an event's whole decoded text 4 bytes a character:
+    an event that would then take more than 3 x max_event_bytes is refused before it is
+    decoded (reason "text"); the same bytes without one pass."""
+    astral = "\U0001f600".encode()
+    parser = SseParser(max_event_bytes=1000)
+    with pytest.raises(SseError) as refused:
+        parser.feed(b"data: " + astral + b"a" * 800 + b"\n\n")
+    assert refused.value.reason == "text"
+    assert (refused.value.limit, refused.value.observed) == (3000, 4 * 804)
+    with pytest.raises(SseError):  # the parser stays broken
+        parser.feed(b"data: a\n\n")
+    narrow = SseParser(max_event_bytes=1000)
+    (event,) = narrow.feed(b"data: " + "é".encode() * 400 + b"\n\n")
+    assert event.data == "é" * 400
+    small = SseParser(max_event_bytes=1000)
+    (event,) = small.feed(b"data: " + astral + b"a" * 700 + b"\n\n")  # 4 x 704 <= 3000
+    assert event.data == "\U0001f600" + "a" * 700
