@@ -235,13 +235,17 @@ def _loads(text: str, max_depth: int, pairs_hook: Any = None, brackets: int | No
 _ASTRAL_LEAD = re.compile(rb"[\xf0-\xf4]")
 
 
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 continuation bytes: no character of their own
+
+
 def decoded_size(data: bytes | bytearray) -> int:
-    """An upper bound on the bytes the decoded text of ``data`` occupies: one, two or
-    four bytes a character (CPython's str), taken at C speed before decoding.  Only a
-    character beyond U+FFFF can make it exceed twice the UTF-8 bytes."""
-    if _ASTRAL_LEAD.search(data) is not None:
-        return 4 * len(data)
-    return 2 * len(data)
+    """An upper bound on the bytes the decoded text of ``data`` occupies (CPython stores
+    one, two or four bytes a character), taken at C speed before decoding.  Only a
+    character beyond U+FFFF can make it exceed twice the UTF-8 bytes: then it is four
+    bytes times the characters (the bytes that start one)."""
+    if _ASTRAL_LEAD.search(data) is None:
+        return 2 * len(data)
+    return 4 * len(data.translate(None, _CONTINUATION))
 
 
 def parse_json(
