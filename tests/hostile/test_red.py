@@ -26,7 +26,7 @@ from sansmcp.core.limits import Limits
 from . import red_attacks as red
 from .answers import Request, dumps, json_answer, result
 from .cases import LIMITS, SLACK, Case, Expect, State, h1, h2s
-from .harness import ClientHost, run_case
+from .harness import ClientHost, measurement, run_case
 from .server_h1 import H1Reply
 
 BUDGET = Limits().max_response_bytes
@@ -74,22 +74,8 @@ def _reports(
     """Run ``case`` on both backends; check nothing escaped, hung, crashed or warned."""
     out = {}
     for backend, (report, stats, _) in run_case(client_host, case).items():
-        error = report.get("error", {})
         baseline = baselines[(backend, case.proto)]
-        measurements.append(
-            {
-                "case": case.name,
-                "backend": backend,
-                "outcome": error.get("class", "ok" if report.get("ok") else "escaped"),
-                "bound": error.get("bound") or error.get("reason") or error.get("cause"),
-                "elapsed": report.get("elapsed"),
-                "total": report.get("total"),
-                "maxrss_kib": report.get("maxrss_kib"),
-                "baseline_kib": baseline,
-                "loop_lag_ms": 1000 * report.get("loop_lag_max", 0.0),
-                "requests": stats.count(),
-            }
-        )
+        measurements.append(measurement(case, backend, report, stats, baseline))
         assert not report.get("hung") and not report.get("crashed"), (backend, report)
         assert "escaped" not in report, (backend, report["escaped"])
         for marker in ("Traceback", "Exception ignored", "Warning:"):
