@@ -236,6 +236,18 @@ class ConnCore:
         assert isinstance(output, ToolCalled)
         return output.result
 
+    def _queued_wake(self, deadline: float, kept: float) -> float:
+        """When a checkout of this Conn waiting in the pool's queue until ``deadline``
+        should wake to let the machine act on its own deadlines (a stream drained after
+        its answer is dropped at its ``cancel_grace``, which may free the very socket the
+        checkout waits for): the machine's next deadline, unless there is none before
+        ``deadline`` or it is no later than ``kept`` (acted on then without moving, so not
+        waited for again)."""
+        wake = self.machine.next_deadline()
+        if wake is None or wake >= deadline or wake <= kept:
+            return deadline
+        return wake
+
     def _abandoned(self) -> list[int]:
         """After a cancellation: the Conn is closed (its operation cannot resume; a legacy
         session gets no DELETE, nothing may be awaited now) and these exchanges must be

@@ -185,11 +185,8 @@ class Client(ClientCore):
         try:
             while (granted := self._claim(ticket)) is None:
                 turn.clear()
-                wake = conn.machine.next_deadline()
-                if wake is None or wake >= deadline or wake <= kept:
-                    wake = deadline  # (a deadline acting on did not move: not waited for again)
                 try:
-                    async with asyncio.timeout_at(wake):
+                    async with asyncio.timeout_at(conn._queued_wake(deadline, kept)):
                         await turn.wait()
                 except TimeoutError:
                     if _now() >= deadline:

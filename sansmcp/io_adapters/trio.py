@@ -174,10 +174,7 @@ class Client(ClientCore):
             with trio.move_on_at(deadline):
                 while (granted := self._claim(ticket)) is None:
                     turn = self._waiters[ticket] = trio.Event()
-                    wake = conn.machine.next_deadline()
-                    if wake is None or wake >= deadline or wake <= kept:
-                        wake = deadline  # (a deadline acting on did not move: not again)
-                    with trio.move_on_at(wake) as nap:
+                    with trio.move_on_at(conn._queued_wake(deadline, kept)) as nap:
                         await turn.wait()
                     if nap.cancelled_caught and trio.current_time() < deadline:
                         kept = trio.current_time()

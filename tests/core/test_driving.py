@@ -204,3 +204,20 @@ def test_client_core_configures_each_conn_with_the_era_hint() -> None:
     client._closed = True
     with pytest.raises(RuntimeError, match="closed"):
         client._machine(config)
+
+
+def test_a_queued_checkout_wakes_for_the_conns_own_deadlines() -> None:
+    """While a checkout waits in the pool's queue, its Conn's machine deadline (a drained
+    stream's cancel_grace) wakes it first; none, a later one, or one already acted on
+    (no later than ``kept``) leaves the checkout's own deadline."""
+    machine = McpMachine(ConnSettings(endpoint=ENDPOINT))
+    core = ConnCore(Pool(limits=Limits()), machine)
+    assert machine.next_deadline() is None
+    assert core._queued_wake(10.0, kept=-1.0) == 10.0
+    core._begin(machine.connect, now=0.0)  # the operation's deadlines are the machine's
+    soon = machine.next_deadline()
+    assert soon is not None
+    assert core._queued_wake(soon + 1, kept=-1.0) == soon
+    assert core._queued_wake(soon, kept=-1.0) == soon  # not before the checkout's own
+    assert core._queued_wake(soon - 1, kept=-1.0) == soon - 1
+    assert core._queued_wake(soon + 1, kept=soon) == soon + 1  # acted on, did not move
