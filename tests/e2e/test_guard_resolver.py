@@ -22,6 +22,7 @@ from sansmcp import Config, ConnectionFailed
 from sansmcp.core import dial
 from sansmcp.core.url import parse_endpoint
 
+from ..core.test_guard_props import TRICKY_TEXT
 from .conftest import Backend, Relay, Server, resolver_for
 from .test_guard import relays_on_one_port
 
@@ -144,28 +145,12 @@ def test_the_adapter_itself_never_resolves_what_it_dials(
 
 # -- any value a hook may return --------------------------------------------------------
 
-TRICKY = [
-    "127.0.0.1",
-    "127.000000000001",
-    "127.1",
-    "0x7f.0.0.1",
-    "2130706433",
-    "::1",
-    "::ffff:127.0.0.1",
-    "::ffff:7f00:1",
-    "[::1]",
-    "localhost",
-    "0.0.0.0",
-    "::",
-    "10.0.0.1",
-    "169.254.169.254",
-    "64:ff9b::7f00:1",
-    "2002:7f00:1::1",
-]
 leaf: st.SearchStrategy[Any] = st.one_of(
-    st.sampled_from(TRICKY),
-    st.sampled_from(TRICKY).map(str.encode),
-    st.sampled_from(TRICKY).map(lambda t: ipaddress.ip_address(t.strip("[]")) if ":" in t else t),
+    st.sampled_from(TRICKY_TEXT),
+    st.sampled_from(TRICKY_TEXT).map(str.encode),
+    st.sampled_from(TRICKY_TEXT).map(
+        lambda t: ipaddress.ip_address(t.strip("[]")) if ":" in t else t
+    ),
     st.integers(),
     st.none(),
     st.text(max_size=20),
