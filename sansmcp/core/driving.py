@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .config import Config, conn_settings
-from .dial import reset_error
 from .errors import ConnectionFailed
 from .http import ExchangeEvent, ExchangeFailed, ResponseEnded
 from .limits import Limits
@@ -38,7 +37,8 @@ from .mcp import (
     ToolCalled,
     ToolsListed,
 )
-from .pool import DialNeeded, Pool
+from .net.dial import reset_error
+from .net.pool import DialNeeded, Pool
 from .tools import CallResult, SkippedTool, Tool
 
 __all__ = ["ClientCore", "ConnCore", "Owner", "Router", "dial_failure"]

@@ -22,7 +22,7 @@ percent-encoded as UTF-8, everything else verbatim), and the normalised
 :func:`is_loopback_host` says whether a host names the local machine
 (``localhost``, ``*.localhost``, 127.0.0.0/8, ``::1``, IPv4-mapped 127/8): the
 one case where a bearer token may travel over plain http.  Whether a dialled
-address really is loopback is the guard's job (:mod:`sansmcp.core.guard`); the
+address really is loopback is the guard's job (:mod:`sansmcp.core.net.guard`); the
 adapters must resolve ``localhost`` names to loopback only.
 """
 

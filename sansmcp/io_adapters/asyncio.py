@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Thin by design: every decision is the core's.  A ``Client`` owns the core's
-:class:`~sansmcp.core.pool.Pool`; each pooled socket has one reader task that
+:class:`~sansmcp.core.net.pool.Pool`; each pooled socket has one reader task that
 feeds the socket's wire machine and hands each exchange event straight to the
 MCP machine that owns the exchange (the machine charges its budgets as the
 bytes enter, so nothing queues up here).  Each ``Conn`` runs its machine in the
@@ -24,14 +24,14 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-from ..core import dial
 from ..core.config import Config
 from ..core.driving import ClientCore, ConnCore, dial_failure
 from ..core.errors import ConnectionFailed, McpError
 from ..core.http import ExchangeEvent, ExchangeFailed
 from ..core.limits import Limits
 from ..core.mcp import CancelExchange, InputRequired, McpMachine, Output, StartExchange
-from ..core.pool import DialNeeded, MustWait, UseConnection
+from ..core.net import dial
+from ..core.net.pool import DialNeeded, MustWait, UseConnection
 from ..core.tools import CallResult, Tool
 from ..core.url import Origin
 from ..core.wire import reader_fault

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Thin by design: every decision is the core's.  A ``Client`` owns the core's
-:class:`~sansmcp.core.pool.Pool`.  Each pooled socket runs as one system task
+:class:`~sansmcp.core.net.pool.Pool`.  Each pooled socket runs as one system task
 with a reader (bytes in → wire machine → each exchange event straight into the
 MCP machine that owns it) and a writer (drains the wire's ``data_to_send()``
 whenever something queued bytes), inside a cancel scope that closing the socket
@@ -24,14 +24,14 @@ from typing import Any
 
 import trio
 
-from ..core import dial
 from ..core.config import Config
 from ..core.driving import ClientCore, ConnCore, dial_failure
 from ..core.errors import ConnectionFailed, McpError
 from ..core.http import ExchangeEvent, ExchangeFailed
 from ..core.limits import Limits
 from ..core.mcp import CancelExchange, InputRequired, McpMachine, Output, StartExchange
-from ..core.pool import DialNeeded, MustWait, UseConnection
+from ..core.net import dial
+from ..core.net.pool import DialNeeded, MustWait, UseConnection
 from ..core.tools import CallResult, Tool
 from ..core.url import Origin
 from ..core.wire import reader_fault

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sansmcp.core import dial
 from sansmcp.core.config import Config, conn_settings
 from sansmcp.core.errors import CallerError, ConnectionFailed
 from sansmcp.core.limits import Limits
+from sansmcp.core.net import dial
 from sansmcp.core.url import Origin
 
 

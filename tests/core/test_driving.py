@@ -26,7 +26,7 @@ from sansmcp.core.mcp import (
     ToolCalled,
     ToolsListed,
 )
-from sansmcp.core.pool import DialNeeded, MustWait, Pool, UseConnection
+from sansmcp.core.net.pool import DialNeeded, MustWait, Pool, UseConnection
 from sansmcp.core.tools import CallResult, SkippedTool, Tool
 from sansmcp.core.url import parse_endpoint
 

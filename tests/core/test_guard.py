@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sansmcp.core.guard import refusal_reason, vet_addresses
+from sansmcp.core.net.guard import refusal_reason, vet_addresses
 
 NEVER = "refused whatever the settings"
 

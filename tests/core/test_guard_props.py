@@ -21,9 +21,9 @@ import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from sansmcp.core import dial
 from sansmcp.core.errors import ConnectionFailed
-from sansmcp.core.guard import refusal_reason
+from sansmcp.core.net import dial
+from sansmcp.core.net.guard import refusal_reason
 from sansmcp.core.url import Origin
 
 NEVER = "refused whatever the settings"

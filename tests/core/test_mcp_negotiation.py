@@ -11,7 +11,7 @@ from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered, U
 from sansmcp.core.http import header_value
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import Closed, Connected, ConnSettings, ToolsListed
-from sansmcp.core.pool import Pool
+from sansmcp.core.net.pool import Pool
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import URL, Driver, FakeServer, Response, error, json_response, result

@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from sansmcp.core.errors import LocalProtocolError
 from sansmcp.core.limits import Limits
-from sansmcp.core.pool import (
+from sansmcp.core.net.pool import (
     ERA_CAPACITY,
     DialNeeded,
     MustWait,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sansmcp import CallerError, Config, ConnectionFailed, Unauthorized
-from sansmcp.core import dial
+from sansmcp.core.net import dial
 from sansmcp.core.url import parse_endpoint
 
 from .conftest import Backend, Relay, Server, resolver_for

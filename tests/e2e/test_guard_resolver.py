@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sansmcp import Config, ConnectionFailed
-from sansmcp.core import dial
+from sansmcp.core.net import dial
 from sansmcp.core.url import parse_endpoint
 
 from ..core.test_guard_props import TRICKY_TEXT

@@ -66,7 +66,7 @@ Rules are explicit networks, not :mod:`ipaddress`'s ``is_private`` /
 
 Anything that is not an IP literal (a host name, ``127.1``, a bracketed
 ``[::1]``) is refused with a reason rather than raising: the predicate fails
-closed.  (Resolver answers never get that far as junk: :func:`sansmcp.core.dial.vet`
+closed.  (Resolver answers never get that far as junk: :func:`sansmcp.core.net.dial.vet`
 accepts only ``str`` IP literals and hands this module their canonical text.)
 """
 

@@ -8,7 +8,7 @@ resolved addresses may be dialled and words each failure as the
 
 :func:`vet` is the one door between a resolver and a socket: the system
 resolver's answer and whatever an embedder's hook returns go through it alike.
-It parses each answer once, has :mod:`sansmcp.core.guard` judge that parse, and
+It parses each answer once, has :mod:`sansmcp.core.net.guard` judge that parse, and
 returns its canonical text, which the adapter dials with numeric-host semantics
 (``AI_NUMERICHOST``), so no runtime can resolve the text into an address the
 guard did not see.  A dial failure is tagged by the phase it happened in --
@@ -23,10 +23,10 @@ import itertools
 from collections.abc import Iterable
 from typing import cast
 
-from .errors import ConnectionFailed
+from ..errors import ConnectionFailed
+from ..limits import Limits
+from ..url import Origin, is_loopback_host
 from .guard import vet_addresses
-from .limits import Limits
-from .url import Origin, is_loopback_host
 
 __all__ = [
     "MAX_ANSWERS",

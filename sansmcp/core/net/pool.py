@@ -95,11 +95,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from .errors import LocalProtocolError
-from .limits import Limits
-from .url import Origin
-from .wire.h1 import H1Connection
-from .wire.h2 import H2Connection
+from ..errors import LocalProtocolError
+from ..limits import Limits
+from ..url import Origin
+from ..wire.h1 import H1Connection
+from ..wire.h2 import H2Connection
 
 __all__ = [
     "ALPN_OFFER",
