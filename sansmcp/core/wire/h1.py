@@ -84,6 +84,7 @@ from ..http import (
     charged_bytes,
 )
 from ..limits import Limits
+from . import Wire
 
 __all__ = ["H1Connection"]
 
@@ -683,3 +684,6 @@ def _held(event: ExchangeEvent) -> int:
     if isinstance(event, InformationalReceived | ResponseReceived | TrailersReceived):
         return event.raw_size
     return 0
+
+
+_WIRE: type[Wire] = H1Connection  # mypy checks the machine against the Wire protocol

@@ -125,6 +125,7 @@ from ..http import (
     charged_bytes,
 )
 from ..limits import Limits
+from . import Wire
 
 __all__ = [
     "CONNECTION_WINDOW",
@@ -891,3 +892,6 @@ def _code_name(code: int) -> str:
         return h2.errors.ErrorCodes(code).name
     except ValueError:
         return f"error code {code:#x}"
+
+
+_WIRE: type[Wire] = H2Connection  # mypy checks the machine against the Wire protocol
