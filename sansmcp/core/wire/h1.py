@@ -1,5 +1,9 @@
 """The HTTP/1.1 client connection machine: h11, with header blocks counted before parsing.
 
+(Why over 600 lines: one machine whose meter -- a mirror of h11's framing -- and whose
+translation of h11's events share one exchange's state and one byte ledger; split, each
+half would reach into the other's fields.  A sixth of it is this docstring.)
+
 Theory of operation
 -------------------
 :class:`H1Connection` wraps one ``h11.Connection`` (client role) for one socket.

@@ -1,5 +1,10 @@
 """The HTTP/2 client machine: one connection, many exchanges, counted before h2 parses.
 
+(Why over 600 lines: the frame scanner, the translation of h2's events and the flow
+control share one byte ledger -- every byte charged to an event, unowned or unsettled --
+that a split would spread over modules reaching into each other's fields.  A tenth of it
+is this docstring.)
+
 Theory of operation
 -------------------
 :class:`H2Connection` wraps an ``h2.connection.H2Connection`` (client side, headers as
