@@ -2,7 +2,7 @@
 
 (Why over 600 lines: one machine whose meter -- a mirror of h11's framing -- and whose
 translation of h11's events share one exchange's state and one byte ledger; split, each
-half would reach into the other's fields.  A sixth of it is this docstring.)
+half would reach into the other's fields.  A tenth of it is this docstring.)
 
 Theory of operation
 -------------------
