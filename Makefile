@@ -20,9 +20,29 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sansmcp
 
+# `unit` runs the tests once, in two parts into one coverage data file: the pure tests
+# (no socket, no runtime) under the coverage context "pure", then the rest (end-to-end,
+# hostile, CLI) appended.  Gates: the pure tests alone cover 100 % of sansmcp/core's
+# branches; all tests together >= 95 %.
+PURE_TESTS := tests/core tests/wire tests/test_purity.py
+# Issue 11: the MCP machine (mcp.py) and the driver (driving.py) are being rewritten on
+# other branches; until those land they are outside the pure gate.  The lead removes this
+# --omit when merging them.
+PURE_OMIT := --omit='sansmcp/core/mcp.py,sansmcp/core/driving.py'
+PURE_GATE := --contexts=pure --include='sansmcp/core/*' $(PURE_OMIT)
+COVERAGE := $(BIN)/python -m coverage
+
 unit: $(STAMP)
-	$(BIN)/python -X dev -m coverage run -m pytest -W error --ignore=tests/interop
-	$(BIN)/python -m coverage report --fail-under=95
+	@rm -f .coverage
+	$(BIN)/python -X dev -m coverage run --context=pure -m pytest -W error $(PURE_TESTS)
+	$(BIN)/python -X dev -m coverage run --append --context=rest -m pytest -W error \
+		--ignore=tests/interop $(addprefix --ignore=,$(PURE_TESTS))
+	@echo "-- sansmcp/core, branch coverage from the pure tests alone (gate 100 %):"
+	$(COVERAGE) report $(PURE_GATE) --fail-under=100
+	@echo "-- sansmcp/core, branch coverage from all tests (gate 95 %):"
+	$(COVERAGE) report --fail-under=95
+	@echo "-- sansmcp/core branch coverage: $$($(COVERAGE) report $(PURE_GATE) --format=total) %" \
+		"from the pure tests, $$($(COVERAGE) report --format=total) % from all tests"
 
 test: lint typecheck unit
 

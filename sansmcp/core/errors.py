@@ -18,17 +18,56 @@ core machine by its driver is ``LocalProtocolError`` (a bug, not a server fault)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "CallerError",
+    "Cause",
     "ConnectionFailed",
     "LocalProtocolError",
     "McpError",
+    "Reason",
     "ServerAnswered",
     "Unauthorized",
     "budget_exceeded",
 ]
+
+Cause = Literal[
+    "dns",
+    "refused_address",
+    "dial",
+    "tls",
+    "timeout",
+    "budget",
+    "framing",
+    "reset",
+    "refused",
+    "redirect",
+    "http_status",
+    "not_jsonrpc",
+    "stream_broken",
+    "session_expired",
+]
+"""Every value of ``ConnectionFailed.cause``; each is described in that class's docstring."""
+
+Reason = Literal[
+    "jsonrpc_error",
+    "unsupported_version",
+    "bad_session_id",
+    "malformed_result",
+    "unknown_result_type",
+    "no_usable_content",
+    "malformed_structured_content",
+    "max_tool_pages",
+    "max_tools",
+    "oversized_cursor",
+    "cursor_cycle",
+    "max_call_attempts",
+    "bad_request_state",
+    "input_required",
+    "input_declined",
+]
+"""Every value of ``ServerAnswered.reason``; each is described in that class's docstring."""
 
 
 class McpError(Exception):
@@ -42,18 +81,44 @@ class McpError(Exception):
 class ConnectionFailed(McpError):
     """Could not reach the server or finish talking to it.
 
-    ``cause`` is a short machine-readable tag (``"dns"``, ``"refused_address"``,
-    ``"timeout"``, ``"budget"``, ``"framing"``, ``"http_status"``, ``"redirect"``,
-    ``"not_jsonrpc"``, ``"stream_broken"``, ``"reset"``, ``"tls"``, ``"dial"``...).
+    ``cause`` is a short machine-readable tag, one of :data:`Cause`:
+
+    * ``"dns"`` -- the name did not resolve, resolved to no address, or the resolver's
+      answer (or the embedder's resolver hook) was unusable;
+    * ``"refused_address"`` -- every address the name resolved to is one the guard
+      refuses (loopback, private, link-local, ... unless allowed);
+    * ``"dial"`` -- the TCP connect failed;
+    * ``"tls"`` -- the TLS handshake failed after TCP connected (certificate, ALPN, ...);
+    * ``"timeout"`` -- a deadline passed (``bound`` names the ``Limits`` field);
+    * ``"budget"`` -- the server sent more than a bound allows (``bound``, ``limit``,
+      ``observed``);
+    * ``"framing"`` -- malformed HTTP/1.1 or HTTP/2, or an unusable event stream;
+    * ``"reset"`` -- the connection or the stream closed before the response was complete
+      (EOF, RST_STREAM, GOAWAY with an error);
+    * ``"refused"`` -- the server refused the stream unprocessed (RST_STREAM
+      REFUSED_STREAM, or GOAWAY before it): a retry is safe;
+    * ``"redirect"`` -- a 3xx answer (``status``, ``location``); redirects are never
+      followed;
+    * ``"http_status"`` -- a non-auth HTTP error status without a JSON-RPC answer
+      (``status``);
+    * ``"not_jsonrpc"`` -- the body is not JSON, not JSON-RPC, or not the response to our
+      request;
+    * ``"stream_broken"`` -- an event stream ended without the response, too many times
+      in a row (``bound="max_stream_retries"``) or for good;
+    * ``"session_expired"`` -- the server expired the session again at once (404) after
+      it was renewed.
+
     For a deadline or a budget, ``bound`` names the ``Limits`` field and ``limit`` /
     ``observed`` give the figures.
     """
+
+    cause: Cause
 
     def __init__(
         self,
         message: str,
         *,
-        cause: str,
+        cause: Cause,
         bound: str | None = None,
         limit: float | None = None,
         observed: float | None = None,
@@ -94,15 +159,40 @@ class ServerAnswered(McpError):
     """The server answered, and the answer cannot be used.
 
     A JSON-RPC error carries ``code``, ``message`` (as ``rpc_message``) and ``data``;
-    an unusable result carries ``reason`` (a short tag) and, where a bound applied,
-    ``bound`` / ``limit``.
+    an unusable result carries ``reason`` and, where a bound applied, ``bound`` /
+    ``limit``.  ``reason`` is a short machine-readable tag, one of :data:`Reason`:
+
+    * ``"jsonrpc_error"`` -- the server answered with a JSON-RPC error (``code``,
+      ``rpc_message``, ``data``);
+    * ``"unsupported_version"`` -- the server speaks no protocol revision we may use
+      (``Config.protocol_versions``);
+    * ``"bad_session_id"`` -- the session id the server assigned cannot be echoed back;
+    * ``"malformed_result"`` -- a result that is not an object, or lacks or mistypes a
+      required member (``tools``, ``content``, ``isError``, ``nextCursor``, input requests);
+    * ``"unknown_result_type"`` -- a result of a ``resultType`` we do not know;
+    * ``"no_usable_content"`` -- a tool result whose content blocks are all unusable;
+    * ``"malformed_structured_content"`` -- a tool result's ``structuredContent`` is not
+      an object (before 2026-07-28) or not strict JSON;
+    * ``"max_tool_pages"`` / ``"max_tools"`` -- the tool listing exceeds
+      ``Limits.max_tool_pages`` / ``Limits.max_tools`` (``bound``, ``limit``);
+    * ``"oversized_cursor"`` -- a ``nextCursor`` over ``Limits.max_echo_bytes``;
+    * ``"cursor_cycle"`` -- the listing loops (a cursor came back);
+    * ``"max_call_attempts"`` -- the server asked for input more than
+      ``Limits.max_call_attempts`` times;
+    * ``"bad_request_state"`` -- a ``requestState`` that is not a string of at most
+      ``Limits.max_echo_bytes``;
+    * ``"input_required"`` -- the server needs input and no input handler is configured
+      (``data`` holds the requests);
+    * ``"input_declined"`` -- the input handler declined to answer.
     """
+
+    reason: Reason
 
     def __init__(
         self,
         message: str,
         *,
-        reason: str,
+        reason: Reason,
         code: int | None = None,
         rpc_message: str | None = None,
         data: Any = None,
