@@ -9,7 +9,8 @@
 ``transport``      exchanges: roles, bodies, event streams, held answers, resends
 ``rules``          pure decisions, each tested by table
 ``operations``     the operations as generator scripts
-``machine``        ``McpMachine``: the phase table, the state snapshot, the driver API
+``state``          the phase table and the state snapshot type
+``machine``        ``McpMachine``: the façade and the driver API
 =================  =================================================================
 """
 
@@ -26,9 +27,10 @@ from .events import (
     ToolCalled,
     ToolsListed,
 )
-from .machine import MachineState, McpMachine, Phase
+from .machine import McpMachine
 from .requests import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from .settings import ConnSettings, usable_versions
+from .state import MachineState, Phase
 
 __all__ = [
     "META_CAPABILITIES",

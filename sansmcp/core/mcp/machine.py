@@ -37,10 +37,8 @@ later operation fails at once with the same error.
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, assert_never
 
 from ..errors import CallerError, LocalProtocolError, McpError
@@ -65,56 +63,10 @@ from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
+from .state import MachineState, Phase, check_phase
 from .transport import FOREVER, Exchange, Reply, Role, Transport
 
-__all__ = ["PHASE_TRANSITIONS", "MachineState", "McpMachine", "Phase", "check_phase"]
-
-
-class Phase(enum.Enum):
-    IDLE = "idle"  # no operation runs
-    RUNNING = "running"  # an operation runs: its terminal event is not out yet
-    CLOSING = "closing"  # close(): answers already sent finish, a legacy DELETE, Closed
-
-
-#: phase -> the phases it may move to.  close() ends a running operation first.
-PHASE_TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    Phase.IDLE: frozenset({Phase.RUNNING, Phase.CLOSING}),
-    Phase.RUNNING: frozenset({Phase.IDLE}),
-    Phase.CLOSING: frozenset({Phase.IDLE}),
-}
-
-
-def check_phase(current: Phase, new: Phase) -> Phase:
-    """``new`` if the table lets ``current`` move there; else ``LocalProtocolError``."""
-    if new not in PHASE_TRANSITIONS[current]:
-        raise LocalProtocolError(f"the machine cannot move from {current.name} to {new.name}")
-    return new
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MachineState:
-    """The protocol state of one machine at one moment (see :attr:`McpMachine.state`).
-
-    ``exchanges`` counts the exchanges in flight by role (``"op"``, ``"side"``,
-    ``"drain"``, ``"listen"``; roles without one are left out); ``op_bound`` and
-    ``op_deadline`` are the running operation's ``Limits`` name and absolute deadline;
-    ``exhausted`` names the connection budget that was spent, if one was.
-    """
-
-    phase: Phase
-    era: Era
-    protocol_version: str | None
-    session_id: bool
-    op_bound: str | None
-    op_deadline: float | None
-    exchanges: tuple[tuple[str, int], ...]
-    held_answer: bool
-    listening: bool
-    listen_opens: int
-    pending_asks: int
-    bytes_received: int
-    responses_received: int
-    exhausted: str | None
+__all__ = ["McpMachine"]
 
 
 class McpMachine:
@@ -520,10 +472,10 @@ class McpMachine:
 
     def _op_error(self, error: McpError) -> None:
         self._t.cancel_op()
-        phase = self._phase
-        if phase is Phase.CLOSING:
+        # An OP exchange exists only while an operation runs or the close's DELETE is out.
+        if self._phase is Phase.CLOSING:
             self._closed()
-        elif phase is Phase.RUNNING:
+        else:
             self._resume(error=error)
 
     def _reply(self, reply: Reply) -> None:
@@ -579,8 +531,8 @@ class McpMachine:
         spent = self._budget.spent(error)
         if exchange.role is Role.OP or (spent and self._phase is Phase.RUNNING):
             self._op_error(error)
-        elif t.holds(exchange):
-            self._reply(t.release_held())  # the answer stands; only the rest of its stream was bad
+        # A held answer's stream (DRAIN) is not parsed: only a connection budget fails it,
+        # and that failed the operation above.
 
     def _serve_asked(self) -> None:
         asked = self._t.asked

@@ -375,7 +375,9 @@ class Operations:
         index = 0
         ttl: int | None = None
         scope: str | None = None
-        for page in itertools.count(1):
+        page = 0
+        while True:
+            page += 1
             if page > limits.max_tool_pages:
                 raise ServerAnswered(
                     f"the tool listing goes on past {limits.max_tool_pages} pages "

@@ -345,15 +345,14 @@ class Transport:
         if exchange.kind is Body.SSE:
             assert exchange.sse is not None
             exchange.sse.finish()
-            if exchange.message is None:
-                return self._stream_broken(
-                    exchange,
-                    ConnectionFailed(
-                        "the server ended the event stream without a response",
-                        cause="stream_broken",
-                    ),
-                )
-            return None
+            # (an answer on it made it DRAIN: such a stream ends as held or as not OP)
+            return self._stream_broken(
+                exchange,
+                ConnectionFailed(
+                    "the server ended the event stream without a response",
+                    cause="stream_broken",
+                ),
+            )
         if exchange.rpc_id is not None and exchange.kind is Body.JSON:
             body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
             try:
@@ -380,10 +379,8 @@ class Transport:
                     cause="not_jsonrpc",
                 )
             return Reply(status, exchange.headers, message)
-        if exchange.rpc_id is not None and 200 <= status < 300:
-            raise ConnectionFailed(
-                f"the server answered HTTP {status} without a response body", cause="not_jsonrpc"
-            )
+        # No body read: a notification's answer, a DELETE's, or an error status (a 2xx
+        # answer to a request was JSON or an event stream, or its head failed it).
         return Reply(status, exchange.headers, None)
 
     def _on_failed(
@@ -435,8 +432,9 @@ class Transport:
                 if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
                     self._server_request(exchange, item)
             return
-        if role is not Role.OP or exchange.rpc_id is None:
-            return  # answered already: later events are ignored
+        # Only the operation's JSON-RPC requests have event streams (a notification's or a
+        # side exchange's head never makes one), and DRAIN returned above.
+        assert role is Role.OP and exchange.rpc_id is not None
         message, others = match_response(
             parsed,
             exchange.rpc_id,
