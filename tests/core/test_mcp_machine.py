@@ -20,6 +20,7 @@ from sansmcp.core.http import DataReceived, ExchangeFailed, HttpRequest, header_
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import (
     Closed,
+    Connected,
     ConnSettings,
     InputRequired,
     MachineState,
@@ -105,6 +106,15 @@ def test_every_phase_move_of_whole_work_items_is_in_the_table_and_every_entry_is
     assert isinstance(driver.close(), Closed)
     table = {(a, b) for a, nexts in PHASE_TRANSITIONS.items() for b in nexts}
     assert taken == table
+
+
+def test_a_move_outside_the_table_leaves_the_phase_as_it_was() -> None:
+    driver = Driver(FakeServer())
+    driver.machine.connect(now=0.0)
+    with pytest.raises(LocalProtocolError, match="from RUNNING to CLOSING"):
+        driver.machine._enter(Phase.CLOSING)
+    assert driver.machine.state.phase is Phase.RUNNING
+    assert isinstance(driver.pump(), Connected)
 
 
 def test_busy_is_the_phase() -> None:
@@ -436,3 +446,13 @@ def test_protocol_versions_naming_none_sansmcp_speaks_are_a_caller_error() -> No
     ):
         with pytest.raises(CallerError, match=r"protocol_versions \('1999-01-01',\) names no"):
             make()
+
+
+@pytest.mark.parametrize("status", [500, 502])
+def test_a_probe_answered_with_an_error_page_is_an_http_status(status: int) -> None:
+    server = FakeServer()
+    server.overrides["server/discover"] = lambda req, body: Response(status=status)
+    driver = Driver(server)
+    failure = driver.failure(driver.connect())
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "http_status"
+    assert failure.status == status and driver.methods() == ["server/discover"]

@@ -48,7 +48,9 @@ class Budget:
 
     def count_response(self, raw_size: int) -> None:
         """Count one final head of ``raw_size`` bytes."""
-        self.charge(raw_size)
+        self.bytes_received += raw_size
+        if self.bytes_received > self.limits.max_response_bytes:
+            self.charge(0)  # raises: the byte budget is spent
         self.responses_received += 1
         limit = self.limits.max_responses
         if self.responses_received > limit:

@@ -63,7 +63,7 @@ from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
-from .state import MachineState, Phase, check_phase
+from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
 from .transport import FOREVER, Exchange, Reply, Role, Transport
 
 __all__ = ["McpMachine"]
@@ -388,7 +388,9 @@ class McpMachine:
     # ------------------------------------------------------------ the operation in hand
 
     def _enter(self, phase: Phase) -> None:
-        self._phase = check_phase(self._phase, phase)
+        if phase not in PHASE_TRANSITIONS[self._phase]:
+            check_phase(self._phase, phase)  # raises LocalProtocolError
+        self._phase = phase
 
     def _require_connected(self) -> None:
         if self._session.protocol_version is None and self._budget.exhausted is None:

@@ -28,6 +28,10 @@ class Era(enum.Enum):
     INITIALIZING = "initializing"  # legacy initialize in flight: no version header yet
     LEGACY = "legacy"
 
+    # Members are singletons compared by identity: hash them so too (C speed; Enum's own
+    # __hash__ is a Python function, run on every table lookup).
+    __hash__ = object.__hash__
+
 
 #: era -> the eras it may move to.
 ERA_TRANSITIONS: dict[Era, frozenset[Era]] = {

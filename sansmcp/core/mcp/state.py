@@ -24,6 +24,10 @@ class Phase(enum.Enum):
     RUNNING = "running"  # an operation runs: its terminal event is not out yet
     CLOSING = "closing"  # close(): answers already sent finish, a legacy DELETE, Closed
 
+    # Members are singletons compared by identity: hash them so too (C speed; Enum's own
+    # __hash__ is a Python function, run on every table lookup).
+    __hash__ = object.__hash__
+
 
 #: phase -> the phases it may move to.  close() ends a running operation first.
 PHASE_TRANSITIONS: dict[Phase, frozenset[Phase]] = {

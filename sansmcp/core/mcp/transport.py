@@ -240,10 +240,6 @@ class Transport:
         self.held = None
         return reply
 
-    def holds(self, exchange: Exchange) -> bool:
-        held = self.held
-        return held is not None and held[0] is exchange
-
     # ------------------------------------------------------------ events in
 
     def receive(self, exchange: Exchange, event: ExchangeEvent) -> Reply | ConnectionFailed | None:
@@ -337,7 +333,8 @@ class Transport:
         if exchange is self.listen:
             self._reopen_listen(exchange)
             return None
-        if self.holds(exchange):
+        held = self.held
+        if held is not None and held[0] is exchange:
             return self.release_held()
         if exchange.role is not Role.OP:
             return None
@@ -389,7 +386,8 @@ class Transport:
         if exchange is self.listen:
             self._reopen_listen(exchange)
             return None
-        if self.holds(exchange):
+        held = self.held
+        if held is not None and held[0] is exchange:
             return self.release_held()
         if exchange.role is not Role.OP:
             return None
