@@ -41,7 +41,7 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, assert_never
 
-from ..errors import CallerError, LocalProtocolError, McpError
+from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
 from ..http import ExchangeEvent
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
@@ -377,13 +377,17 @@ class McpMachine:
         else:
             if t.asked:
                 self._serve_asked()
-            if outcome is None:
-                pass
-            elif isinstance(outcome, Reply):
-                self._reply(outcome)
-            else:
-                self._op_error(outcome)
-        self._close_progress()
+            match outcome:
+                case None:
+                    pass
+                case Reply():
+                    self._reply(outcome)
+                case ConnectionFailed():
+                    self._op_error(outcome)
+                case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
+                    assert_never(outcome)
+        if self._phase is Phase.CLOSING:
+            self._close_progress()
 
     # ------------------------------------------------------------ the operation in hand
 
