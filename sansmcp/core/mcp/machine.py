@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
 from ..http import ExchangeEvent
@@ -67,6 +67,19 @@ from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
 from .transport import FOREVER, Exchange, Reply, Role, Transport
 
 __all__ = ["McpMachine"]
+
+
+# Enum members as module constants: on Python 3.11 each ``Enum.MEMBER`` lookup runs
+# EnumType.__getattr__'s hook (a bound wrapper per access), which the per-event path
+# should not pay.
+_CLOSING: Final = Phase.CLOSING
+_IDLE: Final = Phase.IDLE
+_RUNNING: Final = Phase.RUNNING
+_LISTEN: Final = Role.LISTEN
+_OP: Final = Role.OP
+_SIDE: Final = Role.SIDE
+_LEGACY: Final = Era.LEGACY
+_MODERN: Final = Era.MODERN
 
 
 class McpMachine:
@@ -112,7 +125,7 @@ class McpMachine:
             jitter=jitter,
         )
         self._outputs = transport.outputs
-        self._phase = Phase.IDLE
+        self._phase = _IDLE
         # the operation in hand
         self._gen: OpGen | None = None
         self._op_bound = ""
@@ -133,16 +146,16 @@ class McpMachine:
     def era(self) -> str:
         """``"modern"``, ``"legacy"`` or ``"unknown"`` (before negotiation ends)."""
         era = self._session.era
-        if era is Era.MODERN:
+        if era is _MODERN:
             return "modern"
-        if era is Era.LEGACY:
+        if era is _LEGACY:
             return "legacy"
         return "unknown"
 
     @property
     def busy(self) -> bool:
         """An operation is running (its terminal event is not out yet)."""
-        return self._phase is not Phase.IDLE
+        return self._phase is not _IDLE
 
     @property
     def tools(self) -> Mapping[str, Tool]:
@@ -184,7 +197,7 @@ class McpMachine:
         counts = dict.fromkeys(Role, 0)
         for exchange in t.exchanges.values():
             counts[exchange.role] += 1
-        running = self._phase is Phase.RUNNING
+        running = self._phase is _RUNNING
         exhausted = self._budget.exhausted
         return MachineState(
             phase=self._phase,
@@ -236,7 +249,7 @@ class McpMachine:
         except JsonError as exc:
             raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
         ops = self._ops
-        if self._session.era is Era.MODERN:
+        if self._session.era is _MODERN:
             ops.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         self._start(
             ops.recovering(lambda: ops.call_tool(name, arguments, parsed)),
@@ -252,7 +265,7 @@ class McpMachine:
         """
         t = self._t
         t.now = now
-        if self._phase is Phase.CLOSING:
+        if self._phase is _CLOSING:
             return
         # Server requests the embedder was still asked about are declined now, so that
         # every server request gets its answer before the connection ends.
@@ -267,9 +280,9 @@ class McpMachine:
         self._abandon_op()
         t.listen = None
         for exchange in list(t.exchanges.values()):
-            if exchange.role is not Role.SIDE:
+            if exchange.role is not _SIDE:
                 t.cancel(exchange)
-        self._enter(Phase.CLOSING)
+        self._enter(_CLOSING)
         self._close_deadline = now + self.limits.close_timeout
         self._close_progress()
 
@@ -321,9 +334,9 @@ class McpMachine:
             exchange.deadline for exchange in t.exchanges.values() if exchange.deadline != FOREVER
         ]
         phase = self._phase
-        if phase is Phase.CLOSING:
+        if phase is _CLOSING:
             deadlines.append(self._close_deadline)
-        elif phase is Phase.RUNNING:
+        elif phase is _RUNNING:
             deadlines.append(self._op_deadline)
             if self._sleep_until is not None:
                 deadlines.append(self._sleep_until)
@@ -338,10 +351,10 @@ class McpMachine:
             self._reply(t.release_held())
             return
         for exchange in list(t.exchanges.values()):
-            if exchange.role is not Role.OP and now >= exchange.deadline:
+            if exchange.role is not _OP and now >= exchange.deadline:
                 t.cancel(exchange)  # a standalone stream without a head in time: dropped
         phase = self._phase
-        if phase is Phase.CLOSING:
+        if phase is _CLOSING:
             if now >= self._close_deadline:
                 for exchange in list(t.exchanges.values()):
                     t.cancel(exchange)
@@ -349,7 +362,7 @@ class McpMachine:
             else:
                 self._close_progress()
             return
-        if phase is Phase.IDLE:
+        if phase is _IDLE:
             return
         if now >= self._op_deadline:
             self._fail_timeout(self._op_bound, self._op_limit)
@@ -386,7 +399,7 @@ class McpMachine:
                     self._op_error(outcome)
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(outcome)
-        if self._phase is Phase.CLOSING:
+        if self._phase is _CLOSING:
             self._close_progress()
 
     # ------------------------------------------------------------ the operation in hand
@@ -401,7 +414,7 @@ class McpMachine:
             raise LocalProtocolError("connect() must succeed before other operations")
 
     def _start(self, gen: OpGen, bound: str, limit: float, now: float) -> None:
-        if self._phase is not Phase.IDLE:
+        if self._phase is not _IDLE:
             raise LocalProtocolError("an operation is already running on this connection")
         t = self._t
         t.now = now
@@ -413,7 +426,7 @@ class McpMachine:
         if t.listen is not None:
             t.listen.server_requests = 0  # Limits.max_server_requests: per operation
         self._gen = gen
-        self._enter(Phase.RUNNING)
+        self._enter(_RUNNING)
         self._op_bound = bound
         self._op_limit = limit
         self._op_deadline = now + limit
@@ -439,7 +452,7 @@ class McpMachine:
                     deadline = min(self._op_deadline, t.now + instruction.cap)
                     self._op_cap_bound = instruction.cap_bound
                     self._op_cap = instruction.cap
-                    t.op = t.open(instruction.request, instruction.rpc_id, deadline, Role.OP)
+                    t.op = t.open(instruction.request, instruction.rpc_id, deadline, _OP)
                     return
                 case Sleep():
                     if instruction.until <= t.now:
@@ -465,27 +478,27 @@ class McpMachine:
     def _drop_op(self) -> None:
         """Forget the operation: its generator, waits and multi round-trip asks (server
         requests that came on the standalone stream stay answerable)."""
-        if self._phase is Phase.RUNNING:
-            self._enter(Phase.IDLE)
+        if self._phase is _RUNNING:
+            self._enter(_IDLE)
         self._gen = None
         self._t.op = None
         self._sleep_until = None
         self._t.held = None
         for input_id, exchange in list(self._asks.items()):
-            if exchange is None or exchange.role is not Role.LISTEN:
+            if exchange is None or exchange.role is not _LISTEN:
                 del self._asks[input_id]
                 self._ask_server_ids.pop(input_id, None)
 
     def _op_error(self, error: McpError) -> None:
         self._t.cancel_op()
         # An OP exchange exists only while an operation runs or the close's DELETE is out.
-        if self._phase is Phase.CLOSING:
+        if self._phase is _CLOSING:
             self._closed()
         else:
             self._resume(error=error)
 
     def _reply(self, reply: Reply) -> None:
-        if self._phase is Phase.CLOSING:
+        if self._phase is _CLOSING:
             self._closed()
             return
         self._t.op = None
@@ -497,7 +510,7 @@ class McpMachine:
         self._drop_op()
 
     def _closed(self) -> None:
-        self._enter(Phase.IDLE)
+        self._enter(_IDLE)
         self._t.op = None
         self._outputs.append(Closed())
 
@@ -505,21 +518,21 @@ class McpMachine:
         """Closing: answers and notices already sent are finished first (bounded by
         ``close_timeout``), then a legacy session gets its DELETE, then :class:`Closed`."""
         t = self._t
-        if self._phase is not Phase.CLOSING or t.op is not None:
+        if self._phase is not _CLOSING or t.op is not None:
             return
-        if any(exchange.role is Role.SIDE for exchange in t.exchanges.values()):
+        if any(exchange.role is _SIDE for exchange in t.exchanges.values()):
             return
         session = self._session
-        if session.era is Era.LEGACY and session.session_id is not None:
+        if session.era is _LEGACY and session.session_id is not None:
             request = t.requests.legacy(b"DELETE", b"")
             session.session_id = None  # ended by us: a second close sends no second DELETE
-            t.op = t.open(request, None, self._close_deadline, Role.OP)
+            t.op = t.open(request, None, self._close_deadline, _OP)
             return
         self._closed()
 
     def _fail_timeout(self, bound: str, limit: float) -> None:
         op = self._t.cancel_op()
-        if op is not None and self._session.era is Era.LEGACY and op.rpc_id is not None:
+        if op is not None and self._session.era is _LEGACY and op.rpc_id is not None:
             request = self._t.requests.legacy_rpc(
                 None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
             )
@@ -535,7 +548,7 @@ class McpMachine:
         t = self._t
         t.cancel(exchange)
         spent = self._budget.spent(error)
-        if exchange.role is Role.OP or (spent and self._phase is Phase.RUNNING):
+        if exchange.role is _OP or (spent and self._phase is _RUNNING):
             self._op_error(error)
         # A held answer's stream (DRAIN) is not parsed: only a connection budget fails it,
         # and that failed the operation above.
@@ -547,7 +560,7 @@ class McpMachine:
         asked.clear()
 
     def _on_server_request(self, exchange: Exchange, request: dict[str, Any]) -> None:
-        if self._session.era is not Era.LEGACY:
+        if self._session.era is not _LEGACY:
             return  # a modern server must not send requests; nothing may answer them
         server_id = request["id"]
         method = request["method"]

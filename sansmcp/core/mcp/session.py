@@ -15,6 +15,7 @@ Every negotiation starts from ``UNKNOWN``; a legacy session re-initializes from
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 from ..errors import LocalProtocolError
 from ..messages import MODERN_VERSION
@@ -42,6 +43,11 @@ ERA_TRANSITIONS: dict[Era, frozenset[Era]] = {
 }
 
 
+# module constants: on Python 3.11 each ``Era.MEMBER`` lookup runs EnumType.__getattr__'s hook
+_MODERN: Final = Era.MODERN
+_UNKNOWN: Final = Era.UNKNOWN
+
+
 class Session:
     """The protocol state one connection negotiated.
 
@@ -61,7 +67,8 @@ class Session:
     @property
     def modern(self) -> bool:
         """Requests are built the modern way (the era is modern or still being probed)."""
-        return self.era is Era.MODERN or self.era is Era.UNKNOWN
+        era = self.era
+        return era is _MODERN or era is _UNKNOWN
 
     def move(self, era: Era) -> None:
         """Enter ``era``; ``LocalProtocolError`` if the table has no such move."""

@@ -29,7 +29,7 @@ import enum
 import itertools
 from collections import deque
 from collections.abc import Iterator
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 from ..errors import ConnectionFailed, budget_exceeded
 from ..fieldvalue import echoable
@@ -71,6 +71,24 @@ class Body(enum.Enum):
     JSON = "json"
     SSE = "sse"
     OTHER = "other"
+
+
+# Enum members as module constants: on Python 3.11 each ``Enum.MEMBER`` lookup runs
+# EnumType.__getattr__'s hook (a bound wrapper per access), which the per-event path
+# should not pay.
+_JSON: Final = Body.JSON
+_OTHER: Final = Body.OTHER
+_SSE: Final = Body.SSE
+_DRAIN: Final = Role.DRAIN
+_LISTEN: Final = Role.LISTEN
+_OP: Final = Role.OP
+_SIDE: Final = Role.SIDE
+_HEAD_JSON: Final = rules.Head.JSON
+_HEAD_OTHER: Final = rules.Head.OTHER
+_HEAD_REDIRECT: Final = rules.Head.REDIRECT
+_HEAD_SSE: Final = rules.Head.SSE
+_HEAD_UNAUTHORIZED: Final = rules.Head.UNAUTHORIZED
+_HEAD_UNUSABLE: Final = rules.Head.UNUSABLE
 
 
 class Reply:
@@ -142,7 +160,7 @@ class Exchange:
         self.role = role
         self.status: int | None = None
         self.headers: Headers = ()
-        self.kind = Body.OTHER
+        self.kind = _OTHER
         self.body = bytearray()
         self.sse: SseParser | None = None
         self.last_id: bytes | None = None  # the last event id that passed ``echoable``
@@ -218,7 +236,7 @@ class Transport:
 
     def side(self, request: HttpRequest, wait: float) -> None:
         """Send ``request`` and forget it (its answer is drained, at most ``wait`` s)."""
-        self.open(request, None, self.now + wait, Role.SIDE)
+        self.open(request, None, self.now + wait, _SIDE)
 
     def cancel(self, exchange: Exchange) -> None:
         if exchange is self.listen:
@@ -268,39 +286,40 @@ class Transport:
         exchange.status = status
         exchange.headers = headers
         role = exchange.role
-        if role is Role.LISTEN:
+        if role is _LISTEN:
             if rules.listen_accepted(status, headers):
-                exchange.kind = Body.SSE
+                exchange.kind = _SSE
                 exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
                 exchange.deadline = FOREVER  # kept for the session's life
             else:
                 self.listen = None  # refused (405, 409, ...): not offered, never re-opened
             return
-        if role is not Role.OP:
+        if role is not _OP:
             return
         head = rules.classify_head(status, headers, expects_reply=exchange.rpc_id is not None)
-        match head:
-            case rules.Head.SSE:
-                exchange.kind = Body.SSE
-                exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
-            case rules.Head.JSON:
-                exchange.kind = Body.JSON
-            case rules.Head.OTHER:
-                pass
-            case rules.Head.REDIRECT:
-                raise rules.redirect_error(status, headers)
-            case rules.Head.UNAUTHORIZED:
-                raise rules.unauthorized_error(status, headers)
-            case rules.Head.UNUSABLE:
-                raise rules.unusable_head_error(status, headers)
-            case _:  # pragma: no cover - the enum is exhausted above (mypy checks it)
-                assert_never(head)
+        # An if-chain by identity, exhaustive all the same (mypy narrows on ``is``): a
+        # ``match`` needs dotted names, each an Enum attribute lookup.
+        if head is _HEAD_SSE:
+            exchange.kind = _SSE
+            exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
+        elif head is _HEAD_JSON:
+            exchange.kind = _JSON
+        elif head is _HEAD_OTHER:
+            pass
+        elif head is _HEAD_REDIRECT:
+            raise rules.redirect_error(status, headers)
+        elif head is _HEAD_UNAUTHORIZED:
+            raise rules.unauthorized_error(status, headers)
+        elif head is _HEAD_UNUSABLE:
+            raise rules.unusable_head_error(status, headers)
+        else:  # pragma: no cover - the enum is exhausted above (mypy checks it)
+            assert_never(head)
 
     def _on_data(self, exchange: Exchange, data: bytes) -> None:
         kind = exchange.kind
-        if kind is Body.JSON:
+        if kind is _JSON:
             exchange.body += data
-        elif kind is Body.SSE:
+        elif kind is _SSE:
             sse = exchange.sse
             assert sse is not None
             try:
@@ -336,10 +355,10 @@ class Transport:
         held = self.held
         if held is not None and held[0] is exchange:
             return self.release_held()
-        if exchange.role is not Role.OP:
+        if exchange.role is not _OP:
             return None
         status = exchange.status or 0
-        if exchange.kind is Body.SSE:
+        if exchange.kind is _SSE:
             assert exchange.sse is not None
             exchange.sse.finish()
             # (an answer on it made it DRAIN: such a stream ends as held or as not OP)
@@ -350,7 +369,7 @@ class Transport:
                     cause="stream_broken",
                 ),
             )
-        if exchange.rpc_id is not None and exchange.kind is Body.JSON:
+        if exchange.rpc_id is not None and exchange.kind is _JSON:
             body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
             try:
                 parsed = parse_message(body, self.limits)
@@ -389,16 +408,16 @@ class Transport:
         held = self.held
         if held is not None and held[0] is exchange:
             return self.release_held()
-        if exchange.role is not Role.OP:
+        if exchange.role is not _OP:
             return None
         limit = self.limits.max_stream_retries
         if rules.resend_refused(error.cause, exchange.status is not None, exchange.refusals, limit):
             # The server never processed it (GOAWAY, REFUSED_STREAM): send it again.
-            retry = self.open(exchange.request, exchange.rpc_id, exchange.deadline, Role.OP)
+            retry = self.open(exchange.request, exchange.rpc_id, exchange.deadline, _OP)
             retry.refusals = exchange.refusals + 1
             self.op = retry
             return None
-        if exchange.kind is Body.SSE and exchange.message is None and error.cause != "budget":
+        if exchange.kind is _SSE and exchange.message is None and error.cause != "budget":
             return self._stream_broken(exchange, error)
         return error
 
@@ -416,7 +435,7 @@ class Transport:
 
     def _on_message_text(self, exchange: Exchange, text: str) -> None:
         role = exchange.role
-        if role is Role.DRAIN:
+        if role is _DRAIN:
             return  # answered already: later events are ignored unparsed
         try:
             parsed = parse_message(text, self.limits)
@@ -424,7 +443,7 @@ class Transport:
             raise ConnectionFailed(
                 f"the server sent an event that is not JSON: {exc}", cause="not_jsonrpc"
             ) from None
-        if role is Role.LISTEN:
+        if role is _LISTEN:
             items = parsed if isinstance(parsed, list) else [parsed]
             for item in items:
                 if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
@@ -432,7 +451,7 @@ class Transport:
             return
         # Only the operation's JSON-RPC requests have event streams (a notification's or a
         # side exchange's head never makes one), and DRAIN returned above.
-        assert role is Role.OP and exchange.rpc_id is not None
+        assert role is _OP and exchange.rpc_id is not None
         message, others = match_response(
             parsed,
             exchange.rpc_id,
@@ -446,7 +465,7 @@ class Transport:
             now = self.now
             limits = self.limits
             exchange.message = message
-            exchange.role = Role.DRAIN
+            exchange.role = _DRAIN
             exchange.deadline = now + limits.cancel_grace
             self.op = None
             self.held = (exchange, Reply(exchange.status or 200, exchange.headers, message))
@@ -483,14 +502,14 @@ class Transport:
         extra = [] if self.listen_last_id is None else [(b"last-event-id", self.listen_last_id)]
         request = self.requests.legacy(b"GET", b"", extra)
         # Until its head arrives the stream is bounded like any request; then it is kept.
-        self.listen = self.open(request, None, self.now + self.limits.dial_timeout, Role.LISTEN)
+        self.listen = self.open(request, None, self.now + self.limits.dial_timeout, _LISTEN)
 
     def _reopen_listen(self, ended: Exchange) -> None:
         """The server ended the session's stream: open it again, at most
         ``Limits.max_stream_retries`` times per session (resuming from its last event id)."""
         self.listen = None
         self.listen_last_id = ended.last_id or self.listen_last_id
-        if ended.kind is not Body.SSE:
+        if ended.kind is not _SSE:
             return  # it never started (a dial failure, a reset before its head)
         if self.listen_opens >= self.limits.max_stream_retries:
             return
