@@ -334,7 +334,7 @@ class Transport:
                     ) from None
                 # defensive: the parser's byte limit is max_response_bytes, which the
                 # budget enforces on these bytes first
-                raise ConnectionFailed(  # pragma: no cover
+                raise ConnectionFailed(  # pragma: no cover - the budget refuses them first
                     f"the server sent an unusable event stream: {exc}", cause="framing"
                 ) from None
             last_id = sse.last_event_id
