@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import CallerError
 from .jsonvalue import JsonError, dumps_compact
-from .mcp import ConnSettings
+from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
 from .url import is_loopback_host, parse_endpoint
 
@@ -102,11 +102,7 @@ def conn_settings(
             raise CallerError(f"the schema for tool {name!r} is not a JSON object")
         schemas[name] = schema
     versions = tuple(config.protocol_versions or SUPPORTED_VERSIONS)
-    if not any(v in SUPPORTED_VERSIONS for v in versions):
-        raise CallerError(
-            f"protocol_versions {versions!r} names no version sansmcp speaks "
-            f"({', '.join(SUPPORTED_VERSIONS)})"
-        )
+    usable_versions(versions)  # CallerError when it names none sansmcp speaks
     extra: dict[str, Any] = {}
     if client_info is not None:
         extra["client_info"] = client_info

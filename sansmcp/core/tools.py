@@ -49,6 +49,7 @@ __all__ = [
     "header_params_of",
     "param_headers",
     "parse_call_result",
+    "utf8_len",
     "validate_tool",
 ]
 
@@ -74,7 +75,8 @@ _SENTINEL_SUFFIX = "?="
 _CONTENT_TYPES = ("text", "image", "audio", "resource", "resource_link")
 
 
-def _utf8_len(text: str) -> int:
+def utf8_len(text: str) -> int:
+    """The UTF-8 length of ``text`` (a lone surrogate counted as its 3-byte form)."""
     if text.isascii():  # the common case, without making the UTF-8 copy
         return len(text)
     # surrogatepass: a lone surrogate (a legal "\ud800" escape) must not make us raise.
@@ -237,7 +239,7 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
             reason='execution.taskSupport is "required" (tasks are not supported)',
         )
 
-    text_size = name_size + _utf8_len(description) + (0 if title is None else _utf8_len(title))
+    text_size = name_size + utf8_len(description) + (0 if title is None else utf8_len(title))
     if text_size > max_tool_bytes:  # over already: the schemas need not be serialised
         return SkippedTool(
             index=index,

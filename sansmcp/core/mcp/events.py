@@ -1,0 +1,100 @@
+"""What the MCP machine emits: HTTP work for the driver and one terminal event per operation.
+
+``StartExchange`` / ``CancelExchange`` are commands for the driver (the adapter); the
+others are events.  ``Output`` is their union, for an exhaustive ``match``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import McpError
+from ..http import HttpRequest
+from ..tools import CallResult, SkippedTool, Tool
+
+__all__ = [
+    "CancelExchange",
+    "Closed",
+    "Connected",
+    "InputRequired",
+    "OperationFailed",
+    "Output",
+    "StartExchange",
+    "ToolCalled",
+    "ToolsListed",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartExchange:
+    """Send ``request`` on a pooled connection; report its events with ``exchange_id``."""
+
+    exchange_id: int
+    request: HttpRequest
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelExchange:
+    """Abandon the exchange (HTTP/1.1: close its socket; HTTP/2: reset its stream)."""
+
+    exchange_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Connected:
+    protocol_version: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsListed:
+    tools: tuple[Tool, ...]
+    # the first Limits.max_recorded_skips skipped entries, with details
+    skipped: tuple[SkippedTool, ...]
+    # every skipped entry, recorded or not
+    skipped_count: int
+    ttl_ms: int
+    cache_scope: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCalled:
+    result: CallResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRequired:
+    """The server asks for input: ``requests`` maps a key to ``{"method", "params"}``.
+
+    Answer with ``answer_input(input_id, {key: result, ...})`` or ``None`` to refuse.
+    ``server_request`` is True for a legacy server-to-client request (one key,
+    ``"request"``), False for a multi round-trip ``inputRequests`` set.
+    """
+
+    input_id: int
+    requests: Mapping[str, Mapping[str, Any]]
+    server_request: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationFailed:
+    error: McpError = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Closed:
+    pass
+
+
+Output = (
+    StartExchange
+    | CancelExchange
+    | Connected
+    | ToolsListed
+    | ToolCalled
+    | InputRequired
+    | OperationFailed
+    | Closed
+)

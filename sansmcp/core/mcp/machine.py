@@ -1,0 +1,591 @@
+"""The MCP client machine: one per ``Conn``, pure, driven by HTTP messages and ``now``.
+
+Theory of operation
+-------------------
+A caller runs one operation at a time -- :meth:`McpMachine.connect`,
+:meth:`~McpMachine.list_tools`, :meth:`~McpMachine.call_tool`,
+:meth:`~McpMachine.close` -- and drains outputs with :meth:`~McpMachine.next_output`:
+
+* :class:`StartExchange` / :class:`CancelExchange` -- HTTP work for the driver
+  (the adapter), which answers with :data:`~sansmcp.core.http.ExchangeEvent`
+  values through :meth:`~McpMachine.receive`;
+* exactly one terminal event per operation: :class:`Connected`,
+  :class:`ToolsListed`, :class:`ToolCalled`, :class:`Closed` or
+  :class:`OperationFailed` (carrying a ``ConnectionFailed``, ``Unauthorized`` or
+  ``ServerAnswered``);
+* :class:`InputRequired` when a server asks for input the embedder may supply
+  (answered with :meth:`~McpMachine.answer_input`).
+
+The machine is a façade over composed parts: the :class:`~.session.Session` (era
+table), the request builder (:mod:`.requests`), the :class:`~.budget.Budget`, the
+:class:`~.transport.Transport` (exchanges, streams, held answers, resends) and the
+operation scripts (:mod:`.operations`), which decide with the pure functions of
+:mod:`.rules`.  What it keeps itself is the operation in hand -- its :class:`Phase`
+(a transition table; a move it does not list is a ``LocalProtocolError``), its
+deadline and waits -- and the embedder's pending asks.  :attr:`McpMachine.state`
+is a snapshot of all of it on one screen.
+
+The machine owns the deadlines: :meth:`~McpMachine.next_deadline` says when the
+driver must call :meth:`~McpMachine.handle_timer`.  Server requests on a legacy
+session's standalone stream are answered whether or not an operation runs, so a
+driver acts on outputs that come between operations at the next one (see
+:meth:`~McpMachine.wanted`).  :meth:`~McpMachine.close` lets answers already sent
+finish, then sends a legacy session's ``DELETE``, all within ``Limits.close_timeout``.
+A budget overrun cancels the exchange and leaves the machine *exhausted*: every
+later operation fails at once with the same error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, assert_never
+
+from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
+from ..http import ExchangeEvent
+from ..jsonvalue import JsonError, parse_json_object_strict
+from ..limits import Limits
+from ..tools import Tool
+from . import rules
+from .budget import Budget
+from .events import (
+    CancelExchange,
+    Closed,
+    Connected,
+    InputRequired,
+    OperationFailed,
+    Output,
+    StartExchange,
+    ToolCalled,
+    ToolsListed,
+)
+from .operations import Ask, Operations, OpGen, Send, Sleep
+from .requests import Requests
+from .session import Era, Session
+from .settings import ConnSettings, usable_versions
+from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
+from .transport import FOREVER, Exchange, Reply, Role, Transport
+
+__all__ = ["McpMachine"]
+
+
+# Enum members as module constants: on Python 3.11 each ``Enum.MEMBER`` lookup runs
+# EnumType.__getattr__'s hook (a bound wrapper per access), which the per-event path
+# should not pay.
+_CLOSING: Final = Phase.CLOSING
+_IDLE: Final = Phase.IDLE
+_RUNNING: Final = Phase.RUNNING
+_LISTEN: Final = Role.LISTEN
+_OP: Final = Role.OP
+_SIDE: Final = Role.SIDE
+_LEGACY: Final = Era.LEGACY
+_MODERN: Final = Era.MODERN
+
+
+class McpMachine:
+    """One MCP connection's protocol state, sans I/O.
+
+    ``ids`` supplies JSON-RPC request ids (default 1, 2, 3, ...); ``jitter`` returns a
+    float in [0, 1) for retry backoff (default 0.5); ``exchange_ids`` numbers
+    exchanges (a driver shares one counter across machines so ids are unique on a
+    shared connection).  After an operation fails the
+    machine stays usable for the next one unless a budget was exhausted.
+    """
+
+    def __init__(
+        self,
+        settings: ConnSettings,
+        *,
+        limits: Limits | None = None,
+        ids: Iterator[int] | None = None,
+        jitter: Callable[[], float] | None = None,
+        exchange_ids: Iterator[int] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.limits = limits = limits or Limits()
+        versions = usable_versions(settings.protocol_versions)
+        self._session = session = Session()
+        self._budget = budget = Budget(limits)
+        requests = Requests(settings, session)
+        self._t = transport = Transport(
+            limits=limits,
+            budget=budget,
+            requests=requests,
+            session=session,
+            exchange_ids=exchange_ids,
+        )
+        self._ops = Operations(
+            settings=settings,
+            limits=limits,
+            session=session,
+            requests=requests,
+            transport=transport,
+            versions=versions,
+            ids=ids,
+            jitter=jitter,
+        )
+        self._outputs = transport.outputs
+        self._phase = _IDLE
+        # the operation in hand
+        self._gen: OpGen | None = None
+        self._op_bound = ""
+        self._op_limit = 0.0
+        self._op_deadline = 0.0
+        self._op_cap_bound = ""
+        self._op_cap = 0.0
+        self._sleep_until: float | None = None
+        self._close_deadline = 0.0
+        # input id -> exchange (a server request) or None (multi round-trip)
+        self._asks: dict[int, Exchange | None] = {}
+        self._ask_server_ids: dict[int, Any] = {}
+        self._input_ids = itertools.count(1)
+
+    # ------------------------------------------------------------ what it knows
+
+    @property
+    def era(self) -> str:
+        """``"modern"``, ``"legacy"`` or ``"unknown"`` (before negotiation ends)."""
+        era = self._session.era
+        if era is _MODERN:
+            return "modern"
+        if era is _LEGACY:
+            return "legacy"
+        return "unknown"
+
+    @property
+    def busy(self) -> bool:
+        """An operation is running (its terminal event is not out yet)."""
+        return self._phase is not _IDLE
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """Tools listed on this connection, by name."""
+        return self._ops.tools
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._session.protocol_version
+
+    @protocol_version.setter
+    def protocol_version(self, version: str | None) -> None:
+        self._session.protocol_version = version
+
+    @property
+    def session_id(self) -> bytes | None:
+        return self._session.session_id
+
+    @property
+    def ttl_ms(self) -> int:
+        return self._ops.ttl_ms
+
+    @property
+    def cache_scope(self) -> str | None:
+        return self._ops.cache_scope
+
+    @property
+    def bytes_received(self) -> int:
+        return self._budget.bytes_received
+
+    @property
+    def responses_received(self) -> int:
+        return self._budget.responses_received
+
+    @property
+    def state(self) -> MachineState:
+        """A snapshot of the protocol state (built on each access; for tests and tracing)."""
+        t = self._t
+        counts = dict.fromkeys(Role, 0)
+        for exchange in t.exchanges.values():
+            counts[exchange.role] += 1
+        running = self._phase is _RUNNING
+        exhausted = self._budget.exhausted
+        return MachineState(
+            phase=self._phase,
+            era=self._session.era,
+            protocol_version=self._session.protocol_version,
+            session_id=self._session.session_id is not None,
+            op_bound=self._op_bound if running else None,
+            op_deadline=self._op_deadline if running else None,
+            exchanges=tuple((role.value, n) for role, n in counts.items() if n),
+            held_answer=t.held is not None,
+            listening=t.listen is not None,
+            listen_opens=t.listen_opens,
+            pending_asks=len(self._asks),
+            bytes_received=self._budget.bytes_received,
+            responses_received=self._budget.responses_received,
+            exhausted=getattr(exhausted, "bound", None),
+        )
+
+    # ------------------------------------------------------------ public commands
+
+    def connect(self, *, now: float) -> None:
+        self._start(self._ops.connect(), "connect_timeout", self.limits.connect_timeout, now)
+
+    def list_tools(self, *, now: float) -> None:
+        self._require_connected()
+        ops = self._ops
+        self._start(ops.recovering(ops.list_tools), "list_timeout", self.limits.list_timeout, now)
+
+    def call_tool(self, name: str, arguments: bytes = b"", *, now: float) -> None:
+        """Call ``name`` with ``arguments`` (JSON object bytes, sent verbatim).
+
+        Raises ``CallerError`` at once when the arguments are not bytes holding one
+        strict JSON object or the name is not a non-empty string.
+        """
+        self._require_connected()
+        if not isinstance(name, str) or not name:
+            raise CallerError("tool name must be a non-empty string")
+        if not isinstance(arguments, bytes | bytearray | memoryview):
+            # checked here, before the operation starts: a str got as far as building the
+            # request and raised TypeError there, leaving the Conn busy for good
+            raise CallerError(
+                f"tool arguments must be bytes (one JSON object), not {type(arguments).__name__}"
+            )
+        arguments = bytes(arguments)
+        if not arguments.strip():
+            arguments = b"{}"
+        try:
+            parsed = parse_json_object_strict(arguments, max_depth=self.limits.max_json_depth)
+        except JsonError as exc:
+            raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
+        ops = self._ops
+        if self._session.era is _MODERN:
+            ops.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
+        self._start(
+            ops.recovering(lambda: ops.call_tool(name, arguments, parsed)),
+            "call_timeout",
+            self.limits.call_timeout,
+            now,
+        )
+
+    def close(self, *, now: float) -> None:
+        """End the connection: abandon everything in flight; legacy sessions get a DELETE.
+
+        Ends with :class:`Closed` (failures of the DELETE are ignored).
+        """
+        t = self._t
+        t.now = now
+        if self._phase is _CLOSING:
+            return
+        # Server requests the embedder was still asked about are declined now, so that
+        # every server request gets its answer before the connection ends.
+        for input_id, exchange in list(self._asks.items()):
+            if exchange is not None:
+                self._answer_server(
+                    self._ask_server_ids[input_id],
+                    error={"code": -32600, "message": "the client closed the connection"},
+                )
+        self._asks.clear()
+        self._ask_server_ids.clear()
+        self._abandon_op()
+        t.listen = None
+        for exchange in list(t.exchanges.values()):
+            if exchange.role is not _SIDE:
+                t.cancel(exchange)
+        self._enter(_CLOSING)
+        self._close_deadline = now + self.limits.close_timeout
+        self._close_progress()
+
+    def answer_input(self, input_id: int, answers: Mapping[str, Any] | None, *, now: float) -> None:
+        """Answer an :class:`InputRequired`; ``None`` refuses (decline)."""
+        self._t.now = now
+        if input_id not in self._asks:
+            return  # the operation ended meanwhile
+        exchange = self._asks.pop(input_id)
+        if exchange is None:
+            self._resume(answers)
+            return
+        server_id = self._ask_server_ids.pop(input_id)
+        if answers is not None and isinstance(answers.get("request"), Mapping):
+            self._answer_server(server_id, result=answers["request"])
+        else:
+            self._answer_server(
+                server_id, error={"code": -32600, "message": "declined by the user"}
+            )
+
+    # ------------------------------------------------------------ driver interface
+
+    def next_output(self) -> Output | None:
+        return self._outputs.popleft() if self._outputs else None
+
+    def wanted(self, output: Output) -> bool:
+        """Whether an output the driver set aside is still to be acted on: False for an
+        exchange cancelled meanwhile or an ask whose operation or connection ended."""
+        match output:
+            case StartExchange():
+                return output.exchange_id in self._t.exchanges
+            case InputRequired():
+                return output.input_id in self._asks
+            case (
+                CancelExchange()
+                | Connected()
+                | ToolsListed()
+                | ToolCalled()
+                | OperationFailed()
+                | Closed()
+            ):
+                return True
+            case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
+                assert_never(output)
+
+    def next_deadline(self) -> float | None:
+        t = self._t
+        deadlines = [
+            exchange.deadline for exchange in t.exchanges.values() if exchange.deadline != FOREVER
+        ]
+        phase = self._phase
+        if phase is _CLOSING:
+            deadlines.append(self._close_deadline)
+        elif phase is _RUNNING:
+            deadlines.append(self._op_deadline)
+            if self._sleep_until is not None:
+                deadlines.append(self._sleep_until)
+            if t.held is not None:
+                deadlines.append(t.held_until)
+        return min(deadlines) if deadlines else None
+
+    def handle_timer(self, *, now: float) -> None:
+        t = self._t
+        t.now = now
+        if t.held is not None and now >= t.held_until:
+            self._reply(t.release_held())
+            return
+        for exchange in list(t.exchanges.values()):
+            if exchange.role is not _OP and now >= exchange.deadline:
+                t.cancel(exchange)  # a standalone stream without a head in time: dropped
+        phase = self._phase
+        if phase is _CLOSING:
+            if now >= self._close_deadline:
+                for exchange in list(t.exchanges.values()):
+                    t.cancel(exchange)
+                self._closed()
+            else:
+                self._close_progress()
+            return
+        if phase is _IDLE:
+            return
+        if now >= self._op_deadline:
+            self._fail_timeout(self._op_bound, self._op_limit)
+            return
+        op = t.op
+        if op is not None and now >= op.deadline:
+            self._fail_timeout(self._op_cap_bound, self._op_cap)
+            return
+        if self._sleep_until is not None and now >= self._sleep_until:
+            self._sleep_until = None
+            self._resume(None)
+
+    def receive(self, event: ExchangeEvent, *, now: float) -> None:
+        """Feed one event of an exchange this machine started."""
+        t = self._t
+        t.now = now
+        exchange = t.exchanges.get(event.exchange_id)
+        if exchange is None:
+            return  # cancelled already
+        try:
+            outcome = t.receive(exchange, event)
+        except McpError as error:
+            self._serve_asked()  # the requests that came before the bad part
+            self._bad_response(exchange, error)
+        else:
+            if t.asked:
+                self._serve_asked()
+            match outcome:
+                case None:
+                    pass
+                case Reply():
+                    self._reply(outcome)
+                case ConnectionFailed():
+                    self._op_error(outcome)
+                case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
+                    assert_never(outcome)
+        if self._phase is _CLOSING:
+            self._close_progress()
+
+    # ------------------------------------------------------------ the operation in hand
+
+    def _enter(self, phase: Phase) -> None:
+        if phase not in PHASE_TRANSITIONS[self._phase]:
+            check_phase(self._phase, phase)  # raises LocalProtocolError
+        self._phase = phase
+
+    def _require_connected(self) -> None:
+        if self._session.protocol_version is None and self._budget.exhausted is None:
+            raise LocalProtocolError("connect() must succeed before other operations")
+
+    def _start(self, gen: OpGen, bound: str, limit: float, now: float) -> None:
+        if self._phase is not _IDLE:
+            raise LocalProtocolError("an operation is already running on this connection")
+        t = self._t
+        t.now = now
+        exhausted = self._budget.exhausted
+        if exhausted is not None:
+            gen.close()
+            self._outputs.append(OperationFailed(error=exhausted))
+            return
+        if t.listen is not None:
+            t.listen.server_requests = 0  # Limits.max_server_requests: per operation
+        self._gen = gen
+        self._enter(_RUNNING)
+        self._op_bound = bound
+        self._op_limit = limit
+        self._op_deadline = now + limit
+        self._resume(None)
+
+    def _resume(self, value: Any = None, error: BaseException | None = None) -> None:
+        gen = self._gen
+        assert gen is not None
+        t = self._t
+        while True:
+            try:
+                instruction = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                self._end_op(stop.value)
+                return
+            except McpError as failure:
+                self._end_op(OperationFailed(error=failure))
+                return
+            error = None
+            value = None
+            match instruction:
+                case Send():
+                    deadline = min(self._op_deadline, t.now + instruction.cap)
+                    self._op_cap_bound = instruction.cap_bound
+                    self._op_cap = instruction.cap
+                    t.op = t.open(instruction.request, instruction.rpc_id, deadline, _OP)
+                    return
+                case Sleep():
+                    if instruction.until <= t.now:
+                        continue
+                    self._sleep_until = instruction.until
+                    return
+                case Ask():
+                    input_id = next(self._input_ids)
+                    self._asks[input_id] = None
+                    self._outputs.append(
+                        InputRequired(
+                            input_id=input_id, requests=instruction.requests, server_request=False
+                        )
+                    )
+                    return
+                case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
+                    assert_never(instruction)
+
+    def _end_op(self, outcome: Output) -> None:
+        self._drop_op()
+        self._outputs.append(outcome)
+
+    def _drop_op(self) -> None:
+        """Forget the operation: its generator, waits and multi round-trip asks (server
+        requests that came on the standalone stream stay answerable)."""
+        if self._phase is _RUNNING:
+            self._enter(_IDLE)
+        self._gen = None
+        self._t.op = None
+        self._sleep_until = None
+        self._t.held = None
+        for input_id, exchange in list(self._asks.items()):
+            if exchange is None or exchange.role is not _LISTEN:
+                del self._asks[input_id]
+                self._ask_server_ids.pop(input_id, None)
+
+    def _op_error(self, error: McpError) -> None:
+        self._t.cancel_op()
+        # An OP exchange exists only while an operation runs or the close's DELETE is out.
+        if self._phase is _CLOSING:
+            self._closed()
+        else:
+            self._resume(error=error)
+
+    def _reply(self, reply: Reply) -> None:
+        if self._phase is _CLOSING:
+            self._closed()
+            return
+        self._t.op = None
+        self._resume(reply)
+
+    def _abandon_op(self) -> None:
+        if self._gen is not None:
+            self._gen.close()
+        self._drop_op()
+
+    def _closed(self) -> None:
+        self._enter(_IDLE)
+        self._t.op = None
+        self._outputs.append(Closed())
+
+    def _close_progress(self) -> None:
+        """Closing: answers and notices already sent are finished first (bounded by
+        ``close_timeout``), then a legacy session gets its DELETE, then :class:`Closed`."""
+        t = self._t
+        if self._phase is not _CLOSING or t.op is not None:
+            return
+        if any(exchange.role is _SIDE for exchange in t.exchanges.values()):
+            return
+        session = self._session
+        if session.era is _LEGACY and session.session_id is not None:
+            request = t.requests.legacy(b"DELETE", b"")
+            session.session_id = None  # ended by us: a second close sends no second DELETE
+            t.op = t.open(request, None, self._close_deadline, _OP)
+            return
+        self._closed()
+
+    def _fail_timeout(self, bound: str, limit: float) -> None:
+        op = self._t.cancel_op()
+        if op is not None and self._session.era is _LEGACY and op.rpc_id is not None:
+            request = self._t.requests.legacy_rpc(
+                None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
+            )
+            self._t.side(request, self.limits.cancel_grace)
+        self._abandon_op()
+        self._outputs.append(OperationFailed(error=rules.timeout(bound, limit)))
+
+    # ------------------------------------------------------------ bad responses, server requests
+
+    def _bad_response(self, exchange: Exchange, error: McpError) -> None:
+        """``exchange`` sent something unusable: it is cancelled; the operation fails if
+        it waited for it or a connection budget is spent."""
+        t = self._t
+        t.cancel(exchange)
+        spent = self._budget.spent(error)
+        if exchange.role is _OP or (spent and self._phase is _RUNNING):
+            self._op_error(error)
+        # A held answer's stream (DRAIN) is not parsed: only a connection budget fails it,
+        # and that failed the operation above.
+
+    def _serve_asked(self) -> None:
+        asked = self._t.asked
+        for exchange, request in asked:
+            self._on_server_request(exchange, request)
+        asked.clear()
+
+    def _on_server_request(self, exchange: Exchange, request: dict[str, Any]) -> None:
+        if self._session.era is not _LEGACY:
+            return  # a modern server must not send requests; nothing may answer them
+        server_id = request["id"]
+        method = request["method"]
+        if method == "ping":
+            self._answer_server(server_id, result={})
+            return
+        if not self._ops.can_answer:
+            self._answer_server(
+                server_id, error={"code": -32601, "message": f"client does not support {method}"}
+            )
+            return
+        input_id = next(self._input_ids)
+        self._asks[input_id] = exchange
+        self._ask_server_ids[input_id] = server_id
+        params = request.get("params")
+        self._outputs.append(
+            InputRequired(
+                input_id=input_id,
+                requests={
+                    "request": {"method": method, "params": params if params is not None else {}}
+                },
+                server_request=True,
+            )
+        )
+
+    def _answer_server(self, server_id: Any, *, result: Any = None, error: Any = None) -> None:
+        t = self._t
+        t.side(t.requests.answer(server_id, result=result, error=error), self.limits.dial_timeout)

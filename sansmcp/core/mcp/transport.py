@@ -1,0 +1,517 @@
+"""The exchanges of one connection: roles, bodies, event streams, held answers, resends.
+
+Every HTTP exchange the machine starts is an :class:`Exchange` with a :class:`Role`:
+
+* ``OP`` -- the current operation waits for its reply (``Transport.op``);
+* ``SIDE`` -- fire and forget (answers to server requests, cancellations);
+* ``DRAIN`` -- answered already; read to its end so the socket can be reused;
+* ``LISTEN`` -- the legacy session's one standalone GET stream, carrying server requests.
+
+:meth:`Transport.receive` takes one ``ExchangeEvent`` and returns what the machine
+must act on: a :class:`Reply` for the operation, a ``ConnectionFailed`` that fails
+the operation's exchange, or None.  Server requests found on a stream are queued in
+:attr:`Transport.asked` for the machine, which decides how each is answered.  A bad
+response raises ``McpError`` (the machine cancels the exchange).  Every byte is
+charged to the :class:`~.budget.Budget` as it arrives.
+
+An answer that arrives on an event stream is *held* until that stream ends (so its
+socket can carry the next request) or ``min(stream_end_wait, cancel_grace)`` passes.
+
+The standalone stream is opened after ``initialize`` when the embedder answers input,
+kept for the session's life and re-opened at most ``Limits.max_stream_retries`` times
+(from its last event id) if the server ends it; never after a refusal.  An event id
+the server sent passes :func:`~sansmcp.core.fieldvalue.echoable` before it is kept.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Final, assert_never
+
+from ..errors import ConnectionFailed, budget_exceeded
+from ..fieldvalue import echoable
+from ..http import (
+    DataReceived,
+    ExchangeEvent,
+    ExchangeFailed,
+    Headers,
+    HttpRequest,
+    InformationalReceived,
+    ResponseEnded,
+    ResponseReceived,
+    TrailersReceived,
+)
+from ..jsonvalue import JsonError
+from ..limits import Limits
+from ..messages import BATCH_VERSION, match_response
+from ..sse import SseError, SseParser
+from . import rules
+from .budget import Budget, parse_message
+from .events import CancelExchange, Output, StartExchange
+from .requests import Requests
+from .session import Session
+
+__all__ = ["FOREVER", "Body", "Exchange", "Reply", "Role", "Transport"]
+
+# The deadline of a standalone stream the server accepted: it lives as long as the session.
+FOREVER = float("inf")
+
+
+class Role(enum.Enum):
+    OP = "op"  # the current operation waits for it
+    SIDE = "side"  # fire and forget (answers to server requests, cancellations)
+    DRAIN = "drain"  # answered already; read to the end so the socket can be reused
+    LISTEN = "listen"  # the legacy session's standalone GET stream, carrying server requests
+
+
+class Body(enum.Enum):
+    JSON = "json"
+    SSE = "sse"
+    OTHER = "other"
+
+
+# Enum members as module constants: on Python 3.11 each ``Enum.MEMBER`` lookup runs
+# EnumType.__getattr__'s hook (a bound wrapper per access), which the per-event path
+# should not pay.
+_JSON: Final = Body.JSON
+_OTHER: Final = Body.OTHER
+_SSE: Final = Body.SSE
+_DRAIN: Final = Role.DRAIN
+_LISTEN: Final = Role.LISTEN
+_OP: Final = Role.OP
+_SIDE: Final = Role.SIDE
+_HEAD_JSON: Final = rules.Head.JSON
+_HEAD_OTHER: Final = rules.Head.OTHER
+_HEAD_REDIRECT: Final = rules.Head.REDIRECT
+_HEAD_SSE: Final = rules.Head.SSE
+_HEAD_UNAUTHORIZED: Final = rules.Head.UNAUTHORIZED
+_HEAD_UNUSABLE: Final = rules.Head.UNUSABLE
+
+
+class Reply:
+    """What the operation's request got: its status, headers and JSON-RPC response, or
+    (``broken``) how its event stream broke and where it may resume."""
+
+    __slots__ = (
+        "broken",
+        "headers",
+        "last_event_id",
+        "message",
+        "progressed",
+        "retry_ms",
+        "status",
+    )
+
+    def __init__(
+        self,
+        status: int,
+        headers: Headers,
+        message: dict[str, Any] | None,
+        broken: ConnectionFailed | None = None,
+        last_event_id: bytes | None = None,
+        retry_ms: int | None = None,
+        progressed: bool = False,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self.message = message
+        self.broken = broken
+        self.last_event_id = last_event_id
+        self.retry_ms = retry_ms
+        self.progressed = progressed
+
+
+class Exchange:
+    __slots__ = (
+        "body",
+        "deadline",
+        "exchange_id",
+        "headers",
+        "judged_id",
+        "kind",
+        "last_id",
+        "message",
+        "progressed",
+        "refusals",
+        "request",
+        "role",
+        "rpc_id",
+        "server_requests",
+        "sse",
+        "status",
+    )
+
+    def __init__(
+        self,
+        exchange_id: int,
+        request: HttpRequest,
+        rpc_id: int | None,
+        deadline: float,
+        role: Role,
+    ) -> None:
+        self.exchange_id = exchange_id
+        self.request = request
+        self.refusals = 0
+        self.rpc_id = rpc_id
+        self.deadline = deadline
+        self.role = role
+        self.status: int | None = None
+        self.headers: Headers = ()
+        self.kind = _OTHER
+        self.body = bytearray()
+        self.sse: SseParser | None = None
+        self.last_id: bytes | None = None  # the last event id that passed ``echoable``
+        self.judged_id: str | None = None  # the parser's last id judged by ``echoable``
+        self.message: dict[str, Any] | None = None
+        self.progressed = False
+        self.server_requests = 0
+
+
+class Transport:
+    """The exchanges of one connection and the outputs that start and cancel them.
+
+    ``now`` is set by the machine on every input (the time of the event in hand).
+    """
+
+    __slots__ = (
+        "_exchange_ids",
+        "asked",
+        "budget",
+        "exchanges",
+        "held",
+        "held_until",
+        "limits",
+        "listen",
+        "listen_last_id",
+        "listen_opens",
+        "now",
+        "op",
+        "outputs",
+        "requests",
+        "session",
+    )
+
+    def __init__(
+        self,
+        *,
+        limits: Limits,
+        budget: Budget,
+        requests: Requests,
+        session: Session,
+        exchange_ids: Iterator[int] | None,
+    ) -> None:
+        self.limits = limits
+        self.budget = budget
+        self.requests = requests
+        self.session = session
+        self._exchange_ids = exchange_ids if exchange_ids is not None else itertools.count(1)
+        self.outputs: deque[Output] = deque()
+        self.exchanges: dict[int, Exchange] = {}
+        self.now = 0.0
+        self.op: Exchange | None = None
+        self.held: tuple[Exchange, Reply] | None = None
+        self.held_until = 0.0
+        # server requests found on streams, for the machine: (the exchange, the request)
+        self.asked: list[tuple[Exchange, dict[str, Any]]] = []
+        # The legacy session's one standalone GET stream, how often it was opened this
+        # session, its last event id.
+        self.listen: Exchange | None = None
+        self.listen_opens = 0
+        self.listen_last_id: bytes | None = None
+
+    # ------------------------------------------------------------ exchanges
+
+    def open(
+        self, request: HttpRequest, rpc_id: int | None, deadline: float, role: Role
+    ) -> Exchange:
+        exchange = Exchange(next(self._exchange_ids), request, rpc_id, deadline, role)
+        self.exchanges[exchange.exchange_id] = exchange
+        self.outputs.append(
+            StartExchange(exchange_id=exchange.exchange_id, request=request, deadline=deadline)
+        )
+        return exchange
+
+    def side(self, request: HttpRequest, wait: float) -> None:
+        """Send ``request`` and forget it (its answer is drained, at most ``wait`` s)."""
+        self.open(request, None, self.now + wait, _SIDE)
+
+    def cancel(self, exchange: Exchange) -> None:
+        if exchange is self.listen:
+            self.listen = None  # given up (garbled, over a bound, closing): never re-opened
+        if self.exchanges.pop(exchange.exchange_id, None) is not None:
+            self.outputs.append(CancelExchange(exchange_id=exchange.exchange_id))
+
+    def cancel_op(self) -> Exchange | None:
+        """Cancel the operation's exchange, if any; return it."""
+        op = self.op
+        if op is not None:
+            self.cancel(op)
+            self.op = None
+        return op
+
+    def release_held(self) -> Reply:
+        assert self.held is not None
+        reply = self.held[1]
+        self.held = None
+        return reply
+
+    # ------------------------------------------------------------ events in
+
+    def receive(self, exchange: Exchange, event: ExchangeEvent) -> Reply | ConnectionFailed | None:
+        """Take one event of ``exchange``; see the module docstring for what comes back."""
+        match event:
+            case DataReceived():
+                self.budget.charge(len(event.data) + event.overhead)
+                self._on_data(exchange, event.data)
+                return None
+            case ResponseReceived():
+                self.budget.count_response(event.raw_size)
+                self._on_head(exchange, event.status, event.headers)
+                return None
+            case ResponseEnded():
+                return self._on_end(exchange)
+            case ExchangeFailed():
+                self.exchanges.pop(exchange.exchange_id, None)
+                return self._on_failed(exchange, event.error)
+            case InformationalReceived() | TrailersReceived():
+                self.budget.charge(event.raw_size)
+                return None
+            case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
+                assert_never(event)
+
+    def _on_head(self, exchange: Exchange, status: int, headers: Headers) -> None:
+        exchange.status = status
+        exchange.headers = headers
+        role = exchange.role
+        if role is _LISTEN:
+            if rules.listen_accepted(status, headers):
+                exchange.kind = _SSE
+                exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
+                exchange.deadline = FOREVER  # kept for the session's life
+            else:
+                self.listen = None  # refused (405, 409, ...): not offered, never re-opened
+            return
+        if role is not _OP:
+            return
+        head = rules.classify_head(status, headers, expects_reply=exchange.rpc_id is not None)
+        # An if-chain by identity, exhaustive all the same (mypy narrows on ``is``): a
+        # ``match`` needs dotted names, each an Enum attribute lookup.
+        if head is _HEAD_SSE:
+            exchange.kind = _SSE
+            exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
+        elif head is _HEAD_JSON:
+            exchange.kind = _JSON
+        elif head is _HEAD_OTHER:
+            pass
+        elif head is _HEAD_REDIRECT:
+            raise rules.redirect_error(status, headers)
+        elif head is _HEAD_UNAUTHORIZED:
+            raise rules.unauthorized_error(status, headers)
+        elif head is _HEAD_UNUSABLE:
+            raise rules.unusable_head_error(status, headers)
+        else:  # pragma: no cover - the enum is exhausted above (mypy checks it)
+            assert_never(head)
+
+    def _on_data(self, exchange: Exchange, data: bytes) -> None:
+        kind = exchange.kind
+        if kind is _JSON:
+            exchange.body += data
+        elif kind is _SSE:
+            sse = exchange.sse
+            assert sse is not None
+            try:
+                events = sse.feed(data)
+            except SseError as exc:
+                if exc.reason == "text":  # its decoded text: 3 x the budget at most
+                    raise budget_exceeded(
+                        f"{exc} (3 x Limits.max_response_bytes)",
+                        "max_response_bytes",
+                        exc.limit,
+                        exc.observed,
+                    ) from None
+                # defensive: the parser's byte limit is max_response_bytes, which the
+                # budget enforces on these bytes first
+                raise ConnectionFailed(  # pragma: no cover - the budget refuses them first
+                    f"the server sent an unusable event stream: {exc}", cause="framing"
+                ) from None
+            last_id = sse.last_event_id
+            if last_id is not None and last_id is not exchange.judged_id:
+                # Judged once per id the parser decoded, not once per body chunk.  An id we
+                # could not send back as Last-Event-ID is treated as absent.
+                exchange.judged_id = last_id
+                exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
+            for sse_event in events:
+                exchange.progressed = True
+                self._on_message_text(exchange, sse_event.data)
+
+    def _on_end(self, exchange: Exchange) -> Reply | None:
+        self.exchanges.pop(exchange.exchange_id, None)
+        if exchange is self.listen:
+            self._reopen_listen(exchange)
+            return None
+        held = self.held
+        if held is not None and held[0] is exchange:
+            return self.release_held()
+        if exchange.role is not _OP:
+            return None
+        status = exchange.status or 0
+        if exchange.kind is _SSE:
+            assert exchange.sse is not None
+            exchange.sse.finish()
+            # (an answer on it made it DRAIN: such a stream ends as held or as not OP)
+            return self._stream_broken(
+                exchange,
+                ConnectionFailed(
+                    "the server ended the event stream without a response",
+                    cause="stream_broken",
+                ),
+            )
+        if exchange.rpc_id is not None and exchange.kind is _JSON:
+            body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
+            try:
+                parsed = parse_message(body, self.limits)
+                message, _ = match_response(
+                    parsed,
+                    exchange.rpc_id,
+                    batch_allowed=self.session.protocol_version == BATCH_VERSION,
+                    idless_ok=status >= 400,
+                )
+            except (JsonError, ConnectionFailed) as exc:
+                if isinstance(exc, ConnectionFailed) and exc.cause == "budget":
+                    raise
+                if status >= 300:
+                    message = None  # an error status with an unreadable body
+                else:
+                    raise ConnectionFailed(
+                        f"the server's response is not a JSON-RPC response: {exc}",
+                        cause="not_jsonrpc",
+                    ) from None
+            if message is None and 200 <= status < 300:
+                raise ConnectionFailed(
+                    "the server's response holds no JSON-RPC response to our request",
+                    cause="not_jsonrpc",
+                )
+            return Reply(status, exchange.headers, message)
+        # No body read: a notification's answer, a DELETE's, or an error status (a 2xx
+        # answer to a request was JSON or an event stream, or its head failed it).
+        return Reply(status, exchange.headers, None)
+
+    def _on_failed(
+        self, exchange: Exchange, error: ConnectionFailed
+    ) -> Reply | ConnectionFailed | None:
+        if exchange is self.listen:
+            self._reopen_listen(exchange)
+            return None
+        held = self.held
+        if held is not None and held[0] is exchange:
+            return self.release_held()
+        if exchange.role is not _OP:
+            return None
+        limit = self.limits.max_stream_retries
+        if rules.resend_refused(error.cause, exchange.status is not None, exchange.refusals, limit):
+            # The server never processed it (GOAWAY, REFUSED_STREAM): send it again.
+            retry = self.open(exchange.request, exchange.rpc_id, exchange.deadline, _OP)
+            retry.refusals = exchange.refusals + 1
+            self.op = retry
+            return None
+        if exchange.kind is _SSE and exchange.message is None and error.cause != "budget":
+            return self._stream_broken(exchange, error)
+        return error
+
+    def _stream_broken(self, exchange: Exchange, error: ConnectionFailed) -> Reply:
+        assert exchange.sse is not None
+        return Reply(
+            exchange.status or 0,
+            exchange.headers,
+            None,
+            broken=error,
+            last_event_id=exchange.last_id,
+            retry_ms=exchange.sse.retry_ms,
+            progressed=exchange.progressed,
+        )
+
+    def _on_message_text(self, exchange: Exchange, text: str) -> None:
+        role = exchange.role
+        if role is _DRAIN:
+            return  # answered already: later events are ignored unparsed
+        try:
+            parsed = parse_message(text, self.limits)
+        except JsonError as exc:
+            raise ConnectionFailed(
+                f"the server sent an event that is not JSON: {exc}", cause="not_jsonrpc"
+            ) from None
+        if role is _LISTEN:
+            items = parsed if isinstance(parsed, list) else [parsed]
+            for item in items:
+                if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
+                    self._server_request(exchange, item)
+            return
+        # Only the operation's JSON-RPC requests have event streams (a notification's or a
+        # side exchange's head never makes one), and DRAIN returned above.
+        assert role is _OP and exchange.rpc_id is not None
+        message, others = match_response(
+            parsed,
+            exchange.rpc_id,
+            batch_allowed=self.session.protocol_version == BATCH_VERSION,
+            idless_ok=False,
+        )
+        for other in others:
+            if "id" in other:
+                self._server_request(exchange, other)
+        if message is not None:
+            now = self.now
+            limits = self.limits
+            exchange.message = message
+            exchange.role = _DRAIN
+            exchange.deadline = now + limits.cancel_grace
+            self.op = None
+            self.held = (exchange, Reply(exchange.status or 200, exchange.headers, message))
+            self.held_until = now + min(limits.stream_end_wait, limits.cancel_grace)
+
+    def _server_request(self, exchange: Exchange, request: dict[str, Any]) -> None:
+        exchange.server_requests += 1
+        limit = self.limits.max_server_requests
+        if exchange.server_requests > limit:
+            raise budget_exceeded(
+                f"the server sent more than {limit} requests while answering one of ours "
+                "(Limits.max_server_requests)",
+                "max_server_requests",
+                limit,
+                exchange.server_requests,
+            )
+        self.asked.append((exchange, request))
+
+    # ------------------------------------------------------------ the standalone stream
+
+    def open_listen(self, can_answer: bool) -> None:
+        """A new legacy session: open its one standalone GET stream, if it may have one."""
+        self.stop_listen()
+        self.listen_opens = 0
+        self.listen_last_id = None
+        if can_answer and self.session.session_id is not None:
+            self._start_listen()
+
+    def stop_listen(self) -> None:
+        if self.listen is not None:
+            self.cancel(self.listen)
+
+    def _start_listen(self) -> None:
+        extra = [] if self.listen_last_id is None else [(b"last-event-id", self.listen_last_id)]
+        request = self.requests.legacy(b"GET", b"", extra)
+        # Until its head arrives the stream is bounded like any request; then it is kept.
+        self.listen = self.open(request, None, self.now + self.limits.dial_timeout, _LISTEN)
+
+    def _reopen_listen(self, ended: Exchange) -> None:
+        """The server ended the session's stream: open it again, at most
+        ``Limits.max_stream_retries`` times per session (resuming from its last event id)."""
+        self.listen = None
+        self.listen_last_id = ended.last_id or self.listen_last_id
+        if ended.kind is not _SSE:
+            return  # it never started (a dial failure, a reset before its head)
+        if self.listen_opens >= self.limits.max_stream_retries:
+            return
+        self.listen_opens += 1
+        self._start_listen()
