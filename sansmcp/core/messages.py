@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The MCP machine (``mcp.py``) sequences requests; this module decides what each
+The MCP machine (``core/mcp/``) sequences requests; this module decides what each
 request looks like and what each answer means, so every rule is table-testable on
 its own:
 

@@ -94,7 +94,7 @@ from . import Wire
 __all__ = ["H1Connection"]
 
 # Headers the machine writes itself (or that would change the framing under it).
-_RESERVED_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding", b"upgrade"})
+_FRAMING_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding", b"upgrade"})
 _METHODS_WITH_BODY = frozenset({b"POST", b"PUT", b"PATCH"})
 # A chunk-size line as h11 accepts it: 1-20 hex digits, optional extensions, OWS, CRLF.
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*\r\n")
@@ -236,7 +236,7 @@ class H1Connection:
         if request.method == b"CONNECT":
             raise LocalProtocolError("H1Connection.start: CONNECT is not supported")
         for name, _ in request.headers:
-            if name.lower() in _RESERVED_HEADERS:
+            if name.lower() in _FRAMING_HEADERS:
                 raise LocalProtocolError(
                     f"H1Connection.start: header {name!r} is set by the machine, not the caller"
                 )
