@@ -96,6 +96,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import LocalProtocolError
+from ..http import ExchangeEvent, HttpRequest
 from ..limits import Limits
 from ..url import Origin
 from ..wire.h1 import H1Connection
@@ -123,7 +124,8 @@ ALPN_OFFER = ("h2", "http/1.1")
 
 
 class WireConnection(Protocol):
-    """The members of a wire machine (``H1Connection`` / ``H2Connection``) the pool uses."""
+    """The members of a wire machine (``H1Connection`` / ``H2Connection``) the pool and
+    the driver (:mod:`sansmcp.core.driver`) use; the pool itself needs only the first three."""
 
     def can_start(self) -> bool: ...
 
@@ -131,6 +133,18 @@ class WireConnection(Protocol):
     def is_broken(self) -> bool: ...
 
     def close(self, *, now: float) -> None: ...
+
+    def start(self, exchange_id: int, request: HttpRequest, *, now: float) -> None: ...
+
+    def cancel(self, exchange_id: int, *, now: float) -> None: ...
+
+    def receive_data(self, data: bytes, *, now: float) -> None: ...
+
+    def receive_eof(self, *, now: float) -> None: ...
+
+    def next_event(self) -> ExchangeEvent | None: ...
+
+    def data_to_send(self) -> bytes: ...
 
 
 class WireFactory(Protocol):
@@ -274,6 +288,11 @@ class Pool:
     def changed(self) -> int:
         """Bumped by every call that changed what the pool holds or grants."""
         return self._changed
+
+    @property
+    def has_grants(self) -> bool:
+        """Whether :meth:`take_grants` may have tickets to hand out (cheap: no list built)."""
+        return bool(self._announce)
 
     @property
     def socket_count(self) -> int:
