@@ -1,5 +1,10 @@
 """The pure client driver: the pool, the routes and every Conn's machine, as I/O commands.
 
+(Over ~600 lines on purpose: one state machine whose parts -- operations, exchanges and
+sockets, dials, deadlines -- share the same few tables (routes, pending exchanges,
+dials, the heap), and every method keeps their invariants together; about a third of
+the lines are docstrings and the command types.)
+
 Theory of operation
 -------------------
 One :class:`ClientDriver` per ``Client``.  It owns the connection

@@ -53,6 +53,8 @@ class ClientBase(Generic[ConnT]):
     ``clientInfo``.
     """
 
+    _conn_type: Callable[[Any, ConnView], ConnT]  # the runtime's Conn
+
     def __init__(
         self,
         *,
@@ -78,7 +80,7 @@ class ClientBase(Generic[ConnT]):
         self._ssl = ssl_context
         self._resolver = resolver
         self.input_handler = input_handler
-        self._conns: dict[int, ConnT] = {}  # their mailboxes, by conn id
+        self._conns: dict[int, ConnT] = {}  # their mailboxes, by conn id (of _conn_type)
         self._setup()
 
     @property
@@ -101,7 +103,7 @@ class ClientBase(Generic[ConnT]):
     @contextlib.asynccontextmanager
     async def connect(self, config: Config) -> AsyncIterator[ConnT]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
-        conn = self._conn(self._driver.open(config, now=self._now()))
+        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
         self._conns[conn.view.conn_id] = conn
         try:
             await conn._run(self._driver.connect)
@@ -121,9 +123,6 @@ class ClientBase(Generic[ConnT]):
 
     def _setup(self) -> None:  # pragma: no cover - overridden
         """The runtime's own state (called at the end of ``__init__``)."""
-
-    def _conn(self, view: ConnView) -> ConnT:  # pragma: no cover - overridden
-        raise NotImplementedError
 
     def _now(self) -> float:  # pragma: no cover - overridden
         raise NotImplementedError

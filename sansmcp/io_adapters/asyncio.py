@@ -33,6 +33,7 @@ T = TypeVar("T")
 
 class Client(ClientBase["Conn"]):
     __doc__ = ClientBase.__doc__
+    _conn_type: type[Conn]
 
     def _setup(self) -> None:
         self._tasks: dict[int, asyncio.Task[None]] = {}  # resolves and sockets, by id
@@ -50,9 +51,6 @@ class Client(ClientBase["Conn"]):
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
-
-    def _conn(self, view: ConnView) -> Conn:
-        return Conn(self, view)
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -188,3 +186,6 @@ def connect(config: Config) -> contextlib.AbstractAsyncContextManager[Conn]:
     if client is None:
         client = _default_clients[loop] = Client()
     return client.connect(config)
+
+
+Client._conn_type = Conn

@@ -2,23 +2,21 @@
 
 Theory of operation
 -------------------
-Every decision is the driver's (:mod:`sansmcp.core.driver`); this module only
-does I/O.  :meth:`Client._pump` is the one loop: after every call into the
-driver it executes the commands waiting in its outbox and moves the deadline of
-the one timer task's cancel scope to ``next_deadline()``.  Each resolve and each
-socket runs as a system task inside a cancel scope that ``CloseSocket`` cancels;
-a socket's task connects, then runs a reader (bytes and EOF in) and a writer
-(drains what ``Write`` queued).  What the caller must see goes to the Conn's
-mailbox; the caller's task runs its operation (``_common.ConnBase``).
+Every decision is the driver's (:mod:`sansmcp.core.driver`); this module does
+I/O.  :meth:`Client._pump`, the one loop, executes the driver's commands and
+moves the deadline of the one timer task's cancel scope to ``next_deadline()``.
+Each resolve and each socket is a system task in a cancel scope ``CloseSocket``
+cancels; a socket's task connects, then runs a reader (bytes and EOF in) and a
+writer (what ``Write`` queued).  The caller's task runs its operation and takes
+what it must see from its mailbox (``_common.ConnBase``).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, assert_never
+from typing import Any, assert_never
 
 import trio
 
@@ -28,41 +26,42 @@ from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, resolve
 
 __all__ = ["Client", "Conn", "connect"]
 
-T = TypeVar("T")
 _BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
-class _Outgoing:
-    __slots__ = ("data", "ready")
+class Conn(ConnBase):
+    """One MCP connection (one work item): not safe for concurrent use."""
 
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.ready = trio.Event()
+    def __init__(self, client: Client, view: ConnView) -> None:
+        super().__init__(client, view)
+        self._send, self._mail = trio.open_memory_channel[Deliver | Finished](math.inf)
+
+    def _post(self, command: Deliver | Finished) -> None:
+        self._send.send_nowait(command)
+
+    async def _next(self) -> Deliver | Finished:
+        return await self._mail.receive()
 
 
 class Client(ClientBase["Conn"]):
     __doc__ = ClientBase.__doc__
+    _conn_type = Conn
+    _now = staticmethod(trio.current_time)
 
     def _setup(self) -> None:
         self._scopes: dict[int, trio.CancelScope] = {}  # resolves and sockets, by id
-        self._outgoing: dict[int, _Outgoing] = {}
+        self._outgoing: dict[int, trio.MemorySendChannel[bytes]] = {}
         self._timer = trio.CancelScope()
         self._deadline = math.inf
         self._ticking = False
 
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``."""
-        self._driver.close(now=trio.current_time())
+        self._driver.close(now=self._now())
         self._pump()
         for scope in list(self._scopes.values()):
             scope.cancel()
         await trio.lowlevel.checkpoint()
-
-    def _conn(self, view: ConnView) -> Conn:
-        return Conn(self, view)
-
-    def _now(self) -> float:
-        return trio.current_time()
 
     def _pump(self) -> None:
         driver, outgoing = self._driver, self._outgoing
@@ -71,14 +70,10 @@ class Client(ClientBase["Conn"]):
                 case Deliver() | Finished():
                     self._conns[command.conn_id]._post(command)
                 case Write(socket_id=socket_id):
-                    queued = outgoing[socket_id]
-                    queued.data += command.data
-                    queued.ready.set()
+                    outgoing[socket_id].send_nowait(command.data)
                 case CloseSocket(socket_id=socket_id):
                     outgoing.pop(socket_id, None)
-                    scope = self._scopes.pop(socket_id, None)
-                    if scope is not None:
-                        scope.cancel()
+                    self._scopes.pop(socket_id, trio.CancelScope()).cancel()
                 case Resolve():
                     self._spawn(command.dial_id, resolve, self, command, trio.socket.getaddrinfo)
                 case Connect():
@@ -101,10 +96,10 @@ class Client(ClientBase["Conn"]):
                 await trio.sleep_forever()
             due = self._timer.deadline
             with contextlib.suppress(Exception):  # a timer task must not die of one
-                self._driver.handle_timer(now=max(trio.current_time(), due))
+                self._driver.handle_timer(now=max(self._now(), due))
                 self._pump()
 
-    async def _within(self, deadline: float, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
+    async def _within(self, deadline: float, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         with trio.move_on_at(deadline):
             return True, await awaitable
         return False, None
@@ -146,9 +141,9 @@ class Client(ClientBase["Conn"]):
         except BaseException:  # cancelled (CloseSocket, the dial deadline): no socket left
             sock.close()
             raise
-        queued = self._outgoing[command.socket_id] = _Outgoing()
+        self._outgoing[command.socket_id], queued = trio.open_memory_channel[bytes](math.inf)
         try:
-            self._driver.connected(command.socket_id, alpn=alpn, now=trio.current_time())
+            self._driver.connected(command.socket_id, alpn=alpn, now=self._now())
             self._pump()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_write, stream, queued)
@@ -159,7 +154,7 @@ class Client(ClientBase["Conn"]):
                 await trio.aclose_forcefully(stream)
 
     def _failed(self, socket_id: int, phase: Phase, exc: BaseException) -> None:
-        self._driver.connect_failed(socket_id, phase, exc, now=trio.current_time())
+        self._driver.connect_failed(socket_id, phase, exc, now=self._now())
         self._pump()
 
     async def _read(self, socket_id: int, stream: trio.abc.Stream) -> None:
@@ -171,55 +166,30 @@ class Client(ClientBase["Conn"]):
                 except _BROKEN:
                     data = b""
                 if not data:
-                    driver.eof(socket_id, now=trio.current_time())
+                    driver.eof(socket_id, now=self._now())
                     break
-                driver.received(socket_id, bytes(data), now=trio.current_time())
+                driver.received(socket_id, bytes(data), now=self._now())
                 self._pump()
         except Exception as exc:  # the reader must never die of one
             with contextlib.suppress(Exception):
-                driver.reader_failed(socket_id, exc, now=trio.current_time())
+                driver.reader_failed(socket_id, exc, now=self._now())
         with contextlib.suppress(Exception):
             self._pump()
 
 
-async def _write(stream: trio.abc.Stream, queued: _Outgoing) -> None:
-    while True:
-        await queued.ready.wait()
-        queued.ready = trio.Event()
-        data, queued.data = bytes(queued.data), bytearray()
-        try:
+async def _write(stream: trio.abc.Stream, queued: trio.MemoryReceiveChannel[bytes]) -> None:
+    with contextlib.suppress(*_BROKEN):  # the reader sees the socket end
+        async for data in queued:
             await stream.send_all(data)
-        except _BROKEN:
-            return  # the reader sees the socket end
 
 
-class Conn(ConnBase):
-    """One MCP connection (one work item): not safe for concurrent use."""
-
-    def __init__(self, client: Client, view: ConnView) -> None:
-        super().__init__(client, view)
-        self._mail: collections.deque[Deliver | Finished] = collections.deque()
-        self._arrived = trio.Event()
-
-    def _post(self, command: Deliver | Finished) -> None:
-        self._mail.append(command)
-        self._arrived.set()
-
-    async def _next(self) -> Deliver | Finished:
-        while not self._mail:
-            await self._arrived.wait()
-            self._arrived = trio.Event()
-        return self._mail.popleft()
-
-
-_default_client: trio.lowlevel.RunVar[Client] = trio.lowlevel.RunVar("sansmcp_default_client")
+_default_client: trio.lowlevel.RunVar[Client | None] = trio.lowlevel.RunVar(
+    "sansmcp_default_client"
+)
 
 
 def connect(config: Config) -> contextlib.AbstractAsyncContextManager[Conn]:
     """``Client.connect`` on the default client of the current trio run."""
-    try:
-        client = _default_client.get()
-    except LookupError:
-        client = Client()
-        _default_client.set(client)
+    client = _default_client.get(None) or Client()
+    _default_client.set(client)
     return client.connect(config)
