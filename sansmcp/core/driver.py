@@ -174,7 +174,9 @@ Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
 
 
 class ConnView:
-    """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it)."""
+    """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it):
+    the machine (``protocol_version``, ``ttl_ms``, ``cache_scope``), whether the Conn is
+    closed, and what the last listing skipped."""
 
     __slots__ = ("closed", "conn_id", "machine", "skipped_count", "skipped_tools")
 
@@ -186,21 +188,6 @@ class ConnView:
         # every entry the last listing skipped; ``skipped_tools`` records the first
         # ``Limits.max_recorded_skips`` of them
         self.skipped_count = 0
-
-    @property
-    def protocol_version(self) -> str | None:
-        """The negotiated protocol revision."""
-        return self.machine.protocol_version
-
-    @property
-    def tools_ttl_ms(self) -> int:
-        """The last listing's ``ttlMs`` (0 when absent or negative)."""
-        return self.machine.ttl_ms
-
-    @property
-    def tools_cache_scope(self) -> str | None:
-        """The last listing's ``cacheScope`` (None for legacy servers)."""
-        return self.machine.cache_scope
 
 
 class _Conn:

@@ -147,17 +147,17 @@ class ConnBase:
     @property
     def protocol_version(self) -> str | None:
         """The negotiated protocol revision."""
-        return self.view.protocol_version
+        return self.machine.protocol_version
 
     @property
     def tools_ttl_ms(self) -> int:
         """The last listing's ``ttlMs`` (0 when absent or negative)."""
-        return self.view.tools_ttl_ms
+        return self.machine.ttl_ms
 
     @property
     def tools_cache_scope(self) -> str | None:
         """The last listing's ``cacheScope`` (None for legacy servers)."""
-        return self.view.tools_cache_scope
+        return self.machine.cache_scope
 
     @property
     def skipped_tools(self) -> list[SkippedTool]:
@@ -183,7 +183,8 @@ class ConnBase:
     async def aclose(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
         try:
-            await self._run(self.client._driver.close_conn)
+            if not self.view.closed:  # else closed, or abandoned: what its mailbox holds is stale
+                await self._run(self.client._driver.close_conn)
         finally:
             self.client._conns.pop(self.view.conn_id, None)
 

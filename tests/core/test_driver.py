@@ -370,8 +370,8 @@ def test_a_work_item_runs_on_one_keep_alive_socket() -> None:
     view, tools, called = work_item(net)
     assert [t.name for t in tools] == ["echo"]
     assert json.loads(called.content[0].text) == {"text": "hi"}
-    assert view.protocol_version == MODERN and view.closed
-    assert view.tools_ttl_ms == 1000 and view.tools_cache_scope == "private"
+    assert view.machine.protocol_version == MODERN and view.closed
+    assert view.machine.ttl_ms == 1000 and view.machine.cache_scope == "private"
     assert view.skipped_tools == [] and view.skipped_count == 0
     (connect,) = net.sockets(Connect)
     assert (connect.address, connect.port, connect.tls) == ("127.0.0.1", 8000, None)
@@ -648,13 +648,21 @@ def test_a_waiting_exchange_times_out_by_its_own_bound() -> None:
     assert net.driver.pool.waiting() == [] and net.now == pytest.approx(1.0)
 
 
-def test_client_close_fails_in_flight_waiting_and_dialling_work() -> None:
+def busy_and_waiting(**kw: Any) -> tuple[Net, ConnView, ConnView]:
+    """One Conn's listing holds the only socket of the origin; another's waits for it."""
     server = FakeServer()
     server.overrides["tools/list"] = lambda request, body: None
-    net = make(server, limits=Limits(pool_max_sockets_per_origin=1), dns={"slow.test": "hang"})
+    net = make(server, limits=Limits(pool_max_sockets_per_origin=1), **kw)
     busy, waiting = connected_pair(net)
     net.start("list_tools", busy)
     net.start("list_tools", waiting)
+    net.settle()
+    assert len(net.driver.pool.waiting()) == 1
+    return net, busy, waiting
+
+
+def test_client_close_fails_in_flight_waiting_and_dialling_work() -> None:
+    net, busy, waiting = busy_and_waiting(dns={"slow.test": "hang"})
     dialling = net.open("http://slow.test:8000/mcp")
     net.start("connect", dialling)
     net.settle()
@@ -676,15 +684,20 @@ def test_client_close_fails_in_flight_waiting_and_dialling_work() -> None:
 # ---------------------------------------------------------------- the caller
 
 
-def test_usage_errors() -> None:
-    assert issubclass(UsageError, RuntimeError)
-    assert not issubclass(UsageError, McpError | CallerError)
+def listing_unanswered() -> tuple[Net, ConnView]:
     server = FakeServer()
     server.overrides["tools/list"] = lambda request, body: None
     net = make(server)
     view = net.open()
     net.ok("connect", view)
     net.start("list_tools", view)
+    return net, view
+
+
+def test_usage_errors() -> None:
+    assert issubclass(UsageError, RuntimeError)
+    assert not issubclass(UsageError, McpError | CallerError)
+    net, view = listing_unanswered()
     with pytest.raises(UsageError, match="a Conn runs one operation at a time"):
         net.start("call_tool", view, "echo", b"{}")
     with pytest.raises(CallerError):
@@ -698,14 +711,7 @@ def test_usage_errors() -> None:
 
 
 def test_abandon_while_waiting_or_dialling_leaves_the_pool_consistent() -> None:
-    server = FakeServer()
-    server.overrides["tools/list"] = lambda request, body: None
-    net = make(server, limits=Limits(pool_max_sockets_per_origin=1), plan={"127.0.0.1": "ok"})
-    busy, waiting = connected_pair(net)
-    net.start("list_tools", busy)
-    net.start("list_tools", waiting)
-    net.settle()
-    assert len(net.driver.pool.waiting()) == 1
+    net, busy, waiting = busy_and_waiting()
     net.driver.abandon(waiting.conn_id, now=net.now)
     assert net.driver.pool.waiting() == []
     net.plan["127.0.0.1"] = "hang"
@@ -811,12 +817,7 @@ def test_next_deadline_is_the_earliest_of_conns_dials_and_the_pool() -> None:
 
 
 def test_a_deadline_not_acted_on_fires_again_at_the_next_call_not_in_a_loop() -> None:
-    server = FakeServer()
-    server.overrides["tools/list"] = lambda request, body: None
-    net = make(server)
-    view = net.open()
-    net.ok("connect", view)
-    net.start("list_tools", view)
+    net, view = listing_unanswered()
     net.settle()
     due = net.driver.next_deadline()
     assert due is not None
@@ -914,7 +915,7 @@ class Interleaved(RuleBasedStateMachine):
     @rule(data=st.data(), op=st.sampled_from(["connect", "list_tools", "call_tool", "close_conn"]))
     def operate(self, data: st.DataObject, op: str) -> None:
         view = data.draw(st.sampled_from(self.idle()))
-        if op != "close_conn" and view.protocol_version is None:
+        if op != "close_conn" and view.machine.protocol_version is None:
             op = "connect"
         args = ("echo", b"{}") if op == "call_tool" else ()
         try:
