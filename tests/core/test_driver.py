@@ -840,6 +840,37 @@ def test_a_full_pool_evicts_another_origins_idle_socket() -> None:
     assert net.driver.pool.socket_count == 1
 
 
+def test_next_deadline_does_not_ask_the_machines_with_a_thousand_conns_in_flight() -> None:
+    server = FakeServer()
+    server.overrides["tools/list"] = lambda request, body: None
+    net = make(server)
+    first = net.open()
+    net.ok("connect", first)  # the era is known: the others connect without a round trip
+    views = [net.open() for _ in range(1000)]
+    asked: Counter[int] = Counter()
+    for view in views:
+        net.ok("connect", view)
+        net.start("list_tools", view)
+        original = view.machine.next_deadline
+
+        def counted(
+            original: Callable[[], float | None] = original, key: int = view.conn_id
+        ) -> float | None:
+            asked[key] += 1
+            return original()
+
+        view.machine.next_deadline = counted  # type: ignore[method-assign]
+    net.settle()
+    pool = net.driver.pool
+    assert pool.socket_count == pool.max_sockets_per_origin  # the rest wait in the queue
+    assert len(pool.waiting()) == 1000 - pool.max_sockets_per_origin
+    deadline = net.driver.next_deadline()
+    for _ in range(1000):
+        assert net.driver.next_deadline() == deadline
+    net.driver.handle_timer(now=net.now)  # nothing due yet
+    assert sum(asked.values()) == 0
+
+
 def test_the_heap_stays_bounded_while_deadlines_move() -> None:
     net = make()
     view = net.open()
