@@ -59,7 +59,7 @@ class Client(ClientBase["Conn"]):
         """Close every socket; in-flight work fails ``ConnectionFailed``."""
         self._driver.close(now=self._now())
         self._pump()
-        for scope in list(self._scopes.values()):
+        for scope in [*self._scopes.values(), self._timer]:
             scope.cancel()
         await trio.lowlevel.checkpoint()
 
@@ -89,15 +89,16 @@ class Client(ClientBase["Conn"]):
             trio.lowlevel.spawn_system_task(self._tick)
 
     async def _tick(self) -> None:
-        """The one timer: sleeps until the driver's next deadline, moved by ``_pump``."""
-        while True:
+        """The one timer: sleeps until the driver's next deadline, moved by ``_pump``; ends
+        once the Client is closed and nothing is timed."""
+        while not (self._driver.closed and self._deadline == math.inf):
             self._timer = trio.CancelScope(deadline=self._deadline)
             with self._timer:
                 await trio.sleep_forever()
-            due = self._timer.deadline
             with contextlib.suppress(Exception):  # a timer task must not die of one
-                self._driver.handle_timer(now=max(self._now(), due))
+                self._driver.handle_timer(now=self._now())
                 self._pump()
+        self._ticking = False
 
     async def _within(self, deadline: float, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         with trio.move_on_at(deadline):
