@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from .core import __version__
 from .core.config import Config
-from .core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered, Unauthorized
+from .core.errors import (
+    CallerError,
+    ConnectionFailed,
+    McpError,
+    ServerAnswered,
+    Unauthorized,
+    UsageError,
+)
 from .core.limits import Limits
 from .core.tools import CallResult, Content, SkippedTool, Tool
 
@@ -24,5 +31,6 @@ __all__ = [
     "SkippedTool",
     "Tool",
     "Unauthorized",
+    "UsageError",
     "__version__",
 ]

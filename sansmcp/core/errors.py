@@ -219,3 +219,12 @@ class LocalProtocolError(RuntimeError):
 def budget_exceeded(message: str, bound: str, limit: float, observed: float) -> ConnectionFailed:
     """The ``ConnectionFailed`` for a spent budget: ``bound`` names the ``Limits`` field."""
     return ConnectionFailed(message, cause="budget", bound=bound, limit=limit, observed=observed)
+
+
+class UsageError(RuntimeError):
+    """The API was used in a state that forbids it: the ``Conn`` is closed (or an operation
+    on it was cancelled), it is busy with another operation, or the ``Client`` is closed.
+
+    A ``RuntimeError`` (so ``except RuntimeError`` keeps working), neither an ``McpError``
+    nor a ``CallerError``: nothing was sent and nothing the server did is at fault.
+    """

@@ -6,12 +6,9 @@ import json
 
 import pytest
 
-from sansmcp.core.driving import ConnCore
 from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered, Unauthorized
 from sansmcp.core.http import header_value
-from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import Closed, Connected, ConnSettings, ToolsListed
-from sansmcp.core.net.pool import Pool
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import URL, Driver, FakeServer, Response, error, json_response, result
@@ -209,22 +206,6 @@ def test_a_remembered_legacy_era_skips_the_probe(answers_input: bool) -> None:
     expected = ["initialize", "notifications/initialized"]
     expected += ["GET"] if answers_input else []
     assert driver.methods() == [*expected, "tools/list", "DELETE"]
-
-
-def test_three_work_items_against_a_legacy_server_probe_once() -> None:
-    """The era a work item learns (ConnCore -> Pool) spares the next ones the probe."""
-    server = FakeServer(modern=False, legacy="2025-11-25")
-    pool = Pool(limits=Limits())
-    for _ in range(3):
-        hint = pool.era_hint(URL)
-        driver = Driver(server, settings=settings(era_hint=hint))
-        conn = ConnCore(pool, driver.machine)
-        conn._finished(driver.ok(driver.connect()))
-        conn._finished(driver.ok(driver.call("echo")))
-        driver.close()
-    methods = [body.get("method") if body else None for body in server.bodies]
-    assert methods.count("server/discover") == 1
-    assert methods.count("initialize") == 3
 
 
 def test_a_wrong_legacy_hint_reprobes() -> None:

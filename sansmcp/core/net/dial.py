@@ -1,8 +1,9 @@
-"""The dial guard's decisions and the dial failures, shared by every adapter.
+"""The dial guard's decisions and the dial failures, applied by the driver.
 
 Theory of operation
 -------------------
-The adapter resolves a host and opens sockets; this module decides which of the
+The driver (:mod:`sansmcp.core.driver`) has the adapter resolve a host and open
+sockets; this module decides which of the
 resolved addresses may be dialled and words each failure as the
 ``ConnectionFailed`` the caller sees.
 

@@ -2,10 +2,11 @@
 
 Theory of operation
 -------------------
-One :class:`Pool` per ``Client``.  The adapters (asyncio, trio) dial, move bytes
-and hold the sockets; the pool *decides*.  It never touches a socket: it hands
-out connection ids, and every method returns the ids of the sockets the adapter
-must close now.  It tracks each connection in one of three states:
+One :class:`Pool` per ``Client``, owned by its
+:class:`~sansmcp.core.driver.ClientDriver` (called "the driver" below), which has
+the adapter dial, move bytes and hold the sockets; the pool *decides*.  It never
+touches a socket: it hands out connection ids, and every method returns the ids
+of the sockets the driver must close now.  It tracks each connection in one of three states:
 
 ``DIALING``
     :meth:`Pool.checkout` answered :class:`DialNeeded`; the dialer holds its
@@ -17,7 +18,7 @@ must close now.  It tracks each connection in one of three states:
     HTTP/1.1 connection carries at most one lease; an HTTP/2 one as many as its
     ``can_start()`` admits.  With no lease it is *idle* since ``idle_since``.
 ``CLOSED``
-    The adapter was told to close the socket (or closed it itself) while
+    The driver was told to close the socket (or closed it itself) while
     exchanges still held leases; it only waits for their releases, counts as no
     socket and is never handed out.
 
@@ -44,7 +45,7 @@ a socket leaves), the pool grants, while it can, the oldest ticket whose
 origin can be served: a ticket for a healthy origin under its cap never waits
 behind tickets of an origin at its cap, and among tickets that can be served
 the oldest wins.  Tickets of one origin get the same answer, so a pass tries
-only each origin's oldest: O(origins waiting) per grant.  The adapter learns the
+only each origin's oldest: O(origins waiting) per grant.  The driver learns the
 granted tickets from :meth:`Pool.take_grants` (after every pool call), wakes
 only those holders, and each :meth:`Pool.claim`\\ s its grant -- a
 ``UseConnection`` or ``DialNeeded`` it holds as if ``checkout`` had returned
@@ -53,7 +54,7 @@ it.  A holder that stops waiting (its deadline, a cancellation)
 on a socket that closes before it is claimed goes back to the queue, in its
 place.
 
-**The adapter's contract.**  After ``UseConnection`` (from ``checkout`` or
+**The driver's contract.**  After ``UseConnection`` (from ``checkout`` or
 ``claim``) or after ``dial_succeeded``, start the exchange on :meth:`Pool.wire`
 *before awaiting anything* and report it with :meth:`Pool.started`: until then
 the lease is *pending*, and an HTTP/2 connection with a pending lease is handed
@@ -96,6 +97,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import LocalProtocolError
+from ..http import ExchangeEvent, HttpRequest
 from ..limits import Limits
 from ..url import Origin
 from ..wire.h1 import H1Connection
@@ -119,11 +121,12 @@ ERA_CAPACITY = 1024
 """Default bound on remembered era hints (endpoint URLs)."""
 
 ALPN_OFFER = ("h2", "http/1.1")
-"""What :class:`DialNeeded` asks the adapter to offer in a TLS handshake."""
+"""What :class:`DialNeeded` asks the dialer to offer in a TLS handshake."""
 
 
 class WireConnection(Protocol):
-    """The members of a wire machine (``H1Connection`` / ``H2Connection``) the pool uses."""
+    """The members of a wire machine (``H1Connection`` / ``H2Connection``) the pool and
+    the driver (:mod:`sansmcp.core.driver`) use; the pool itself needs only the first three."""
 
     def can_start(self) -> bool: ...
 
@@ -131,6 +134,18 @@ class WireConnection(Protocol):
     def is_broken(self) -> bool: ...
 
     def close(self, *, now: float) -> None: ...
+
+    def start(self, exchange_id: int, request: HttpRequest, *, now: float) -> None: ...
+
+    def cancel(self, exchange_id: int, *, now: float) -> None: ...
+
+    def receive_data(self, data: bytes, *, now: float) -> None: ...
+
+    def receive_eof(self, *, now: float) -> None: ...
+
+    def next_event(self) -> ExchangeEvent | None: ...
+
+    def data_to_send(self) -> bytes: ...
 
 
 class WireFactory(Protocol):
@@ -274,6 +289,11 @@ class Pool:
     def changed(self) -> int:
         """Bumped by every call that changed what the pool holds or grants."""
         return self._changed
+
+    @property
+    def has_grants(self) -> bool:
+        """Whether :meth:`take_grants` may have tickets to hand out (cheap: no list built)."""
+        return bool(self._announce)
 
     @property
     def socket_count(self) -> int:
@@ -454,7 +474,7 @@ class Pool:
         return doomed
 
     def discard(self, conn_id: int, *, now: float) -> None:
-        """The adapter closed this socket itself (I/O error, EOF).
+        """The driver closed this socket itself (I/O error, EOF).
 
         Leases still held stay valid until released.  Discarding an id the pool
         no longer tracks is a no-op, so close paths may race.

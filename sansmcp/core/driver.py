@@ -1,0 +1,821 @@
+"""The pure client driver: the pool, the routes and every Conn's machine, as I/O commands.
+
+(Over ~600 lines on purpose: one state machine whose parts -- operations, exchanges and
+sockets, dials, deadlines -- share the same few tables (routes, pending exchanges,
+dials, the heap), and every method keeps their invariants together; about a third of
+the lines are docstrings and the command types.)
+
+Theory of operation
+-------------------
+One :class:`ClientDriver` per ``Client``.  It owns the connection
+:class:`~sansmcp.core.net.pool.Pool`, the route of every exchange in flight
+(exchange -> the Conn whose machine started it, and the socket carrying it) and
+each Conn's :class:`~sansmcp.core.mcp.McpMachine`.  It never touches a socket,
+a clock or a task: time comes in (``now=``), deadlines go out
+(:meth:`ClientDriver.next_deadline`), and what the adapter must do waits in an
+outbox of :data:`Command`\\ s (:meth:`ClientDriver.next_command`), h2-style:
+
+* I/O: :class:`Resolve` a host name, :class:`Connect` to one vetted address,
+  :class:`Write` bytes, :class:`CloseSocket` (abort; also abandons a resolve or a
+  connect in progress under that id; the adapter reports nothing back for it);
+* the caller's: :class:`Deliver` something the embedder's callback must see, and
+  :class:`Finished` (an operation's terminal outcome).  Both are executed in the
+  caller's task or thread, never in a socket reader.
+
+The adapter reports back: :meth:`~ClientDriver.resolved` /
+:meth:`~ClientDriver.resolve_failed`, :meth:`~ClientDriver.connected` /
+:meth:`~ClientDriver.connect_failed` (with the phase, ``"tcp"`` or ``"tls"``),
+:meth:`~ClientDriver.received`, :meth:`~ClientDriver.eof`,
+:meth:`~ClientDriver.reader_failed`, and calls :meth:`~ClientDriver.handle_timer`
+when :meth:`~ClientDriver.next_deadline` passes.
+
+**Machine outputs are acted on the moment they appear.**  ``StartExchange``
+checks out a socket: an exchange that must wait holds its pool ticket here until
+the pool grants it; a dial walks the vetted addresses one :class:`Connect` at a
+time, bounded by ``min(exchange deadline, checkout deadline)``.  Wire events go
+straight from a socket's wire machine to the machine that owns the exchange.  An
+input request or a terminal output goes to the caller while an operation runs;
+one that appears between operations (a server request on the standalone stream)
+is held for the next operation, and dropped then if the machine no longer wants it.
+
+**Deadlines** are kept in one heap with lazy deletion: each Conn and each dial
+has at most one live entry (the one it was last armed with, by sequence number); stale entries
+are skipped when they reach the top, and the heap is rebuilt when stale ones
+outnumber live ones.  The pool's idle expiry is one more deadline, recomputed
+only when the pool changed.  ``next_deadline()`` is O(1) amortised.
+
+**Errors.**  Misuse of the public API raises :class:`~sansmcp.core.errors.UsageError`
+(a closed or busy Conn, a closed Client) or ``CallerError`` (an unusable
+``Config`` or argument), with nothing changed.  Reports for ids the driver no
+longer knows (a socket it closed, a dial it gave up) are ignored.  Everything a
+server or a resolver does ends as a classified error in a :class:`Finished`.
+
+**Threads.**  The driver is not thread-safe; a blocking adapter drives it under
+one lock, executing I/O commands after releasing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import math
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, assert_never
+
+from . import config as config_module
+from .config import Config
+from .errors import ConnectionFailed, McpError, UsageError
+from .http import ExchangeFailed, ResponseEnded
+from .limits import Limits
+from .mcp import (
+    CancelExchange,
+    Closed,
+    Connected,
+    InputRequired,
+    McpMachine,
+    OperationFailed,
+    Output,
+    StartExchange,
+    ToolCalled,
+    ToolsListed,
+)
+from .net import dial as dialing
+from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection, WireConnection
+from .tools import CallResult, SkippedTool, Tool
+from .url import Origin
+from .wire import reader_fault
+
+__all__ = [
+    "ClientDriver",
+    "CloseSocket",
+    "Command",
+    "ConnView",
+    "Connect",
+    "Deliver",
+    "Finished",
+    "Phase",
+    "Resolve",
+    "Write",
+]
+
+Phase = Literal["tcp", "tls"]
+
+CONN_CLOSED = "this Conn is closed (closed, or an operation on it was cancelled)"
+CONN_BUSY = "a Conn runs one operation at a time"
+CLIENT_CLOSED = "this Client is closed"
+
+
+# ---------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolve:
+    """Resolve ``host`` (the resolver hook, else the system resolver); answer with
+    ``resolved(dial_id, answer)`` -- the raw answer, untrusted -- or ``resolve_failed``."""
+
+    dial_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Connect:
+    """Open a TCP socket to the IP literal ``address`` (numeric semantics: ``inet_pton``,
+    never a resolver), then, when ``tls`` is ``(server_hostname, alpn)``, the TLS
+    handshake; answer with ``connected(socket_id, alpn=)`` or ``connect_failed``."""
+
+    socket_id: int
+    address: str
+    port: int
+    tls: tuple[str, tuple[str, ...]] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Write:
+    socket_id: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloseSocket:
+    """Abort the socket (or the resolve / connect in progress) ``socket_id``; stop its
+    reader; report nothing more about it."""
+
+    socket_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deliver:
+    """Show ``item`` to the embedder in the caller's task (an input request: call the
+    input handler, bounded by ``deadline``, and ``answer`` it)."""
+
+    conn_id: int
+    item: InputRequired
+    deadline: float  # math.inf when none
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finished:
+    """The operation of ``conn_id`` ended: raise ``error``, or return ``value`` (the
+    tools of a listing, a call's result, None for connect and close)."""
+
+    conn_id: int
+    value: list[Tool] | CallResult | None = None
+    error: McpError | None = dataclasses.field(default=None, compare=False)
+
+
+Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
+
+
+# ---------------------------------------------------------------- state
+
+
+class ConnView:
+    """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it):
+    the machine (``protocol_version``, ``ttl_ms``, ``cache_scope``), whether the Conn is
+    closed, and what the last listing skipped."""
+
+    __slots__ = ("closed", "conn_id", "machine", "skipped_count", "skipped_tools")
+
+    def __init__(self, conn_id: int, machine: McpMachine) -> None:
+        self.conn_id = conn_id
+        self.machine = machine
+        self.closed = False
+        self.skipped_tools: list[SkippedTool] = []
+        # every entry the last listing skipped; ``skipped_tools`` records the first
+        # ``Limits.max_recorded_skips`` of them
+        self.skipped_count = 0
+
+
+class _Conn:
+    __slots__ = (
+        "attended",
+        "exchanges",
+        "heap_at",
+        "heap_seq",
+        "held",
+        "machine",
+        "origin",
+        "view",
+    )
+
+    def __init__(self, view: ConnView) -> None:
+        self.view = view
+        self.machine = view.machine
+        self.origin = view.machine.settings.endpoint.origin
+        self.exchanges: set[int] = set()  # started, dialling or waiting for a socket
+        self.attended = False  # an operation runs: the caller takes Deliver / Finished
+        self.held: list[Deliver] = []  # what came between operations
+        self.heap_at: float | None = None  # the deadline of its live heap entry
+        self.heap_seq: int | None = None  # and that entry's sequence number
+
+
+class _Socket:
+    __slots__ = ("exchanges", "pool_id", "socket_id", "wire")
+
+    def __init__(self, socket_id: int, pool_id: int, wire: WireConnection) -> None:
+        self.socket_id = socket_id
+        self.pool_id = pool_id
+        self.wire = wire
+        self.exchanges: set[int] = set()
+
+
+class _Dial:
+    __slots__ = (
+        "address",
+        "addresses",
+        "conn",
+        "deadline",
+        "failure",
+        "grant",
+        "heap_at",
+        "heap_seq",
+        "index",
+        "io_id",
+        "start",
+    )
+
+    def __init__(self, conn: _Conn, start: StartExchange, grant: DialNeeded) -> None:
+        self.conn = conn
+        self.start = start
+        self.grant = grant
+        self.deadline = min(start.deadline, grant.deadline)
+        self.addresses: list[str] = []
+        self.index = 0
+        self.address = ""
+        self.io_id: int | None = None  # the Resolve or Connect in progress
+        self.failure: ConnectionFailed | None = None
+        self.heap_at: float | None = None
+        self.heap_seq: int | None = None
+
+
+_Timed = _Conn | _Dial
+
+
+def _client_closed() -> ConnectionFailed:
+    return ConnectionFailed("the Client was closed", cause="reset")
+
+
+# ---------------------------------------------------------------- the driver
+
+
+class ClientDriver:
+    """Every Conn of one ``Client``, sans I/O (see the module docstring).
+
+    ``limits`` bounds everything; ``allow_loopback`` / ``allow_private`` widen the
+    address guard; ``http2_prior_knowledge`` speaks h2c to ``http://`` origins;
+    ``answers_input`` says the embedder can answer input requests (only then are
+    ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``.
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        allow_loopback: bool = False,
+        allow_private: bool = False,
+        http2_prior_knowledge: bool = False,
+        answers_input: bool = False,
+        capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.allow_loopback = allow_loopback
+        self.allow_private = allow_private
+        self.capabilities = (capabilities or {}) if answers_input else None
+        self.client_info = client_info
+        self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
+        self.closed = False
+        self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
+        self._conn_ids = itertools.count(1)
+        self._io_ids = itertools.count(1)  # Resolve, Connect and socket ids
+        self._outbox: deque[Command] = deque()
+        self._conns: dict[int, _Conn] = {}
+        self._routes: dict[int, tuple[_Conn, _Socket]] = {}  # exchange id ->
+        self._pending: dict[int, _Dial | int] = {}  # exchange id -> its dial or pool ticket
+        self._waits: dict[int, tuple[_Conn, StartExchange]] = {}  # pool ticket ->
+        self._dials: dict[int, _Dial] = {}  # pool connection id ->
+        self._resolving: dict[int, _Dial] = {}  # io id ->
+        self._connecting: dict[int, _Dial] = {}  # io id ->
+        self._sockets: dict[int, _Socket] = {}  # socket id ->
+        self._by_pool: dict[int, _Socket] = {}  # pool connection id ->
+        self._heap: list[tuple[float, int, _Timed]] = []
+        self._seq = itertools.count()
+        self._pool_seen = -1
+        self._pool_at: float | None = None
+
+    # ------------------------------------------------------------ observation
+
+    def next_command(self) -> Command | None:
+        """The next thing to do, or None when the outbox is empty."""
+        return self._outbox.popleft() if self._outbox else None
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` next has work (None: nothing timed)."""
+        heap = self._heap
+        while heap and heap[0][2].heap_seq != heap[0][1]:
+            heapq.heappop(heap)
+        first = heap[0][0] if heap else None
+        pool_at = self._pool_deadline()
+        if pool_at is None or (first is not None and first <= pool_at):
+            return first
+        return pool_at
+
+    def _pool_deadline(self) -> float | None:
+        """The pool's next idle expiry, recomputed only when the pool changed."""
+        changed = self.pool.changed
+        if changed != self._pool_seen:
+            self._pool_seen = changed
+            self._pool_at = self.pool.next_deadline()
+        return self._pool_at
+
+    # ------------------------------------------------------------ the caller's inputs
+
+    def open(self, config: Config, *, now: float) -> ConnView:
+        """A new Conn for ``config`` (``CallerError`` when unusable, ``UsageError`` after
+        :meth:`close`); start it with :meth:`connect`."""
+        if self.closed:
+            raise UsageError(CLIENT_CLOSED)
+        settings = config_module.conn_settings(
+            config, client_info=self.client_info, capabilities=self.capabilities, era_hint=None
+        )
+        hint = self.pool.era_hint(settings.endpoint.url)
+        if hint is not None:
+            settings = dataclasses.replace(settings, era_hint=hint)
+        machine = McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids)
+        view = ConnView(next(self._conn_ids), machine)
+        self._conns[view.conn_id] = _Conn(view)
+        return view
+
+    def connect(self, conn_id: int, *, now: float) -> None:
+        self._operate(conn_id, lambda machine: machine.connect(now=now), now)
+
+    def list_tools(self, conn_id: int, *, now: float) -> None:
+        self._operate(conn_id, lambda machine: machine.list_tools(now=now), now)
+
+    def call_tool(self, conn_id: int, name: str, arguments: bytes, *, now: float) -> None:
+        self._operate(conn_id, lambda machine: machine.call_tool(name, arguments, now=now), now)
+
+    def close_conn(self, conn_id: int, *, now: float) -> None:
+        """Close the Conn (a legacy session gets its DELETE); ends with :class:`Finished`,
+        at once when it is closed already."""
+        conn = self._conns.get(conn_id)
+        if conn is None or conn.view.closed:
+            self._outbox.append(Finished(conn_id=conn_id))
+            return
+        conn.view.closed = True
+        self._operate(conn_id, lambda machine: machine.close(now=now), now, closing=True)
+
+    def answer(
+        self, conn_id: int, input_id: int, answers: Mapping[str, Any] | None, *, now: float
+    ) -> None:
+        """The embedder's answer to a :class:`Deliver`\\ ed input request (None declines)."""
+        conn = self._conns.get(conn_id)
+        if conn is None:
+            return
+        conn.machine.answer_input(input_id, answers, now=now)
+        self._drive(conn, now)
+
+    def abandon(self, conn_id: int, *, now: float) -> None:
+        """The caller's task was cancelled (or its callback raised): the Conn closes
+        without a DELETE and its exchanges are cancelled; nothing more comes for it."""
+        conn = self._conns.get(conn_id)
+        if conn is not None:
+            self._drop(conn, now)
+
+    def close(self, *, now: float) -> None:
+        """Client close: every socket closes, every dial and wait fails, later dials fail."""
+        self.closed = True
+        for ticket, (conn, start) in list(self._waits.items()):
+            del self._waits[ticket], self._pending[start.exchange_id]
+            self._close_pool_ids(self.pool.withdraw(ticket, now=now), now)
+            self._fail(conn, start.exchange_id, _client_closed(), now)
+        while self._dials:
+            dial = next(iter(self._dials.values()))
+            self._give_up(dial, now)
+            self._settle(dial, _client_closed(), now)
+        self._close_pool_ids(self.pool.close_all(now=now), now)
+
+    # ------------------------------------------------------------ the adapter's reports
+
+    def resolved(self, dial_id: int, answers: object, *, now: float) -> None:
+        """The resolver's raw answer (any value: vetted here)."""
+        dial = self._resolving.pop(dial_id, None)
+        if dial is not None:
+            dial.io_id = None
+            self._vet(dial, answers, now)
+
+    def resolve_failed(
+        self, dial_id: int, exc: BaseException, *, from_hook: bool, now: float
+    ) -> None:
+        """The resolver hook raised ``exc`` (``from_hook``), or the system resolver did."""
+        dial = self._resolving.pop(dial_id, None)
+        if dial is None:
+            return
+        dial.io_id = None
+        origin = dial.grant.origin
+        if from_hook and isinstance(exc, Exception):
+            failure = dialing.hook_error(origin, exc)
+            failure.__cause__ = exc
+        else:
+            failure = dialing.dns_error(origin, exc)
+        self._dial_failed(dial, failure, now)
+
+    def connected(self, socket_id: int, *, alpn: str | None, now: float) -> None:
+        """The socket is up (TLS done); ``alpn`` is what the server selected."""
+        dial = self._connecting.pop(socket_id, None)
+        if dial is None:
+            return
+        self._end_dial(dial)
+        pool_id = dial.grant.conn_id
+        wire = self.pool.dial_succeeded(pool_id, alpn=alpn, now=now)
+        sock = _Socket(socket_id, pool_id, wire)
+        self._sockets[socket_id] = sock
+        self._by_pool[pool_id] = sock
+        self._begin(dial.conn, dial.start, sock, now)
+
+    def connect_failed(
+        self, socket_id: int, phase: Phase, exc: BaseException, *, now: float
+    ) -> None:
+        """The connect failed in ``phase``: creating the socket or TCP (``"tcp"``), or the
+        TLS handshake after TCP was up (``"tls"``, whatever the exception's class)."""
+        dial = self._connecting.pop(socket_id, None)
+        if dial is None:
+            return
+        dial.io_id = None
+        origin = dial.grant.origin
+        if phase == "tls":
+            # a runtime may wrap the TLS library's error: its reason is in the cause
+            reason = exc.__cause__ if exc.__cause__ is not None else exc
+            dial.failure = dialing.tls_error(origin, dial.address, reason)
+        else:
+            dial.failure = dialing.connect_error(origin, dial.address, exc)
+        self._next_address(dial, now)
+
+    def received(self, socket_id: int, data: bytes, *, now: float) -> None:
+        sock = self._sockets.get(socket_id)
+        if sock is not None:
+            sock.wire.receive_data(data, now=now)
+            self._dispatch(sock, now, ended=False)
+
+    def eof(self, socket_id: int, *, now: float) -> None:
+        sock = self._sockets.get(socket_id)
+        if sock is not None:
+            sock.wire.receive_eof(now=now)
+            self._dispatch(sock, now, ended=True)
+
+    def reader_failed(self, socket_id: int, exc: Exception, *, now: float) -> None:
+        """The socket's reader caught ``exc`` (from anything on its way): the socket's
+        exchanges fail classified (framing) and it closes."""
+        sock = self._sockets.get(socket_id)
+        if sock is not None:
+            reader_fault(sock.wire, exc)
+            self._dispatch(sock, now, ended=True)
+
+    def handle_timer(self, *, now: float) -> None:
+        """Act on every deadline at or before ``now``."""
+        heap = self._heap
+        limit = next(self._seq)  # what is armed from now on waits for the next call
+        later: list[tuple[float, int, _Timed]] = []
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            _, seq, timed = entry
+            if timed.heap_seq != seq:
+                continue  # stale: re-armed or gone since
+            if seq > limit:
+                later.append(entry)  # due again already: once per call, never a busy loop
+                continue
+            timed.heap_at = timed.heap_seq = None
+            if isinstance(timed, _Dial):
+                self._give_up(timed, now)
+                self._settle(timed, dialing.timeout_error(self.limits), now)
+            else:
+                timed.machine.handle_timer(now=now)
+                self._drive(timed, now)
+        for entry in later:
+            heapq.heappush(heap, entry)
+        pool_at = self._pool_deadline()
+        if pool_at is not None and pool_at <= now:
+            self._close_pool_ids(self.pool.expire(now=now), now)
+            self._grants(now)
+
+    # ------------------------------------------------------------ operations
+
+    def _operate(
+        self,
+        conn_id: int,
+        start: Callable[[McpMachine], None],
+        now: float,
+        *,
+        closing: bool = False,
+    ) -> None:
+        conn = self._conns.get(conn_id)
+        if conn is None or (conn.view.closed and not closing):
+            raise UsageError(CONN_CLOSED)
+        if conn.machine.busy:
+            raise UsageError(CONN_BUSY)
+        start(conn.machine)
+        conn.attended = True
+        mark = len(self._outbox)
+        held, conn.held = conn.held, []
+        self._drive(conn, now)
+        for deliver in reversed(held):  # before what the operation produced, as they came
+            if conn.machine.wanted(deliver.item):
+                self._outbox.insert(mark, deliver)
+
+    def _drive(self, conn: _Conn, now: float) -> None:
+        """Act on the machine's outputs, then re-arm its deadline."""
+        self._act(conn, now)
+        self._rearm(conn)
+
+    def _rearm(self, conn: _Conn) -> None:
+        if self._conns.get(conn.view.conn_id) is conn:
+            self._arm(conn, conn.machine.next_deadline())
+
+    def _act(self, conn: _Conn, now: float) -> None:
+        """Act on the machine's outputs the moment they appear."""
+        machine = conn.machine
+        while (output := machine.next_output()) is not None:
+            match output:
+                case StartExchange():
+                    self._start(conn, output, now)
+                case CancelExchange(exchange_id=exchange_id):
+                    self._cancel(exchange_id, now)
+                case InputRequired():
+                    deadline = machine.next_deadline()
+                    item = Deliver(
+                        conn_id=conn.view.conn_id,
+                        item=output,
+                        deadline=math.inf if deadline is None else deadline,
+                    )
+                    if conn.attended:
+                        self._outbox.append(item)
+                    else:
+                        conn.held.append(item)
+                case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
+                    self._finish(conn, output, now)
+                case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
+                    assert_never(output)
+
+    def _finish(self, conn: _Conn, output: Output, now: float) -> None:
+        conn.attended = False
+        view = conn.view
+        value: list[Tool] | CallResult | None = None
+        if isinstance(output, OperationFailed):
+            self._outbox.append(Finished(conn_id=view.conn_id, error=output.error))
+            return
+        if isinstance(output, Closed):
+            self._drop(conn, now)
+        else:
+            if isinstance(output, ToolsListed):
+                view.skipped_tools = list(output.skipped)
+                view.skipped_count = output.skipped_count
+                value = list(output.tools)
+            elif isinstance(output, ToolCalled):
+                value = output.result
+            version = conn.machine.protocol_version
+            assert version is not None  # an operation succeeded: the era is known
+            self.pool.remember_era(conn.machine.settings.endpoint.url, version)
+        self._outbox.append(Finished(conn_id=view.conn_id, value=value))
+
+    def _drop(self, conn: _Conn, now: float) -> None:
+        """The Conn is over: forget it, cancelling whatever it still has in flight."""
+        conn.view.closed = True
+        del self._conns[conn.view.conn_id]
+        conn.heap_at = conn.heap_seq = None
+        for exchange_id in list(conn.exchanges):
+            self._cancel(exchange_id, now)
+
+    # ------------------------------------------------------------ exchanges and sockets
+
+    def _start(self, conn: _Conn, start: StartExchange, now: float) -> None:
+        conn.exchanges.add(start.exchange_id)
+        if self.closed:
+            self._fail(conn, start.exchange_id, _client_closed(), now)
+            return
+        self._serve(conn, start, self.pool.checkout(conn.origin, now=now), now)
+
+    def _serve(
+        self, conn: _Conn, start: StartExchange, checkout: Grant | MustWait, now: float
+    ) -> None:
+        match checkout:
+            case UseConnection(conn_id=pool_id):
+                self._begin(conn, start, self._by_pool[pool_id], now)
+            case DialNeeded():
+                self._dial(conn, start, checkout, now)
+            case MustWait(ticket=ticket):
+                self._waits[ticket] = (conn, start)
+                self._pending[start.exchange_id] = ticket
+            case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
+                assert_never(checkout)
+
+    def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
+        sock.wire.start(start.exchange_id, start.request, now=now)
+        self.pool.started(sock.pool_id, now=now)
+        self._routes[start.exchange_id] = (conn, sock)
+        sock.exchanges.add(start.exchange_id)
+        self._flush(sock)
+        self._grants(now)
+
+    def _cancel(self, exchange_id: int, now: float) -> None:
+        route = self._routes.pop(exchange_id, None)
+        if route is not None:
+            conn, sock = route
+            conn.exchanges.discard(exchange_id)
+            sock.exchanges.discard(exchange_id)
+            sock.wire.cancel(exchange_id, now=now)
+            self._flush(sock)
+            self._close_pool_ids(self.pool.release(sock.pool_id, now=now), now)
+            self._grants(now)
+            return
+        pending = self._pending.get(exchange_id)
+        match pending:
+            case None:
+                return
+            case _Dial():
+                pending.conn.exchanges.discard(exchange_id)
+                self._give_up(pending, now)
+                self.pool.dial_failed(pending.grant.conn_id, now=now)
+            case int():
+                pending_conn = self._waits.pop(pending)[0]
+                del self._pending[exchange_id]
+                pending_conn.exchanges.discard(exchange_id)
+                self._close_pool_ids(self.pool.withdraw(pending, now=now), now)
+            case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
+                assert_never(pending)
+        self._grants(now)
+
+    def _fail(self, conn: _Conn, exchange_id: int, error: ConnectionFailed, now: float) -> None:
+        conn.exchanges.discard(exchange_id)
+        conn.machine.receive(ExchangeFailed(exchange_id=exchange_id, error=error), now=now)
+        self._drive(conn, now)
+
+    def _grants(self, now: float) -> None:
+        """Hand what the pool granted to the exchanges waiting for it."""
+        pool = self.pool
+        while pool.has_grants and not self.closed:
+            for ticket, _ in pool.take_grants():
+                entry = self._waits.pop(ticket, None)
+                if entry is None:  # pragma: no cover - re-granted and served by a nested pass
+                    continue
+                grant = pool.claim(ticket, now=now)
+                if grant is None:  # pragma: no cover - claimed at once: nothing broke it since
+                    # (the socket broke before the claim: the ticket is queued again)
+                    self._waits[ticket] = entry
+                    continue
+                conn, start = entry
+                del self._pending[start.exchange_id]
+                self._serve(conn, start, grant, now)
+
+    def _dispatch(self, sock: _Socket, now: float, *, ended: bool) -> None:
+        """Every event the wire has goes to its owner; then flush, or close the socket."""
+        wire = sock.wire
+        routes = self._routes
+        unarmed: _Conn | None = None
+        while (event := wire.next_event()) is not None:
+            route = routes.get(event.exchange_id)
+            if route is None:  # pragma: no cover - the wires drop a cancelled exchange's events
+                continue
+            conn = route[0]
+            if unarmed is not None and unarmed is not conn:
+                self._rearm(unarmed)
+            machine = conn.machine
+            if isinstance(event, ResponseEnded | ExchangeFailed):
+                del routes[event.exchange_id]
+                conn.exchanges.discard(event.exchange_id)
+                sock.exchanges.discard(event.exchange_id)
+                machine.receive(event, now=now)
+                self._close_pool_ids(self.pool.release(sock.pool_id, now=now), now)
+                self._grants(now)
+            else:
+                machine.receive(event, now=now)
+            self._act(conn, now)
+            unarmed = conn  # re-armed once, when the events move on to another Conn
+        if unarmed is not None:
+            self._rearm(unarmed)
+        if self._sockets.get(sock.socket_id) is sock:
+            if ended or wire.is_broken:
+                self._close_socket(sock, now)
+            else:
+                self._flush(sock)
+
+    def _flush(self, sock: _Socket) -> None:
+        data = sock.wire.data_to_send()
+        if data:
+            self._outbox.append(Write(socket_id=sock.socket_id, data=data))
+
+    def _close_pool_ids(self, pool_ids: list[int], now: float) -> None:
+        for pool_id in pool_ids:
+            self._close_socket(self._by_pool[pool_id], now)
+
+    def _close_socket(self, sock: _Socket, now: float) -> None:
+        """Close the socket: its live exchanges fail (reset), their leases end."""
+        del self._sockets[sock.socket_id], self._by_pool[sock.pool_id]
+        self._outbox.append(CloseSocket(socket_id=sock.socket_id))
+        self.pool.discard(sock.pool_id, now=now)
+        exchanges = list(sock.exchanges)
+        sock.exchanges.clear()
+        for exchange_id in exchanges:
+            conn = self._routes.pop(exchange_id)[0]
+            self.pool.release(sock.pool_id, now=now)
+            self._fail(conn, exchange_id, dialing.reset_error(), now)
+        self._grants(now)
+
+    # ------------------------------------------------------------ dials
+
+    def _dial(self, conn: _Conn, start: StartExchange, grant: DialNeeded, now: float) -> None:
+        for pool_id in grant.close_first:
+            self._close_pool_ids([pool_id], now)
+        dial = _Dial(conn, start, grant)
+        self._dials[grant.conn_id] = dial
+        self._pending[start.exchange_id] = dial
+        self._arm(dial, dial.deadline)
+        origin = grant.origin
+        literal = dialing.literal_address(origin.host)
+        if literal is not None:
+            self._vet(dial, [literal], now)
+            return
+        dial.io_id = next(self._io_ids)
+        self._resolving[dial.io_id] = dial
+        self._outbox.append(Resolve(dial_id=dial.io_id, host=origin.host, port=origin.port))
+
+    def _vet(self, dial: _Dial, answers: object, now: float) -> None:
+        try:
+            dial.addresses = dialing.vet(
+                dial.grant.origin,
+                answers,
+                allow_private=self.allow_private,
+                allow_loopback=self.allow_loopback,
+            )
+        except ConnectionFailed as failure:
+            self._dial_failed(dial, failure, now)
+            return
+        self._next_address(dial, now)
+
+    def _next_address(self, dial: _Dial, now: float) -> None:
+        """Connect to the next vetted address, or fail with the last address's failure."""
+        if dial.index >= len(dial.addresses):
+            assert dial.failure is not None  # vet() returns at least one address
+            self._dial_failed(dial, dial.failure, now)
+            return
+        dial.address = dial.addresses[dial.index]
+        dial.index += 1
+        origin: Origin = dial.grant.origin
+        dial.io_id = socket_id = next(self._io_ids)
+        self._connecting[socket_id] = dial
+        tls = (origin.host, dial.grant.alpn) if origin.scheme == "https" else None
+        self._outbox.append(
+            Connect(socket_id=socket_id, address=dial.address, port=origin.port, tls=tls)
+        )
+
+    def _end_dial(self, dial: _Dial) -> None:
+        del self._dials[dial.grant.conn_id], self._pending[dial.start.exchange_id]
+        dial.heap_at = dial.heap_seq = None
+
+    def _give_up(self, dial: _Dial, now: float) -> None:
+        """Abandon the dial's resolve or connect in progress, and the dial."""
+        assert dial.io_id is not None  # a live dial always waits for a resolve or a connect
+        self._resolving.pop(dial.io_id, None)
+        self._connecting.pop(dial.io_id, None)
+        self._outbox.append(CloseSocket(socket_id=dial.io_id))
+        dial.io_id = None
+        self._end_dial(dial)
+
+    def _dial_failed(self, dial: _Dial, failure: ConnectionFailed, now: float) -> None:
+        self._end_dial(dial)
+        self._settle(dial, failure, now)
+
+    def _settle(self, dial: _Dial, failure: ConnectionFailed, now: float) -> None:
+        """The ended dial failed with ``failure``: tell the pool, then the exchange.
+
+        When the dial ran out of time because the exchange's own, tighter deadline
+        passed (``connect_timeout``, ``call_timeout``...), the exchange is not told:
+        the machine's timer reports that bound by its name.
+        """
+        self.pool.dial_failed(dial.grant.conn_id, now=now)
+        self._grants(now)
+        exchange_id = dial.start.exchange_id
+        if failure.bound == "dial_timeout" and dial.grant.deadline > dial.start.deadline:
+            dial.conn.exchanges.discard(exchange_id)
+            return
+        self._fail(dial.conn, exchange_id, failure, now)
+
+    # ------------------------------------------------------------ deadlines
+
+    def _arm(self, timed: _Timed, deadline: float | None) -> None:
+        """``timed``'s one live heap entry is for ``deadline`` (none for None)."""
+        if deadline == timed.heap_at:
+            return
+        timed.heap_at = deadline
+        timed.heap_seq = None
+        if deadline is None:
+            return
+        timed.heap_seq = seq = next(self._seq)
+        heap = self._heap
+        heapq.heappush(heap, (deadline, seq, timed))
+        if len(heap) > 64 + 2 * (len(self._conns) + len(self._dials)):
+            self._heap = [entry for entry in heap if entry[2].heap_seq == entry[1]]
+            heapq.heapify(self._heap)

@@ -1,0 +1,273 @@
+"""What every runtime adapter shares: the public ``Client`` / ``Conn`` faces, runtime-free.
+
+Theory of operation
+-------------------
+The protocol lives in :class:`~sansmcp.core.driver.ClientDriver`.  An adapter
+subclasses :class:`ClientBase` and :class:`ConnBase` and adds only its runtime:
+``_now()`` (its clock), ``_pump()`` (the one loop executing the driver's
+commands), ``_within(deadline, awaitable)`` (a bounded await) and, on the Conn,
+``_post(command)`` / ``_next()`` (the caller's mailbox).  The coroutines here
+await nothing but those, so they run on asyncio and trio alike; an operation
+runs in the caller's task: start it on the driver, then take the caller's
+commands -- call the input handler for a :class:`Deliver`, return or raise on
+:class:`Finished`.  A cancellation or an exception from the caller's own
+callback abandons the Conn and propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Generic, Self, TypeVar, assert_never, cast
+
+from ..core.config import Config
+from ..core.driver import ClientDriver, ConnView, Deliver, Finished, Resolve
+from ..core.limits import Limits
+from ..core.net.pool import Pool
+from ..core.tools import CallResult, SkippedTool, Tool
+
+__all__ = ["ClientBase", "ConnBase", "numeric_socket", "resolve"]
+
+Resolver = Callable[[str, int], Awaitable[object]]
+InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any] | None]]
+T = TypeVar("T")
+ConnT = TypeVar("ConnT", bound="ConnBase")
+READ_SIZE = 65536
+
+
+class ClientBase(Generic[ConnT]):
+    """Owns the connection pool and its sockets; hands out ``Conn``\\ s.
+
+    ``limits`` bounds everything (:class:`~sansmcp.core.limits.Limits`);
+    ``allow_loopback`` / ``allow_private`` widen the address guard.
+    ``ssl_context`` (default: the system's trust store, TLS >= 1.2) verifies every
+    server; its ALPN protocols are set to ``h2`` and ``http/1.1`` on each dial.
+    ``http2_prior_knowledge`` speaks h2c to ``http://`` origins (tests).
+    ``resolver(host, port)`` replaces DNS (tests); every address it returns is still
+    vetted by the guard.  ``input_handler`` answers what servers ask for
+    (``{key: {"method", "params"}}`` -> ``{key: result}``, or None to decline) and
+    ``capabilities`` is what is declared for it; without a handler nothing is
+    declared and every ask is refused.  ``client_info`` replaces sansmcp's own
+    ``clientInfo``.
+    """
+
+    _conn_type: Callable[[Any, ConnView], ConnT]  # the runtime's Conn
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        allow_loopback: bool = False,
+        allow_private: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
+        http2_prior_knowledge: bool = False,
+        resolver: Resolver | None = None,
+        input_handler: InputHandler | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._driver = ClientDriver(
+            limits=limits,
+            allow_loopback=allow_loopback,
+            allow_private=allow_private,
+            http2_prior_knowledge=http2_prior_knowledge,
+            answers_input=input_handler is not None,
+            capabilities=capabilities,
+            client_info=client_info,
+        )
+        self._ssl = ssl_context
+        self._resolver = resolver
+        self.input_handler = input_handler
+        self._conns: dict[int, ConnT] = {}  # their mailboxes, by conn id (of _conn_type)
+        self._setup()
+
+    @property
+    def limits(self) -> Limits:
+        return self._driver.limits
+
+    @property
+    def pool(self) -> Pool:
+        return self._driver.pool
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:  # pragma: no cover - every adapter overrides it
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def connect(self, config: Config) -> AsyncIterator[ConnT]:
+        """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
+        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
+        self._conns[conn.view.conn_id] = conn
+        try:
+            await conn._run(self._driver.connect)
+            yield conn
+        finally:
+            await conn.aclose()
+
+    def tls_context(self, alpn: tuple[str, ...]) -> ssl.SSLContext:
+        """The SSL context, built once (loading the system CA store costs ~35 ms)."""
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+            self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._ssl.set_alpn_protocols(list(alpn))
+        return self._ssl
+
+    # what each runtime provides
+
+    def _setup(self) -> None:  # pragma: no cover - overridden
+        """The runtime's own state (called at the end of ``__init__``)."""
+
+    def _now(self) -> float:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _pump(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def _within(  # pragma: no cover - overridden
+        self, deadline: float, awaitable: Awaitable[T]
+    ) -> tuple[bool, T | None]:
+        raise NotImplementedError
+
+
+class ConnBase:
+    """One MCP connection (one work item): not safe for concurrent use."""
+
+    def __init__(self, client: ClientBase[Any], view: ConnView) -> None:
+        self.client = client
+        self.view = view
+        self.machine = view.machine
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The negotiated protocol revision."""
+        return self.machine.protocol_version
+
+    @property
+    def tools_ttl_ms(self) -> int:
+        """The last listing's ``ttlMs`` (0 when absent or negative)."""
+        return self.machine.ttl_ms
+
+    @property
+    def tools_cache_scope(self) -> str | None:
+        """The last listing's ``cacheScope`` (None for legacy servers)."""
+        return self.machine.cache_scope
+
+    @property
+    def skipped_tools(self) -> list[SkippedTool]:
+        """The first ``Limits.max_recorded_skips`` entries the last listing skipped."""
+        return self.view.skipped_tools
+
+    @property
+    def skipped_count(self) -> int:
+        """Every entry the last listing skipped, recorded or not."""
+        return self.view.skipped_count
+
+    async def list_tools(self) -> list[Tool]:
+        return cast("list[Tool]", await self._run(self.client._driver.list_tools))
+
+    async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
+        driver = self.client._driver
+
+        def start(conn_id: int, *, now: float) -> None:
+            driver.call_tool(conn_id, name, arguments, now=now)
+
+        return cast("CallResult", await self._run(start))
+
+    async def aclose(self) -> None:
+        """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
+        try:
+            if not self.view.closed:  # else closed, or abandoned: what its mailbox holds is stale
+                await self._run(self.client._driver.close_conn)
+        finally:
+            self.client._conns.pop(self.view.conn_id, None)
+
+    async def _run(self, start: Callable[..., None]) -> object:
+        client, conn_id = self.client, self.view.conn_id
+        start(conn_id, now=client._now())
+        client._pump()
+        try:
+            while True:
+                command = await self._next()
+                match command:
+                    case Deliver():
+                        await self._ask(command)
+                    case Finished():
+                        break
+                    case _:
+                        assert_never(command)
+        except BaseException:
+            client._driver.abandon(conn_id, now=client._now())
+            client._pump()
+            raise
+        if command.error is not None:
+            raise command.error
+        return command.value
+
+    async def _ask(self, command: Deliver) -> None:
+        client, handler = self.client, self.client.input_handler
+        answers: Mapping[str, Any] | None = None
+        if handler is not None:
+            done, answers = await client._within(command.deadline, handler(command.item.requests))
+            if not done:
+                return  # the operation's deadline: the driver's timer reports it
+        client._driver.answer(self.view.conn_id, command.item.input_id, answers, now=client._now())
+        client._pump()
+
+    # what each runtime provides
+
+    def _post(self, command: Deliver | Finished) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def _next(self) -> Deliver | Finished:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def numeric_socket(address: str, port: int) -> tuple[socket.socket, tuple[Any, ...]]:
+    """A non-blocking TCP socket for the IP literal ``address`` and its sockaddr.
+
+    Numeric-host semantics, strictly: ``inet_pton``, not ``getaddrinfo``, whose
+    ``AI_NUMERICHOST`` still takes inet_aton's ``127.1`` for 127.0.0.1.  Raises
+    ``OSError`` (the tcp phase) for anything that is not an address literal.
+    """
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    socket.inet_pton(family, address)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if family == socket.AF_INET6:
+        return sock, (address, port, 0, 0)
+    return sock, (address, port)
+
+
+async def resolve(
+    client: ClientBase[Any],
+    command: Resolve,
+    getaddrinfo: Callable[..., Awaitable[list[tuple[Any, ...]]]],
+) -> None:
+    """Run ``command`` (the resolver hook, else ``getaddrinfo``) and report to the driver."""
+    driver, hook = client._driver, client._resolver
+    try:
+        if hook is not None:
+            try:
+                answers: object = await hook(command.host, command.port)
+            except Exception as exc:
+                driver.resolve_failed(command.dial_id, exc, from_hook=True, now=client._now())
+                return
+        else:
+            try:
+                infos = await getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
+            except OSError as exc:
+                driver.resolve_failed(command.dial_id, exc, from_hook=False, now=client._now())
+                return
+            answers = [info[4][0] for info in infos]
+        driver.resolved(command.dial_id, answers, now=client._now())
+    finally:
+        client._pump()
