@@ -83,10 +83,10 @@ from .mcp import (
     ToolsListed,
 )
 from .net import dial as dialing
-from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection, WireConnection
+from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .tools import CallResult, SkippedTool, Tool
 from .url import Origin
-from .wire import reader_fault
+from .wire import Wire, reader_fault
 
 __all__ = [
     "ClientDriver",
@@ -216,7 +216,7 @@ class _Conn:
 class _Socket:
     __slots__ = ("exchanges", "pool_id", "socket_id", "wire")
 
-    def __init__(self, socket_id: int, pool_id: int, wire: WireConnection) -> None:
+    def __init__(self, socket_id: int, pool_id: int, wire: Wire) -> None:
         self.socket_id = socket_id
         self.pool_id = pool_id
         self.wire = wire

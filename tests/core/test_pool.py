@@ -18,9 +18,9 @@ from sansmcp.core.net.pool import (
     MustWait,
     Pool,
     UseConnection,
-    WireConnection,
 )
 from sansmcp.core.url import Origin, parse_endpoint
+from sansmcp.core.wire import Wire
 from sansmcp.core.wire.h1 import H1Connection
 from sansmcp.core.wire.h2 import H2Connection
 
@@ -71,7 +71,7 @@ class Factory:
     max_streams: int = 100
     made: list[FakeWire] = field(default_factory=list)
 
-    def __call__(self, *, http2: bool, limits: Limits, now: float) -> WireConnection:
+    def __call__(self, *, http2: bool, limits: Limits, now: float) -> Wire:
         wire = FakeWire(http2=http2, limits=limits, now=now, max_streams=self.max_streams)
         self.made.append(wire)
         return wire
@@ -249,7 +249,7 @@ def test_tls_without_alpn_is_http1_unless_prior_knowledge() -> None:
     assert fake_of(pool.dial_succeeded(first.conn_id, alpn=None, now=0.0)).http2
 
 
-def fake_of(wire: WireConnection) -> FakeWire:
+def fake_of(wire: Wire) -> FakeWire:
     assert isinstance(wire, FakeWire)
     return wire
 

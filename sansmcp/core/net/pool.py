@@ -13,7 +13,7 @@ of the sockets the driver must close now.  It tracks each connection in one of t
     one lease.  Ends with :meth:`Pool.dial_succeeded` (-> ``OPEN``, the lease
     kept) or :meth:`Pool.dial_failed` (forgotten).
 ``OPEN``
-    A wire machine (:class:`WireConnection`) is attached.  ``leases`` counts the
+    A wire machine (:class:`Wire`) is attached.  ``leases`` counts the
     exchanges handed out on it and not yet :meth:`Pool.release`\\ d.  An
     HTTP/1.1 connection carries at most one lease; an HTTP/2 one as many as its
     ``can_start()`` admits.  With no lease it is *idle* since ``idle_since``.
@@ -97,9 +97,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import LocalProtocolError
-from ..http import ExchangeEvent, HttpRequest
 from ..limits import Limits
 from ..url import Origin
+from ..wire import Wire
 from ..wire.h1 import H1Connection
 from ..wire.h2 import H2Connection
 
@@ -112,7 +112,6 @@ __all__ = [
     "MustWait",
     "Pool",
     "UseConnection",
-    "WireConnection",
     "WireFactory",
     "standard_wire",
 ]
@@ -124,34 +123,10 @@ ALPN_OFFER = ("h2", "http/1.1")
 """What :class:`DialNeeded` asks the dialer to offer in a TLS handshake."""
 
 
-class WireConnection(Protocol):
-    """The members of a wire machine (``H1Connection`` / ``H2Connection``) the pool and
-    the driver (:mod:`sansmcp.core.driver`) use; the pool itself needs only the first three."""
-
-    def can_start(self) -> bool: ...
-
-    @property
-    def is_broken(self) -> bool: ...
-
-    def close(self, *, now: float) -> None: ...
-
-    def start(self, exchange_id: int, request: HttpRequest, *, now: float) -> None: ...
-
-    def cancel(self, exchange_id: int, *, now: float) -> None: ...
-
-    def receive_data(self, data: bytes, *, now: float) -> None: ...
-
-    def receive_eof(self, *, now: float) -> None: ...
-
-    def next_event(self) -> ExchangeEvent | None: ...
-
-    def data_to_send(self) -> bytes: ...
-
-
 class WireFactory(Protocol):
     """Builds the wire machine for a freshly dialled socket."""
 
-    def __call__(self, *, http2: bool, limits: Limits, now: float) -> WireConnection: ...
+    def __call__(self, *, http2: bool, limits: Limits, now: float) -> Wire: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,7 +191,7 @@ class _Conn:
         self.conn_id = conn_id
         self.origin = origin
         self.state = _State.DIALING
-        self.wire: WireConnection | None = None
+        self.wire: Wire | None = None
         self.http2 = False
         self.may_be_h2 = may_be_h2
         self.leases = 1
@@ -247,7 +222,7 @@ class _Origin:
         self.queue: OrderedDict[int, None] = OrderedDict()  # tickets, oldest first
 
 
-def standard_wire(*, http2: bool, limits: Limits, now: float) -> WireConnection:
+def standard_wire(*, http2: bool, limits: Limits, now: float) -> Wire:
     """The default :class:`WireFactory`: ``H2Connection`` or ``H1Connection``."""
     if http2:
         return H2Connection(limits=limits, now=now)
@@ -319,7 +294,7 @@ class Pool:
         """The queued tickets and their origins, oldest first."""
         return sorted(self._tickets.items())
 
-    def wire(self, conn_id: int) -> WireConnection:
+    def wire(self, conn_id: int) -> Wire:
         """The wire machine of an open (or closed, still leased) connection."""
         conn = self._get(conn_id)
         if conn.wire is None:
@@ -426,7 +401,7 @@ class Pool:
         if conn.http2 and conn.pending == 0:
             self._grant_waiters(now=now)
 
-    def dial_succeeded(self, conn_id: int, *, alpn: str | None, now: float) -> WireConnection:
+    def dial_succeeded(self, conn_id: int, *, alpn: str | None, now: float) -> Wire:
         """The socket is up (TLS done); ``alpn`` is the protocol the server selected.
 
         Builds and returns the wire machine: HTTP/2 if ALPN chose ``h2``, or if no
