@@ -17,7 +17,8 @@ from .core.errors import (
     UsageError,
 )
 from .core.limits import Limits
-from .core.tools import CallResult, Content, SkippedTool, Tool
+from .core.results import CallResult, Content
+from .core.tools import SkippedTool, Tool
 
 __all__ = [
     "CallResult",

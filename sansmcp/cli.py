@@ -47,7 +47,8 @@ from .core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered
 from .core.jsonvalue import JsonError, parse_json_object_strict
 from .core.limits import Limits
 from .core.messages import SUPPORTED_VERSIONS
-from .core.tools import CallResult, Content, SkippedTool, Tool
+from .core.results import CallResult, Content
+from .core.tools import SkippedTool, Tool
 
 __all__ = [
     "EXIT_CONNECTION_FAILED",

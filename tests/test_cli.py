@@ -29,7 +29,7 @@ import pytest
 
 from sansmcp import Config, Limits, ServerAnswered
 from sansmcp.cli import main
-from sansmcp.core.tools import Content
+from sansmcp.core.results import Content
 from sansmcp.io_adapters.asyncio import Client
 
 ROOT = Path(__file__).resolve().parent.parent

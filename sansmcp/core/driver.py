@@ -84,7 +84,8 @@ from .mcp import (
 )
 from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
-from .tools import CallResult, SkippedTool, Tool
+from .results import CallResult
+from .tools import SkippedTool, Tool
 from .url import Origin
 from .wire import Wire, reader_fault
 

@@ -26,7 +26,8 @@ from ..core.config import Config
 from ..core.driver import ClientDriver, ConnView, Deliver, Finished, Resolve
 from ..core.limits import Limits
 from ..core.net.pool import Pool
-from ..core.tools import CallResult, SkippedTool, Tool
+from ..core.results import CallResult
+from ..core.tools import SkippedTool, Tool
 
 __all__ = ["ClientBase", "ConnBase", "numeric_socket", "resolve"]
 

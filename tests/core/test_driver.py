@@ -40,7 +40,8 @@ from sansmcp.core.driver import (
 from sansmcp.core.http import HttpRequest
 from sansmcp.core.limits import Limits
 from sansmcp.core.net import dial as dialing
-from sansmcp.core.tools import CallResult, Tool
+from sansmcp.core.results import CallResult
+from sansmcp.core.tools import Tool
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import MODERN, FakeServer, Response, result, sse_response

@@ -24,7 +24,7 @@ from sansmcp.core.mcp import (
     ToolCalled,
     ToolsListed,
 )
-from sansmcp.core.tools import CallResult, Content
+from sansmcp.core.results import CallResult, Content
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import URL, Driver, FakeServer, Response, error, result, tool

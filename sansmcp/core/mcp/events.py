@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import McpError
 from ..http import HttpRequest
-from ..tools import CallResult, SkippedTool, Tool
+from ..results import CallResult
+from ..tools import SkippedTool, Tool
 
 __all__ = [
     "CancelExchange",

@@ -166,10 +166,6 @@ class McpMachine:
     def protocol_version(self) -> str | None:
         return self._session.protocol_version
 
-    @protocol_version.setter
-    def protocol_version(self, version: str | None) -> None:
-        self._session.protocol_version = version
-
     @property
     def session_id(self) -> bytes | None:
         return self._session.session_id

@@ -27,6 +27,7 @@ from ..messages import (
     is_modern,
     negotiate_version,
 )
+from ..results import parse_call_result
 from ..tools import (
     HeaderParam,
     SkippedTool,
@@ -34,7 +35,6 @@ from ..tools import (
     encode_header_value,
     header_params_of,
     param_headers,
-    parse_call_result,
     validate_tool,
 )
 from . import rules

@@ -1,5 +1,9 @@
 """The connection pool: which socket carries which exchange, in what order, idle expiry, era hints.
 
+(Over ~600 lines on purpose: one state machine -- sockets by origin, their three states,
+leases, the FIFO ticket queue and the era cache -- whose methods keep the same invariants
+together; the first 90 lines are this docstring.)
+
 Theory of operation
 -------------------
 One :class:`Pool` per ``Client``, owned by its
