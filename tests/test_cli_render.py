@@ -29,9 +29,8 @@ from hypothesis import strategies as st
 from sansmcp import cli
 from sansmcp.cli import display_text, name_text, render_call, render_listing
 from sansmcp.core.jsonvalue import dumps_compact
+from sansmcp.core.results import CallResult, Content
 from sansmcp.core.tools import (
-    CallResult,
-    Content,
     HeaderParam,
     SkippedTool,
     Tool,

@@ -11,18 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sansmcp.core.errors import ServerAnswered
+from sansmcp.core.results import CallResult, Content, parse_call_result
 from sansmcp.core.tools import (
     MAX_SCHEMA_DEPTH,
     MAX_SCHEMA_NODES,
-    CallResult,
-    Content,
     HeaderParam,
     SkippedTool,
     Tool,
     encode_header_value,
     header_params_of,
     param_headers,
-    parse_call_result,
     validate_tool,
 )
 

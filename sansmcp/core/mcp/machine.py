@@ -69,9 +69,7 @@ from .transport import FOREVER, Exchange, Reply, Role, Transport
 __all__ = ["McpMachine"]
 
 
-# Enum members as module constants: on Python 3.11 each ``Enum.MEMBER`` lookup runs
-# EnumType.__getattr__'s hook (a bound wrapper per access), which the per-event path
-# should not pay.
+# Enum members as module constants, for the per-event path (see transport.py)
 _CLOSING: Final = Phase.CLOSING
 _IDLE: Final = Phase.IDLE
 _RUNNING: Final = Phase.RUNNING

@@ -347,16 +347,24 @@ class Transport:
                 exchange.progressed = True
                 self._on_message_text(exchange, sse_event.data)
 
-    def _on_end(self, exchange: Exchange) -> Reply | None:
-        self.exchanges.pop(exchange.exchange_id, None)
+    def _holds(self, exchange: Exchange) -> bool:
+        held = self.held
+        return held is not None and held[0] is exchange
+
+    def _ended_aside(self, exchange: Exchange) -> Reply | None:
+        """An exchange that is not the operation's waiting one ended (or failed): the
+        standalone stream re-opens; a stream whose answer is held gives the answer up."""
         if exchange is self.listen:
             self._reopen_listen(exchange)
             return None
-        held = self.held
-        if held is not None and held[0] is exchange:
+        if self._holds(exchange):
             return self.release_held()
-        if exchange.role is not _OP:
-            return None
+        return None
+
+    def _on_end(self, exchange: Exchange) -> Reply | None:
+        self.exchanges.pop(exchange.exchange_id, None)
+        if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
+            return self._ended_aside(exchange)
         status = exchange.status or 0
         if exchange.kind is _SSE:
             assert exchange.sse is not None
@@ -402,14 +410,8 @@ class Transport:
     def _on_failed(
         self, exchange: Exchange, error: ConnectionFailed
     ) -> Reply | ConnectionFailed | None:
-        if exchange is self.listen:
-            self._reopen_listen(exchange)
-            return None
-        held = self.held
-        if held is not None and held[0] is exchange:
-            return self.release_held()
-        if exchange.role is not _OP:
-            return None
+        if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
+            return self._ended_aside(exchange)
         limit = self.limits.max_stream_retries
         if rules.resend_refused(error.cause, exchange.status is not None, exchange.refusals, limit):
             # The server never processed it (GOAWAY, REFUSED_STREAM): send it again.
