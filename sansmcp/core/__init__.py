@@ -1,6 +1,63 @@
 """The pure, sans-I/O heart of sansmcp: state machines fed bytes, events and ``now``.
 
 Nothing under this package opens a socket, reads a clock, sleeps or logs.
+
+The face an embedder drives (what the runtime adapters in ``sansmcp.io_adapters`` use,
+and what a new runtime would): one :class:`ClientDriver` per client, built with the
+``Limits`` and the guard's settings; ``open(Config)`` a Conn, start its operations
+(``connect``, ``list_tools``, ``call_tool``, ``close_conn``), execute the
+:data:`Command`\\ s it emits -- :class:`Resolve`, :class:`Connect`, :class:`Write`,
+:class:`CloseSocket` on sockets; :class:`Deliver` and :class:`Finished` in the caller's
+task or thread -- and report back what happened (``resolved``, ``connected``,
+``connect_failed`` with its :data:`Phase`, ``received``, ``eof``, ``handle_timer`` when
+``next_deadline()`` passes).  One Conn's protocol alone is :class:`McpMachine`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # first: the MCP package reads it as the modules below load
+
+from .config import Config
+from .driver import (
+    ClientDriver,
+    CloseSocket,
+    Command,
+    Connect,
+    ConnView,
+    Deliver,
+    Finished,
+    Phase,
+    Resolve,
+    Write,
+)
+from .errors import (
+    CallerError,
+    ConnectionFailed,
+    McpError,
+    ServerAnswered,
+    Unauthorized,
+    UsageError,
+)
+from .limits import Limits
+from .mcp import McpMachine
+
+__all__ = [
+    "CallerError",
+    "ClientDriver",
+    "CloseSocket",
+    "Command",
+    "Config",
+    "ConnView",
+    "Connect",
+    "ConnectionFailed",
+    "Deliver",
+    "Finished",
+    "Limits",
+    "McpError",
+    "McpMachine",
+    "Phase",
+    "Resolve",
+    "ServerAnswered",
+    "Unauthorized",
+    "UsageError",
+    "Write",
+    "__version__",
+]

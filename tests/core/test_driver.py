@@ -1032,3 +1032,12 @@ Interleaved.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_interleaved_operations = Interleaved.TestCase
+
+
+def test_the_core_package_presents_the_sans_io_face() -> None:
+    import sansmcp.core as core
+    from sansmcp.core import driver, mcp
+
+    assert core.ClientDriver is driver.ClientDriver and core.McpMachine is mcp.McpMachine
+    assert set(core.__all__) >= {"ClientDriver", "Command", "Connect", "Deliver", "Finished"}
+    assert all(getattr(core, name) is not None for name in core.__all__)
