@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import strategies as st
+
 from sansmcp.core.errors import ConnectionFailed, McpError
 from sansmcp.core.http import (
     DataReceived,
@@ -364,3 +366,41 @@ class Driver:
             else:
                 names.append(request.method.decode())
         return names
+
+
+# Every shape an embedder's input handler could hand back: JSON values and what JSON cannot
+# carry (bytes, sets, tuples as keys, objects, NaN and infinities, non-string keys), at the
+# top and nested.
+_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=4)
+    | st.binary(max_size=2)
+    | st.builds(object)
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.frozensets(st.integers(), max_size=2)
+        | st.dictionaries(st.text(max_size=3) | st.integers() | st.none(), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+HANDLER_RETURNS = _VALUES | st.dictionaries(st.text(max_size=6), _VALUES, max_size=3)
+
+
+def sendable(value: Any) -> bool:
+    """Whether ``value`` is None or a str-keyed mapping of values JSON can carry."""
+    if value is None:
+        return True
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return False
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True

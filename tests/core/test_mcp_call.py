@@ -27,7 +27,17 @@ from sansmcp.core.mcp import (
 from sansmcp.core.results import CallResult, Content
 from sansmcp.core.url import parse_endpoint
 
-from .fakemcp import URL, Driver, FakeServer, Response, error, result, tool
+from .fakemcp import (
+    HANDLER_RETURNS,
+    URL,
+    Driver,
+    FakeServer,
+    Response,
+    error,
+    result,
+    sendable,
+    tool,
+)
 from .test_mcp_streams import h11_accepts
 
 HEADERED = {
@@ -457,3 +467,28 @@ def test_tool_names_and_x_mcp_headers_never_make_an_invalid_request(
         assert isinstance(outcome, ToolCalled | OperationFailed)
     for start in driver.started:
         h11_accepts(start.request)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(answer=HANDLER_RETURNS)
+def test_any_value_an_input_handler_returns_is_sent_as_given_or_a_caller_error(
+    answer: Any,
+) -> None:
+    server = FakeServer()
+    driver = connected(
+        server,
+        settings=settings(capabilities={"elicitation": {}}),
+        input_handler=lambda requests: answer,
+    )
+    answer_calls(server, iter([asking(requests=ELICIT, state="s"), COMPLETE]))
+    if not sendable(answer):
+        with pytest.raises(CallerError):
+            driver.call("echo")
+        return
+    outcome = driver.call("echo")
+    if answer is None:
+        assert isinstance(driver.failure(outcome), ServerAnswered)
+        return
+    assert isinstance(outcome, ToolCalled)
+    retry = call_requests(server)[1][1]
+    assert retry["params"]["inputResponses"] == json.loads(json.dumps(answer))

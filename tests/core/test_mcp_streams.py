@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sansmcp.core.errors import ConnectionFailed, ServerAnswered
+from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered
 from sansmcp.core.fieldvalue import echoable
 from sansmcp.core.http import DataReceived, HttpRequest, ResponseEnded, header_value
 from sansmcp.core.limits import Limits
@@ -28,7 +28,18 @@ from sansmcp.core.mcp import (
 from sansmcp.core.url import parse_endpoint
 from sansmcp.core.wire.h1 import H1Connection
 
-from .fakemcp import URL, Driver, FakeServer, Response, json_response, result, sse_response, tool
+from .fakemcp import (
+    HANDLER_RETURNS,
+    URL,
+    Driver,
+    FakeServer,
+    Response,
+    json_response,
+    result,
+    sendable,
+    sse_response,
+    tool,
+)
 
 NOTE = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
 LOG = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
@@ -982,3 +993,30 @@ def test_outputs_set_aside_are_wanted_only_while_their_exchange_or_ask_lives() -
     assert not machine.wanted(ask)  # declined by the close
     assert not machine.wanted(get)  # the standalone stream ends with the connection
     assert machine.wanted(CancelExchange(exchange_id=get.exchange_id))
+
+
+@settings(max_examples=150, deadline=None)
+@given(answer=HANDLER_RETURNS)
+def test_any_value_answering_a_server_request_is_sent_declined_or_a_caller_error(
+    answer: Any,
+) -> None:
+    """A legacy server request's answer: the ``request`` result when it is a JSON object,
+    a decline when it is missing or not an object, a CallerError when unsendable."""
+    server = FakeServer(modern=False, legacy="2025-11-25")
+    driver = listening(server)
+    (get,) = gets_of(driver)
+    send_on(driver, get.exchange_id, ELICIT)
+    ask = driver.pending()
+    assert isinstance(ask, InputRequired) and ask.server_request
+    if not sendable(answer):
+        with pytest.raises(CallerError):
+            driver.machine.answer_input(ask.input_id, answer, now=driver.now)
+        return
+    driver.machine.answer_input(ask.input_id, answer, now=driver.now)
+    reply = driver.pending()
+    assert isinstance(reply, StartExchange)
+    sent = json.loads(reply.request.body)
+    if answer is not None and isinstance(answer.get("request"), dict):
+        assert sent["result"] == json.loads(json.dumps(answer["request"]))
+    else:
+        assert sent["error"]["message"] == "declined by the user"

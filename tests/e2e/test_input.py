@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sansmcp import Config, ConnectionFailed, Limits, ServerAnswered
+from sansmcp import CallerError, Config, ConnectionFailed, Limits, ServerAnswered
 
 from .conftest import MODES, Backend, Launcher, Server
 
@@ -107,6 +107,36 @@ def test_an_exception_the_handler_raises_propagates_and_closes_the_conn(
             config = Config(url=stateful_sse.url(), protocol_versions=versions)
             async with client.connect(config) as conn:
                 with pytest.raises(HandlerFault, match="handler broke"):
+                    await conn.call_tool(tool, b"{}")
+                with pytest.raises(RuntimeError, match="closed"):
+                    await conn.call_tool("echo", b'{"text": "after"}')
+            async with client.connect(config) as conn:
+                again = await conn.call_tool("echo", b'{"text": "next work item"}')
+                assert again.content[0].text == "next work item"
+
+    backend.run(main)
+
+
+@pytest.mark.parametrize("era", list(ERAS))
+@pytest.mark.parametrize("bad", [["accept"], {"confirm": {"n": float("nan")}}, {1: {}}])
+def test_an_unsendable_handler_answer_is_a_caller_error_and_closes_the_conn(
+    backend: Backend, stateful_sse: Server, era: str, bad: Any
+) -> None:
+    """A value the handler returns is checked before it is used: not a mapping, not
+    JSON, or not string-keyed is the caller's mistake (CallerError), never an escape from
+    deep in a request; like the handler's own exception it closes the Conn."""
+    tool, versions = ERAS[era]
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Any:
+        return bad
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True, input_handler=handler, capabilities=CAPABILITIES
+        ) as client:
+            config = Config(url=stateful_sse.url(), protocol_versions=versions)
+            async with client.connect(config) as conn:
+                with pytest.raises(CallerError, match="input handler"):
                     await conn.call_tool(tool, b"{}")
                 with pytest.raises(RuntimeError, match="closed"):
                     await conn.call_tool("echo", b'{"text": "after"}')

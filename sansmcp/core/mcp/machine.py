@@ -281,10 +281,15 @@ class McpMachine:
         self._close_progress()
 
     def answer_input(self, input_id: int, answers: Mapping[str, Any] | None, *, now: float) -> None:
-        """Answer an :class:`InputRequired`; ``None`` refuses (decline)."""
+        """Answer an :class:`InputRequired`; ``None`` refuses (decline).
+
+        ``answers`` comes from the embedder's handler: anything but None or a mapping of
+        string keys to JSON values is a ``CallerError``, raised before anything changes.
+        """
         self._t.now = now
         if input_id not in self._asks:
             return  # the operation ended meanwhile
+        answers = rules.checked_answers(answers)
         exchange = self._asks.pop(input_id)
         if exchange is None:
             self._resume(answers)

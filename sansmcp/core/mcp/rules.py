@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..auth import parse_www_authenticate
-from ..errors import ConnectionFailed, ServerAnswered, Unauthorized
+from ..errors import CallerError, ConnectionFailed, ServerAnswered, Unauthorized
 from ..http import Headers, header_value
+from ..jsonvalue import JsonError, dumps_compact
 from ..messages import content_type
 from ..tools import utf8_len
 
@@ -276,3 +277,23 @@ def backoff_delay(shed: int, jitter: float) -> float:
     """Seconds before calling again after the ``shed``-th (from 0) bare ``requestState``:
     50 ms doubling to 500 ms, times 0.5 to 1.5 by ``jitter`` in [0, 1)."""
     return min(0.05 * 2.0**shed, 0.5) * (0.5 + jitter)
+
+
+def checked_answers(answers: object) -> Mapping[str, Any] | None:
+    """What the embedder's input handler returned, checked before it is used: None (a
+    decline) or a mapping of string keys whose values can be sent as JSON; anything else
+    is the caller's mistake (``CallerError``), never an escape from deep in a request."""
+    if answers is None:
+        return None
+    if not isinstance(answers, Mapping):
+        raise CallerError(
+            "the input handler must return a mapping of the asked keys to their results, "
+            f"or None to decline; it returned {type(answers).__name__}"
+        )
+    try:
+        dumps_compact(dict(answers))
+    except JsonError as exc:
+        raise CallerError(f"the input handler's answer cannot be sent: {exc}") from None
+    if not all(isinstance(key, str) for key in answers):
+        raise CallerError("the input handler's answer must have string keys")
+    return answers
