@@ -87,6 +87,10 @@ def conn_settings(
             )
         if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
             raise CallerError("the bearer token must be non-empty visible ASCII")
+    for field_name in ("headers", "tool_schemas"):
+        value = getattr(config, field_name)
+        if value is not None and not isinstance(value, Mapping):
+            raise CallerError(f"Config.{field_name} must be a mapping, not {type(value).__name__}")
     headers = tuple(_header_bytes(k, v) for k, v in (config.headers or {}).items())
     _json_value("Config.meta", dict(config.meta or {}))
     _json_value("client_info", client_info)

@@ -58,6 +58,8 @@ def test_config_becomes_settings() -> None:
         Config(url="https://example.com/mcp", tool_schemas={"a": b"{"}),
         Config(url="https://example.com/mcp", tool_schemas={"a": b"[1]"}),
         Config(url="https://example.com/mcp", protocol_versions=["2024-11-05"]),
+        Config(url="https://example.com/mcp", headers=[("X", "y")]),  # type: ignore[arg-type]
+        Config(url="https://example.com/mcp", tool_schemas=["a"]),  # type: ignore[arg-type]
     ],
     ids=lambda c: repr(c)[:60],
 )
