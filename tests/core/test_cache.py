@@ -703,3 +703,35 @@ def test_a_json_body_listing_response_is_cached_too() -> None:
     listed(conn(server, shared))
     listed(conn(server, shared))
     assert list_count(server) == 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    ttls=st.lists(st.integers(min_value=-5, max_value=3_000), min_size=1, max_size=4),
+    at=st.floats(min_value=0, max_value=4),
+)
+def test_a_listing_is_served_exactly_while_every_page_is_fresh(ttls: list[int], at: float) -> None:
+    """Pages received at 0 with their own ttls; a later Conn at ``at`` is served from the
+    cache iff every page is fresh then (``at < ttl / 1000`` for each), and then sends nothing."""
+    server = FakeServer()
+
+    def make(cursor: Any) -> dict[str, Any]:
+        index = int(cursor) if cursor else 0
+        value: dict[str, Any] = {
+            "tools": [tool(f"t{index}")],
+            "ttlMs": ttls[index],
+            "cacheScope": "public",
+        }
+        if index + 1 < len(ttls):
+            value["nextCursor"] = str(index + 1)
+        return value
+
+    serve_pages(server, make)
+    shared = cache()
+    listed(conn(server, shared))
+    later = conn(server, shared, now=at)
+    got = listed(later)
+    fresh = all(ttl > 0 and at < ttl / 1000 for ttl in ttls)
+    assert later.machine.tools_from_cache == fresh
+    assert list_count(server) == (1 if fresh else 2) * len(ttls)
+    assert [t.name for t in got.tools] == [f"t{i}" for i in range(len(ttls))]
