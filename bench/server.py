@@ -1,6 +1,8 @@
 """The benchmark's MCP server: the official ``mcp`` package, counting what it is sent.
 
-Run: ``python -m bench.server [--tools N] [--json] [--h2c]``.  Binds 127.0.0.1 on a
+Run: ``python -m bench.server [--tools N] [--json] [--h2c] [--cache-ttl MS [--cache-scope S]]``
+(``--cache-ttl`` sets the SDK's ``ttlMs`` / ``cacheScope`` hints on ``tools/list`` and
+``server/discover``).  Binds 127.0.0.1 on a
 free port, serves MCP at a random path (``/mcp-<hex>``: a stray client of another
 process that reaches the port gets a 404 and is not counted) and prints
 ``READY <port> <path>`` once listening.
@@ -198,14 +200,22 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=10)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--h2c", action="store_true")
+    parser.add_argument("--cache-ttl", type=int, default=None)  # ttlMs on tools/list, discover
+    parser.add_argument("--cache-scope", default="public")
     args = parser.parse_args()
     counter = Counter()
     # A path of our own: other processes on this shared machine that dial a port they
     # once knew may reach ours; they get a 404 and are not counted.
     path = f"/mcp-{secrets.token_hex(6)}"
-    mcp_app = build(args.tools).streamable_http_app(
-        json_response=args.json, streamable_http_path=path
-    )
+    server = build(args.tools)
+    if args.cache_ttl is not None:
+        from mcp.server.caching import CacheHint, validate_cache_hints
+
+        hint = CacheHint(ttl_ms=args.cache_ttl, scope=args.cache_scope)
+        server._lowlevel_server.cache_hints = validate_cache_hints(
+            {"tools/list": hint, "server/discover": hint}
+        )
+    mcp_app = server.streamable_http_app(json_response=args.json, streamable_http_path=path)
     asyncio.run(_serve(counter.wrap(mcp_app, path), _listener(), counter, args.h2c, path))
 
 

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 from . import config as config_module
+from .cache import CallerCache, ListingCache
 from .config import Config
 from .errors import ConnectionFailed, McpError, UsageError
 from .http import ExchangeFailed, ResponseEnded
@@ -270,6 +271,8 @@ class ClientDriver:
     address guard; ``http2_prior_knowledge`` speaks h2c to ``http://`` origins;
     ``answers_input`` says the embedder can answer input requests (only then are
     ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``.
+    ``cache_salt`` (random bytes the adapter draws, up to 64) salts the caller digests
+    that key ``private`` entries of the Client-wide listing cache (:attr:`cache`).
     """
 
     def __init__(
@@ -282,6 +285,7 @@ class ClientDriver:
         answers_input: bool = False,
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
+        cache_salt: bytes = b"",
     ) -> None:
         self.limits = limits or Limits()
         self.allow_loopback = allow_loopback
@@ -289,6 +293,10 @@ class ClientDriver:
         self.capabilities = (capabilities or {}) if answers_input else None
         self.client_info = client_info
         self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
+        self.cache = ListingCache(
+            max_entries=self.limits.max_cache_entries, max_bytes=self.limits.max_cache_bytes
+        )
+        self._cache_salt = bytes(cache_salt)
         self.closed = False
         self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
         self._conn_ids = itertools.count(1)
@@ -346,7 +354,12 @@ class ClientDriver:
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
             settings = dataclasses.replace(settings, era_hint=hint)
-        machine = McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids)
+        machine = McpMachine(
+            settings,
+            limits=self.limits,
+            exchange_ids=self._exchange_ids,
+            cache=CallerCache(self.cache, settings, self._cache_salt),
+        )
         view = ConnView(next(self._conn_ids), machine)
         self._conns[view.conn_id] = _Conn(view)
         return view
@@ -354,8 +367,9 @@ class ClientDriver:
     def connect(self, conn_id: int, *, now: float) -> None:
         self._operate(conn_id, lambda machine: machine.connect(now=now), now)
 
-    def list_tools(self, conn_id: int, *, now: float) -> None:
-        self._operate(conn_id, lambda machine: machine.list_tools(now=now), now)
+    def list_tools(self, conn_id: int, *, now: float, fresh: bool = False) -> None:
+        """List the tools (from the Client-wide cache while fresh there, unless ``fresh``)."""
+        self._operate(conn_id, lambda machine: machine.list_tools(now=now, fresh=fresh), now)
 
     def call_tool(self, conn_id: int, name: str, arguments: bytes, *, now: float) -> None:
         self._operate(conn_id, lambda machine: machine.call_tool(name, arguments, now=now), now)

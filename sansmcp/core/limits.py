@@ -125,6 +125,8 @@ _RULES: dict[str, _Rule] = {
     "max_recorded_skips": _ALLOWANCE,
     "max_unowned_bytes_per_socket": _COUNT,
     "h1_max_small_chunks": _COUNT,
+    "max_cache_entries": _ALLOWANCE,
+    "max_cache_bytes": _ALLOWANCE,
 }
 
 
@@ -207,3 +209,8 @@ class Limits:
     # ~30 us: the twin of h2_max_small_data_frames, lower because one 64 KiB read holds
     # ~10,000 of them and is parsed in one step); past it the exchange fails as a budget
     h1_max_small_chunks: int = 4_096  # >= 1
+    # the Client-wide cache of listings (spec ttlMs / cacheScope): entries (one per
+    # tools/list page or server/discover result) and their estimated bytes; the least
+    # recently used goes first; 0 turns the cache off
+    max_cache_entries: int = 1024  # >= 0
+    max_cache_bytes: int = 16 << 20  # >= 0

@@ -17,6 +17,7 @@ callback abandons the Conn and propagates unchanged.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -77,6 +78,7 @@ class ClientBase(Generic[ConnT]):
             answers_input=input_handler is not None,
             capabilities=capabilities,
             client_info=client_info,
+            cache_salt=os.urandom(16),
         )
         self._ssl = ssl_context
         self._resolver = resolver
@@ -161,6 +163,12 @@ class ConnBase:
         return self.machine.cache_scope
 
     @property
+    def tools_from_cache(self) -> bool:
+        """This Conn's tools came from the Client's cache: its listing (or, on a Conn
+        that only calls, the tools it sends headers for) cost no request."""
+        return self.machine.tools_from_cache
+
+    @property
     def skipped_tools(self) -> list[SkippedTool]:
         """The first ``Limits.max_recorded_skips`` entries the last listing skipped."""
         return self.view.skipped_tools
@@ -170,8 +178,15 @@ class ConnBase:
         """Every entry the last listing skipped, recorded or not."""
         return self.view.skipped_count
 
-    async def list_tools(self) -> list[Tool]:
-        return cast("list[Tool]", await self._run(self.client._driver.list_tools))
+    async def list_tools(self, *, fresh: bool = False) -> list[Tool]:
+        """The server's tools: from the Client's cache while the spec's ``ttlMs`` /
+        ``cacheScope`` allow (no request), else listed; ``fresh=True`` always lists."""
+        driver = self.client._driver
+
+        def start(conn_id: int, *, now: float) -> None:
+            driver.list_tools(conn_id, now=now, fresh=fresh)
+
+        return cast("list[Tool]", await self._run(start))
 
     async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
         driver = self.client._driver

@@ -29,6 +29,8 @@ ALLOWANCES = {
     "max_server_requests",
     "max_informational",
     "max_recorded_skips",  # an optional record: 0 keeps only the count
+    "max_cache_entries",  # the listing cache: 0 turns it off
+    "max_cache_bytes",
 }
 
 

@@ -21,6 +21,8 @@ method or ``"response"``, status); ``GET /_log?TAG`` returns that tag's log as J
 so a test counts exactly the requests its own client sent.  ``--legacy-only`` puts
 the SDK behind a filter that answers every 2026-07-28 request as a legacy-only server
 does (HTTP 400 with a JSON-RPC error), so the SDK server speaks only the legacy era.
+``--cache-ttl MS [--cache-scope public|private]`` sets the SDK's cache hints on
+``tools/list`` and ``server/discover`` (``ttlMs`` / ``cacheScope``).
 """
 
 from __future__ import annotations
@@ -145,9 +147,18 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--legacy-only", action="store_true")
     parser.add_argument("--back-channel", action="store_true")
+    parser.add_argument("--cache-ttl", type=int, default=None)
+    parser.add_argument("--cache-scope", default="public")
     args = parser.parse_args()
 
     server = build(args.tools)
+    if args.cache_ttl is not None:
+        from mcp.server.caching import CacheHint, validate_cache_hints
+
+        hint = CacheHint(ttl_ms=args.cache_ttl, scope=args.cache_scope)
+        server._lowlevel_server.cache_hints = validate_cache_hints(
+            {"tools/list": hint, "server/discover": hint}
+        )
     # The SDK renders a rich traceback for every failing tool (~0.4 s each); the
     # suite calls ``fail`` on purpose, so keep the SDK's logs to critical ones.
     logging.getLogger("mcp").setLevel(logging.CRITICAL)

@@ -1843,6 +1843,41 @@ CASES += [
 # ------------------------------------------------------------ end of issue 10 B and D (wire)
 
 
+# ---------------------------------------------------------------- issue 15: the listing cache
+# A listing's ttlMs is the server's word: a 400-digit integer must not break the cache (its
+# freshness is capped at a day), and an entry the cache keeps is served on the second list.
+
+
+def cached_listing(**hints: Any) -> Callable[[Request], Answer]:
+    def make(request: Request) -> Answer:
+        return json_answer(result(request.rpc_id, {**list_result([tool("echo")]), **hints}))
+
+    return make
+
+
+CASES += [
+    Case(
+        "cache_ttl_400_digits",
+        "a public listing whose ttlMs is a 400-digit integer; the client lists twice",
+        "the cache caps freshness at a day: kept, and the second list sends nothing",
+        h1({L: answer(cached_listing(ttlMs=10**400, cacheScope="public"))}),
+        Expect("ok", requests={D: 1, L: 1, C: 1}),
+        ops=("list", "list", "call"),
+        fast=True,
+    ),
+    Case(
+        "cache_private_without_credential",
+        "a private listing with a long ttlMs, to a client with no credential; it lists twice",
+        "no authorization context: a private result is not kept, the second list asks again",
+        h1({L: answer(cached_listing(ttlMs=3_600_000, cacheScope="private"))}),
+        Expect("ok", requests={D: 1, L: 2, C: 1}),
+        ops=("list", "list", "call"),
+        fast=True,
+    ),
+]
+# ------------------------------------------------------------ end of issue 15
+
+
 def _challenge(report: dict[str, Any], error_code: str) -> None:
     challenges = report["error"]["challenges"]
     assert challenges and challenges[0][0].lower() == "bearer", challenges

@@ -41,6 +41,7 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, assert_never
 
+from ..cache import CallerCache
 from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
 from ..http import ExchangeEvent
 from ..jsonvalue import JsonError, parse_json_object_strict
@@ -98,6 +99,7 @@ class McpMachine:
         ids: Iterator[int] | None = None,
         jitter: Callable[[], float] | None = None,
         exchange_ids: Iterator[int] | None = None,
+        cache: CallerCache | None = None,
     ) -> None:
         self.settings = settings
         self.limits = limits = limits or Limits()
@@ -121,7 +123,9 @@ class McpMachine:
             versions=versions,
             ids=ids,
             jitter=jitter,
+            cache=cache,
         )
+        transport.on_list_changed = self._ops.invalidate_tools
         self._outputs = transport.outputs
         self._phase = _IDLE
         # the operation in hand
@@ -177,6 +181,11 @@ class McpMachine:
         return self._ops.cache_scope
 
     @property
+    def tools_from_cache(self) -> bool:
+        """This connection's tools came from the Client-wide cache (no listing sent)."""
+        return self._ops.tools_from_cache is True
+
+    @property
     def bytes_received(self) -> int:
         return self._budget.bytes_received
 
@@ -215,10 +224,17 @@ class McpMachine:
     def connect(self, *, now: float) -> None:
         self._start(self._ops.connect(), "connect_timeout", self.limits.connect_timeout, now)
 
-    def list_tools(self, *, now: float) -> None:
+    def list_tools(self, *, now: float, fresh: bool = False) -> None:
+        """List the tools: from the Client-wide cache when every page is fresh there
+        (no request), else from the server; ``fresh`` always asks the server."""
         self._require_connected()
         ops = self._ops
-        self._start(ops.recovering(ops.list_tools), "list_timeout", self.limits.list_timeout, now)
+        self._start(
+            ops.recovering(lambda: ops.list_tools(fresh)),
+            "list_timeout",
+            self.limits.list_timeout,
+            now,
+        )
 
     def call_tool(self, name: str, arguments: bytes = b"", *, now: float) -> None:
         """Call ``name`` with ``arguments`` (JSON object bytes, sent verbatim).
@@ -243,6 +259,8 @@ class McpMachine:
         except JsonError as exc:
             raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
         ops = self._ops
+        if ops.cache is not None:
+            ops.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
         if self._session.era is _MODERN:
             ops.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         self._start(

@@ -5,7 +5,11 @@ for its reply (:class:`Send`), wait until a time (:class:`Sleep`), ask the embed
 (:class:`Ask`) -- and returns its terminal event, so negotiation, pagination, multi
 round-trip calls, stream resumption and session recovery read as straight-line code.
 The machine runs them (``McpMachine._resume``); the decisions they take are in
-:mod:`.rules`, the requests they send are built by :mod:`.requests`.
+:mod:`.rules`, the requests they send are built by :mod:`.requests`.  The Client-wide
+cache (:mod:`..cache`) is read and filled here, where the listing and the era are known.
+
+(A little over 600 lines: the scripts share one request primitive and one listing's
+state, and the cache's few hooks belong beside the listing they serve.)
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
+from ..cache import DISCOVER_METHOD, CachedListing, CachedPage, CallerCache, scope_of, ttl_of
 from ..errors import CallerError, ConnectionFailed, ServerAnswered
 from ..fieldvalue import echoable
 from ..http import HttpRequest, header_value
@@ -80,6 +85,11 @@ Instruction = Send | Sleep | Ask
 OpGen = Generator[Instruction, Any, Any]
 
 
+# JSON-RPC errors on tools/call that say the caller's idea of the tool is stale (the spec's
+# caching page: "method not found or the parameters were invalid")
+STALE_TOOL_CODES = frozenset({-32601, -32602})
+
+
 class SessionExpired(Exception):
     """The legacy server answered 404 to a request in the session (it ended it)."""
 
@@ -102,6 +112,7 @@ class Operations:
         versions: tuple[str, ...],
         ids: Iterator[int] | None,
         jitter: Callable[[], float] | None,
+        cache: CallerCache | None = None,
     ) -> None:
         self.settings = settings
         self.limits = limits
@@ -115,6 +126,9 @@ class Operations:
         self.tools: dict[str, Tool] = {}
         self.ttl_ms = 0
         self.cache_scope: str | None = None
+        # the Client-wide cache; whether this Conn's tools came from it (None: no listing)
+        self.cache = cache
+        self.tools_from_cache: bool | None = None
 
     # ------------------------------------------------------------ the request primitive
 
@@ -206,6 +220,12 @@ class Operations:
         legacy = [v for v in versions if v in LEGACY_VERSIONS]
         modern = [v for v in versions if is_modern(v)]
         hint = self.settings.era_hint if use_hint else None
+        cache = self.cache
+        if modern and cache:
+            if use_hint:  # a fresh server/discover result: the era is known, no probe
+                hint = self.discovered_version(cache, modern[0]) or hint
+            else:  # the server contradicted what it was said to be
+                cache.invalidate(modern[0], DISCOVER_METHOD)
         if hint is not None and hint in versions:
             if is_modern(hint):
                 session.modern_at(hint)
@@ -229,6 +249,10 @@ class Operations:
             match verdict:
                 case Verdict.MODERN:
                     assert reply.message is not None
+                    if self.cache is not None:
+                        self.cache.store_discovery(
+                            version, reply.message["result"], now=self.transport.now
+                        )
                     supported = reply.message["result"].get("supportedVersions")
                     chosen = negotiate_version(versions, supported)
                 case Verdict.RETRY_VERSION:
@@ -348,9 +372,62 @@ class Operations:
                 yield from self.negotiate(use_hint=False)
             recovered = True
 
+    # ------------------------------------------------------------ the Client-wide cache
+
+    def cached_listing(self, now: float) -> CachedListing | None:
+        cache = self.cache
+        version = self.session.protocol_version
+        if not cache or version is None:
+            return None
+        limits = self.limits
+        return cache.listing(
+            version,
+            now=now,
+            max_pages=limits.max_tool_pages,
+            max_recorded_skips=limits.max_recorded_skips,
+        )
+
+    def adopt(self, hit: CachedListing) -> None:
+        self.tools = {tool.name: tool for tool in hit.tools}
+        self.ttl_ms = hit.ttl_ms
+        self.cache_scope = hit.cache_scope
+        self.tools_from_cache = True
+
+    def adopt_cached_tools(self, now: float) -> None:
+        """A Conn that has not listed takes its tools (``x-mcp-header`` parameters,
+        output schemas) from a fresh cached listing, if there is one."""
+        if self.tools_from_cache is None:
+            hit = self.cached_listing(now)
+            if hit is not None:
+                self.adopt(hit)
+
+    def invalidate_tools(self) -> None:
+        """Cached listings of this endpoint this caller could be served are stale now."""
+        cache = self.cache
+        version = self.session.protocol_version
+        if cache and version is not None:
+            cache.invalidate(version)
+
+    def discovered_version(self, cache: CallerCache, probe: str) -> str | None:
+        """The version a fresh cached ``server/discover`` result (sent at ``probe``)
+        negotiates to, if there is one."""
+        hit = cache.discovery(probe, now=self.transport.now)
+        return None if hit is None else negotiate_version(self.versions, list(hit.supported))
+
     # ------------------------------------------------------------ tools/list
 
-    def list_tools(self) -> OpGen:
+    def list_tools(self, fresh: bool = False) -> OpGen:
+        if not fresh:
+            hit = self.cached_listing(self.transport.now)
+            if hit is not None:  # every page fresh: no request at all
+                self.adopt(hit)
+                return ToolsListed(
+                    tools=hit.tools,
+                    skipped=hit.skipped,
+                    skipped_count=hit.skipped_count,
+                    ttl_ms=hit.ttl_ms,
+                    cache_scope=hit.cache_scope,
+                )
         tools, skipped, skipped_count = yield from self.list_pages()
         return ToolsListed(
             tools=tuple(tools),
@@ -376,6 +453,10 @@ class Operations:
         ttl: int | None = None
         scope: str | None = None
         page = 0
+        # the pages kept for the cache while every page so far is cacheable
+        recording = self.cache is not None
+        pages: list[tuple[str | None, CachedPage, float]] = []
+        public = True
         while True:
             page += 1
             if page > limits.max_tool_pages:
@@ -387,7 +468,10 @@ class Operations:
                     limit=limits.max_tool_pages,
                 )
             params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
-            result = self.result((yield from self.request("tools/list", params)))
+            reply = yield from self.request("tools/list", params)
+            if cursor is not None and reply.message is not None and "error" in reply.message:
+                self.invalidate_tools()  # a cursor turned invalid: every cached page goes
+            result = self.result(reply)
             rules.result_kind(result, allow_input=False)
             raw_tools = result.get("tools")
             if not isinstance(raw_tools, list):
@@ -402,6 +486,7 @@ class Operations:
                     bound="max_tools",
                     limit=max_tools,
                 )
+            tools_at, skipped_at, count_at = len(tools), len(skipped), skipped_count
             for raw in raw_tools:
                 outcome = validate_tool(
                     index, raw, modern=modern, max_tool_bytes=limits.max_tool_bytes
@@ -419,14 +504,32 @@ class Operations:
                         skipped.append(outcome)
                 index += 1
             ttl, scope = rules.merge_cache(ttl, scope, result)
+            sent = cursor
             cursor = rules.advance_cursor(
                 result.get("nextCursor"), seen, page, limits.max_echo_bytes
             )
+            if recording:
+                page_ttl = ttl_of(result)
+                recording = page_ttl > 0  # a page never served: the listing cannot be
+            if recording:
+                public = public and scope_of(result) == "public"
+                cached = CachedPage(
+                    tools=tuple(tools[tools_at:]),
+                    skipped=tuple(skipped[skipped_at:]),
+                    skipped_count=skipped_count - count_at,
+                    next_cursor=cursor,
+                    ttl_ms=page_ttl,
+                )
+                pages.append((sent, cached, self.transport.now))
             if cursor is None:
                 break
         self.tools = {tool.name: tool for tool in tools}
         self.ttl_ms = ttl or 0
         self.cache_scope = scope
+        self.tools_from_cache = False
+        version = self.session.protocol_version
+        if recording and self.cache is not None and version is not None:
+            self.cache.store_listing(version, pages, public=public)
         return tools, skipped, skipped_count
 
     # ------------------------------------------------------------ tools/call
@@ -484,8 +587,16 @@ class Operations:
                 and message["error"]["code"] == HEADER_MISMATCH
             ):
                 relisted = True
+                self.invalidate_tools()  # the listing the headers came from is stale
                 yield from self.list_pages()
                 continue
+            if (
+                message is not None
+                and "error" in message
+                and message["error"]["code"] in STALE_TOOL_CODES
+                and name in self.tools
+            ):
+                self.invalidate_tools()
             result = self.result(reply)
             step = rules.next_call_step(
                 result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes

@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final, assert_never
 
 from ..errors import ConnectionFailed, budget_exceeded
@@ -55,6 +55,13 @@ from .requests import Requests
 from .session import Session
 
 __all__ = ["FOREVER", "Body", "Exchange", "Reply", "Role", "Transport"]
+
+LIST_CHANGED = "notifications/tools/list_changed"
+
+
+def _nothing() -> None:  # pragma: no cover - the machine sets its own hook at once
+    pass
+
 
 # The deadline of a standalone stream the server accepted: it lives as long as the session.
 FOREVER = float("inf")
@@ -188,6 +195,7 @@ class Transport:
         "listen_last_id",
         "listen_opens",
         "now",
+        "on_list_changed",
         "op",
         "outputs",
         "requests",
@@ -221,6 +229,8 @@ class Transport:
         self.listen: Exchange | None = None
         self.listen_opens = 0
         self.listen_last_id: bytes | None = None
+        # called when the server says its tool list changed (the machine's cache hook)
+        self.on_list_changed: Callable[[], None] = _nothing
 
     # ------------------------------------------------------------ exchanges
 
@@ -450,6 +460,8 @@ class Transport:
             for item in items:
                 if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
                     self._server_request(exchange, item)
+                elif isinstance(item, dict) and item.get("method") == LIST_CHANGED:
+                    self.on_list_changed()
             return
         # Only the operation's JSON-RPC requests have event streams (a notification's or a
         # side exchange's head never makes one), and DRAIN returned above.
@@ -463,6 +475,8 @@ class Transport:
         for other in others:
             if "id" in other:
                 self._server_request(exchange, other)
+            elif other["method"] == LIST_CHANGED:
+                self.on_list_changed()
         if message is not None:
             now = self.now
             limits = self.limits

@@ -1,0 +1,199 @@
+"""The Client-wide listing cache against the official SDK server sending ttlMs / cacheScope.
+
+The server (``tests/e2e/server.py --cache-ttl MS --cache-scope S``) logs every request a
+test tags, so each test counts exactly what its own Client sent.  Expiry is shown with
+a 1 ms ttl and a 20 ms pause between work items (always stale), freshness with 60 s
+(always fresh within a test), so no outcome depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from sansmcp import Config, ServerAnswered
+from sansmcp.core.limits import Limits
+
+from .conftest import Backend, Launcher, Server
+
+_tags = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def public(launch: Launcher) -> Server:
+    return launch("--cache-ttl", "60000", "--cache-scope", "public")
+
+
+@pytest.fixture(scope="module")
+def private(launch: Launcher) -> Server:
+    return launch("--cache-ttl", "60000", "--cache-scope", "private")
+
+
+@pytest.fixture(scope="module")
+def brief(launch: Launcher) -> Server:
+    return launch("--cache-ttl", "1", "--cache-scope", "public")
+
+
+def new_tag(backend: Backend) -> str:
+    return f"cache-{backend.name}-{next(_tags)}"
+
+
+def logged(server: Server, tag: str) -> list[str]:
+    """The JSON-RPC methods (or HTTP methods) of the requests tagged ``tag``, in order."""
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=5)
+    try:
+        connection.request("GET", f"/_log?{tag}")
+        entries: list[dict[str, Any]] = json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+    return [entry["rpc"] or entry["method"] for entry in entries]
+
+
+def config(server: Server, tag: str, **kw: Any) -> Config:
+    return Config(url=server.url(), headers={"x-test-tag": tag}, **kw)
+
+
+def work_items(backend: Backend, server: Server, tag: str, count: int, **client: Any) -> list[bool]:
+    """``count`` list-only work items on one Client; whether each came from the cache."""
+    from_cache: list[bool] = []
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True, **client) as c:
+            first = None
+            for _ in range(count):
+                async with c.connect(config(server, tag)) as conn:
+                    tools = await conn.list_tools()
+                    from_cache.append(conn.tools_from_cache)
+                    first = first or tools
+                    assert tools == first
+                    assert conn.tools_ttl_ms == 60_000 and conn.tools_cache_scope == "public"
+
+    backend.run(main)
+    return from_cache
+
+
+def test_ten_work_items_list_once_with_the_cache(backend: Backend, public: Server) -> None:
+    with_cache, without = new_tag(backend), new_tag(backend)
+    assert work_items(backend, public, with_cache, 10) == [False] + [True] * 9
+    assert (
+        work_items(backend, public, without, 10, limits=Limits(max_cache_entries=0)) == [False] * 10
+    )
+    sent = logged(public, with_cache)
+    assert sent == ["server/discover", "tools/list"]  # 10 work items, 2 requests
+    baseline = logged(public, without)
+    assert baseline.count("tools/list") == 10 and baseline.count("server/discover") == 1
+
+
+def test_fresh_true_lists_from_the_server(backend: Backend, public: Server) -> None:
+    tag = new_tag(backend)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as c:
+            async with c.connect(config(public, tag)) as conn:
+                await conn.list_tools()
+            async with c.connect(config(public, tag)) as conn:
+                await conn.list_tools()
+                assert conn.tools_from_cache
+                await conn.list_tools(fresh=True)
+                assert not conn.tools_from_cache
+            async with c.connect(config(public, tag)) as conn:
+                await conn.list_tools()  # the fresh listing refreshed the cache
+                assert conn.tools_from_cache
+
+    backend.run(main)
+    assert logged(public, tag).count("tools/list") == 2
+
+
+def test_a_listing_past_its_ttl_is_listed_again(backend: Backend, brief: Server) -> None:
+    tag = new_tag(backend)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as c:
+            for _ in range(3):
+                async with c.connect(config(brief, tag)) as conn:
+                    await conn.list_tools()
+                    assert not conn.tools_from_cache
+                    assert conn.tools_ttl_ms == 1
+                await backend.sleep(0.02)  # > 1 ms: the page is stale whatever the load
+
+    backend.run(main)
+    assert logged(brief, tag).count("tools/list") == 3
+
+
+def test_private_listings_stay_with_their_token(backend: Backend, private: Server) -> None:
+    tag = new_tag(backend)
+    seen: list[bool] = []
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as c:
+            for token in ("alice", "bob", "alice", "bob"):
+                async with c.connect(config(private, tag, bearer_token=token)) as conn:
+                    await conn.list_tools()
+                    seen.append(conn.tools_from_cache)
+                    assert conn.tools_cache_scope == "private"
+
+    backend.run(main)
+    assert seen == [False, False, True, True]
+    assert logged(private, tag).count("tools/list") == 2
+
+
+def test_a_client_without_a_credential_does_not_cache_private(
+    backend: Backend, private: Server
+) -> None:
+    tag = new_tag(backend)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as c:
+            for _ in range(2):
+                async with c.connect(Config(url=private.url())) as conn:
+                    await conn.list_tools()
+                    assert not conn.tools_from_cache
+            # the tag header identifies a caller: now the listing is kept
+            for _ in range(2):
+                async with c.connect(config(private, tag)) as conn:
+                    await conn.list_tools()
+            assert conn.tools_from_cache
+
+    backend.run(main)
+
+
+def test_a_32602_on_a_cached_tool_invalidates(backend: Backend, public: Server) -> None:
+    tag = new_tag(backend)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as c:
+            async with c.connect(config(public, tag)) as conn:
+                await conn.list_tools()
+            async with c.connect(config(public, tag)) as conn:
+                with pytest.raises(ServerAnswered) as stale:
+                    await conn.call_tool("rpc_error")
+                assert stale.value.code == -32602
+            async with c.connect(config(public, tag)) as conn:
+                await conn.list_tools()
+                assert not conn.tools_from_cache
+
+    backend.run(main)
+    assert logged(public, tag).count("tools/list") == 2
+
+
+def test_a_call_only_work_item_takes_its_tools_from_the_cache(
+    backend: Backend, public: Server
+) -> None:
+    tag = new_tag(backend)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as c:
+            async with c.connect(config(public, tag)) as conn:
+                await conn.list_tools()
+            for _ in range(3):
+                async with c.connect(config(public, tag)) as conn:
+                    result = await conn.call_tool("echo", b'{"text": "hi"}')
+                    assert result.content[0].text == "hi"
+                    assert conn.tools_from_cache
+
+    backend.run(main)
+    assert logged(public, tag) == ["server/discover", "tools/list"] + ["tools/call"] * 3
