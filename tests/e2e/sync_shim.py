@@ -47,12 +47,19 @@ async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _plain(hook: Any, loop: asyncio.AbstractEventLoop, *, bounded: bool) -> Any:
-    """An async ``hook`` as a plain callable run on ``loop``; others unchanged."""
-    if hook is None or not inspect.iscoroutinefunction(hook):
-        return hook
+    """``hook`` as a plain callable: what it returns, awaited on ``loop`` when awaitable
+    (an ``async def``, or a plain function returning a coroutine)."""
+    if hook is None:
+        return None
+
+    async def wait(awaitable: Any) -> Any:
+        return await awaitable
 
     def plain(*args: Any) -> Any:
-        future = asyncio.run_coroutine_threadsafe(hook(*args), loop)
+        answer = hook(*args)
+        if not inspect.isawaitable(answer):
+            return answer
+        future = asyncio.run_coroutine_threadsafe(wait(answer), loop)
         timeout = max(sync.input_deadline() - time.monotonic(), 0.0) if bounded else None
         try:
             return future.result(timeout=None if timeout == float("inf") else timeout)
