@@ -1,7 +1,7 @@
 """Red team (issue 10, adversarial review): attacks that do not fit a ``Case``, real sockets.
 
 Written by someone who did not write the code under attack.  Each test drives the public
-API of both backends (the suite's client host, one forked child per run) and checks the
+API of every backend (the suite's client host, one forked child per run) and checks the
 promise it attacks: only ``ConnectionFailed`` / ``Unauthorized`` / ``ServerAnswered`` leave
 the API, nothing hangs past a deadline + ``SLACK``, and, at the default 8 MiB budget,
 peak RSS stays within ``6 x max_response_bytes`` of the well-behaved run and no other work
@@ -71,7 +71,7 @@ def _reports(
     baselines: dict[tuple[str, str], int],
     measurements: list[dict[str, Any]],
 ) -> dict[str, dict[str, Any]]:
-    """Run ``case`` on both backends; check nothing escaped, hung, crashed or warned."""
+    """Run ``case`` on every backend; check nothing escaped, hung, crashed or warned."""
     out = {}
     for backend, (report, stats, _) in run_case(client_host, case).items():
         baseline = baselines[(backend, case.proto)]
