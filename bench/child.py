@@ -25,6 +25,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
@@ -202,6 +203,8 @@ async def _trio_gather(fn: Callable[[], Awaitable[None]], count: int) -> None:
 
 
 def _run_sync(phase: Phase) -> dict[str, Any]:
+    """The blocking runtime: sequential items, or ``concurrency`` threads sharing the
+    contender (the blocking adapter; the floor runs sequential phases only)."""
     spec = phase.spec
     contender = phase.contender
     asyncio.run(contender.open())
@@ -211,23 +214,40 @@ def _run_sync(phase: Phase) -> dict[str, Any]:
         start = time.perf_counter()
         phase.check(item())
         warm_walls.append(time.perf_counter() - start)
-    if spec["kind"] != "seq":
-        raise SystemExit("the blocking floor runs sequential phases only")
+    if spec["kind"] == "mem" or (spec["kind"] == "conc" and phase.name == "floor-sync"):
+        raise SystemExit(f"{phase.name} has no {spec['kind']} phase")
     n = phase.pick_n(warm_walls)
     gc.collect()
     rss0, fds0 = _rss_kb(), _fds()
     _emit({"event": "warm", "n": n})
     phase.went = True
     _wait_for("go")
-    walls = []
+    walls: list[float] = []
+    remaining = [n]
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if remaining[0] <= 0:
+                    return
+                remaining[0] -= 1
+            start = time.perf_counter()
+            try:
+                item()
+            except Exception as exc:
+                phase.failed(exc)
+            walls.append(time.perf_counter() - start)
+
     cpu0, t0 = _cpu(), time.perf_counter()
-    for _ in range(n):
-        start = time.perf_counter()
-        try:
-            item()
-        except Exception as exc:
-            phase.failed(exc)
-        walls.append(time.perf_counter() - start)
+    if spec["kind"] == "seq":
+        worker()
+    else:
+        threads = [threading.Thread(target=worker) for _ in range(spec["concurrency"])]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     cpu1, t1 = _cpu(), time.perf_counter()
     out = phase.result(n, cpu1 - cpu0, walls, t1 - t0)
     gc.collect()

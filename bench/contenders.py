@@ -8,6 +8,8 @@ check the work was done) and is torn down (``close``).
 * ``sansmcp-asyncio`` / ``sansmcp-trio``: one ``Client`` (its pool, its era cache)
   for the process; a fresh ``Conn`` per work item.  Legacy: ``protocol_versions``
   restricted to 2025-11-25.  HTTP/2: ``http2_prior_knowledge``.
+* ``sansmcp-sync``: the same on the blocking adapter (``item_sync``); its concurrent
+  phase is 50 threads sharing the ``Client``.
 * ``sdk-default``: ``mcp.Client(url)`` per work item, as the README shows it: its
   own ``httpx2`` client (so its own TCP connections) each time, ``mode="auto"``
   (probes ``server/discover``) or ``"legacy"``.  It speaks HTTP/1.1 whatever the
@@ -28,6 +30,7 @@ from urllib.parse import urlsplit
 CONTENDERS = (
     "sansmcp-asyncio",
     "sansmcp-trio",
+    "sansmcp-sync",
     "sdk-default",
     "sdk-tuned",
     "fastmcp",
@@ -38,6 +41,7 @@ CONTENDERS = (
 RUNTIME = {
     "sansmcp-asyncio": "asyncio",
     "sansmcp-trio": "trio",
+    "sansmcp-sync": "sync",
     "sdk-default": "asyncio",
     "sdk-tuned": "asyncio",
     "fastmcp": "asyncio",
@@ -52,7 +56,8 @@ ECHO_DICT = json.loads(ECHO_BYTES)
 
 
 class Contender:
-    """``open`` / ``item`` / ``close``; ``item`` is a coroutine except on the sync floor."""
+    """``open`` / ``item`` / ``close``; ``item`` is a coroutine except on the sync runtime
+    (``item_sync``: the blocking adapter and the sync floor)."""
 
     def __init__(self, url: str, era: str, http: str) -> None:
         self.url = url
@@ -96,6 +101,25 @@ class SansmcpTrio(SansmcpAsyncio):
         self.client = Client(allow_loopback=True, http2_prior_knowledge=self.http == "h2")  # type: ignore[assignment]
         versions = (LEGACY,) if self.era == "legacy" else None
         self.config = Config(url=self.url, protocol_versions=versions)
+
+
+class SansmcpSync(Contender):
+    async def open(self) -> None:
+        from sansmcp import Config
+        from sansmcp.io_adapters.sync import Client
+
+        self.client = Client(allow_loopback=True, http2_prior_knowledge=self.http == "h2")
+        versions = (LEGACY,) if self.era == "legacy" else None
+        self.config = Config(url=self.url, protocol_versions=versions)
+
+    def item_sync(self) -> tuple[int, str]:
+        with self.client.connect(self.config) as conn:
+            tools = conn.list_tools()
+            result = conn.call_tool("echo", ECHO_BYTES)
+        return len(tools), result.content[0].text or ""
+
+    async def close(self) -> None:
+        self.client.close()
 
 
 async def _sdk_work(client: Any) -> tuple[int, str]:
@@ -210,6 +234,7 @@ def make(name: str, url: str, era: str, http: str) -> Contender:
     classes: dict[str, type[Contender]] = {
         "sansmcp-asyncio": SansmcpAsyncio,
         "sansmcp-trio": SansmcpTrio,
+        "sansmcp-sync": SansmcpSync,
         "sdk-default": SdkDefault,
         "sdk-tuned": SdkTuned,
         "fastmcp": FastMcp,

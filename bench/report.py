@@ -4,7 +4,8 @@ Key columns are ratios, measured side by side on the same server in one run:
 ``SDK-default ÷ this`` and ``SDK-tuned ÷ this`` (how many times cheaper this
 contender's client CPU per work item is than the official SDK client), and
 ``this ÷ floor`` (how many times the hand-written h11/h2 floor of the same runtime
-it costs: asyncio contenders against the asyncio floor, trio against trio).
+it costs: asyncio contenders against the asyncio floor, trio against trio, the blocking
+adapter against the blocking (sync) floor).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 FLOOR_OF = {
     "sansmcp-asyncio": "floor-asyncio",
     "sansmcp-trio": "floor-trio",
+    "sansmcp-sync": "floor-sync",
     "sdk-default": "floor-asyncio",
     "sdk-tuned": "floor-asyncio",
     "fastmcp": "floor-asyncio",
@@ -27,6 +29,7 @@ FLOOR_OF = {
 ORDER = (
     "sansmcp-asyncio",
     "sansmcp-trio",
+    "sansmcp-sync",
     "sdk-default",
     "sdk-tuned",
     "fastmcp",
@@ -209,7 +212,7 @@ def _targets(records: list[dict[str, Any]], parse: dict[str, Any] | None) -> lis
     ]
     for server in ("h1/json/10", "h1/sse/10", "h2/json/10", "h2/sse/10"):
         for era in ("legacy", "modern"):
-            for name in ("sansmcp-asyncio", "sansmcp-trio"):
+            for name in ("sansmcp-asyncio", "sansmcp-trio", "sansmcp-sync"):
                 me = index.get((server, era, "seq", name))
                 if me is None:
                     continue
@@ -357,7 +360,8 @@ def write(result: dict[str, Any], out: Path) -> None:
         "json or sse responses; tools in the listing. HTTP column: the versions the server saw. "
         "Ratios: `SDK-default ÷ this` and `SDK-tuned ÷ this` > 1 means this contender is that "
         "many times cheaper; `this ÷ floor` is its CPU over the hand-written h11/h2 floor of "
-        "its own runtime (asyncio floor for asyncio clients, trio floor for trio).",
+        "its own runtime (asyncio floor for asyncio clients, trio floor for trio, the "
+        "blocking h11/h2 floor for the blocking adapter).",
         "",
         "Notes on reading it:",
         "",

@@ -30,7 +30,7 @@ from .contenders import CONTENDERS
 from .procs import ROOT, LineProcess, Server
 
 RESULTS = ROOT / "bench" / "results"
-ASYNC = tuple(c for c in CONTENDERS if c != "floor-sync")
+ASYNC = tuple(c for c in CONTENDERS if c != "floor-sync")  # and sansmcp-sync: 50 threads
 POOLED = ("sansmcp-asyncio", "sansmcp-trio", "sdk-tuned", "floor-asyncio", "floor-trio")
 
 
@@ -69,14 +69,27 @@ def plan(quick: bool) -> list[ServerConfig]:
                 budget=0.3,
                 n_min=20,
                 n_max=400,
-                concurrency=("sansmcp-asyncio", "sansmcp-trio", "sdk-tuned", "floor-asyncio"),
+                concurrency=(
+                    "sansmcp-asyncio",
+                    "sansmcp-trio",
+                    "sansmcp-sync",
+                    "sdk-tuned",
+                    "floor-asyncio",
+                ),
             ),
             ServerConfig(
                 "h2",
                 "json",
                 10,
                 eras=("modern",),
-                contenders=("sansmcp-asyncio", "sansmcp-trio", "sdk-tuned", "floor-asyncio"),
+                contenders=(
+                    "sansmcp-asyncio",
+                    "sansmcp-trio",
+                    "sansmcp-sync",
+                    "sdk-tuned",
+                    "floor-asyncio",
+                    "floor-sync",
+                ),
                 budget=0.3,
                 n_min=15,
                 n_max=300,

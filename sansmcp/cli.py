@@ -3,7 +3,7 @@
 ::
 
     sansmcp tools URL [--token T] [--json] [--allow-loopback] [--allow-private]
-                      [--backend asyncio|trio] [--protocol-version V ...]
+                      [--backend sync|asyncio|trio] [--protocol-version V ...]
     sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options]
 
 The token may also come from ``SANSMCP_TOKEN``.  Output is for people by default
@@ -37,9 +37,9 @@ import json
 import os
 import sys
 import unicodedata
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol, TextIO, TypeVar
+from typing import Any, NoReturn, Protocol, TextIO, TypeVar, cast
 
 from .core import __version__
 from .core.config import Config
@@ -107,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow private addresses (10/8, 172.16/12, 192.168/16, fc00::/7, ...)",
     )
-    common.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
+    # sync: the fastest cold start (bench/cold_start.py: median wall and CPU of 20 runs)
+    common.add_argument("--backend", choices=("asyncio", "trio", "sync"), default="sync")
     common.add_argument(
         "--protocol-version",
         dest="protocol_versions",
@@ -178,6 +179,11 @@ def _run(
     job: Callable[[_Conn], Awaitable[T]],
 ) -> T:
     """Open a client and one ``Conn`` on ``backend``, run ``job`` on it, close both."""
+    if backend == "sync":
+        from .io_adapters.sync import Client as SyncClient
+
+        with SyncClient(**client_options) as client, client.connect(config) as conn:
+            return _at_once(job(_Blocking(conn)))
     if backend == "trio":
         try:
             import trio
@@ -200,6 +206,43 @@ def _run(
             return await job(conn)
 
     return asyncio.run(asyncio_main())
+
+
+class _Blocking:
+    """A blocking ``Conn`` as a ``_Conn`` whose awaitables never suspend."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self.conn.protocol_version  # type: ignore[no-any-return]
+
+    @property
+    def skipped_tools(self) -> list[SkippedTool]:
+        return list(self.conn.skipped_tools)
+
+    @property
+    def skipped_count(self) -> int:
+        return int(self.conn.skipped_count)
+
+    async def list_tools(self) -> list[Tool]:
+        return list(self.conn.list_tools())
+
+    async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
+        result: CallResult = self.conn.call_tool(name, arguments)
+        return result
+
+
+def _at_once(awaitable: Awaitable[T]) -> T:
+    """Run a coroutine that never suspends (a job on a :class:`_Blocking` conn)."""
+    coroutine = cast("Coroutine[Any, Any, T]", awaitable)
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return cast("T", stop.value)
+    coroutine.close()  # pragma: no cover - the jobs await nothing else
+    raise AssertionError("a job on the sync backend suspended")  # pragma: no cover
 
 
 async def _list(conn: _Conn) -> _Listing:

@@ -203,7 +203,12 @@ def one_line(err: str) -> str:
 
 @pytest.mark.parametrize(
     ("backend", "versions", "expected"),
-    [("asyncio", [], MODERN), ("trio", ["--protocol-version", LEGACY], LEGACY)],
+    [
+        ("asyncio", [], MODERN),
+        ("trio", ["--protocol-version", LEGACY], LEGACY),
+        ("sync", [], MODERN),
+        ("sync", ["--protocol-version", LEGACY], LEGACY),
+    ],
 )
 def test_tools_json(
     capsys: pytest.CaptureFixture[str],
@@ -272,7 +277,7 @@ def test_tools_human(capsys: pytest.CaptureFixture[str], demo_url: str) -> None:
     assert len(lines) == 7
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio", "sync"])
 def test_call_json(capsys: pytest.CaptureFixture[str], demo_url: str, backend: str) -> None:
     status, out, err = run(
         capsys, "call", demo_url, "add", '{"a": 2, "b": 40}', LOOP, "--json", "--backend", backend
@@ -525,7 +530,7 @@ def test_bad_arguments_are_refused_before_any_connection(
 # --------------------------------------------------------------------------- failures: 3, 4, 5
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio", "sync"])
 def test_connection_refused_exits_3(capsys: pytest.CaptureFixture[str], backend: str) -> None:
     url = f"http://127.0.0.1:{closed_port()}/mcp"
     status, out, err = run(capsys, "tools", url, LOOP, "--backend", backend)

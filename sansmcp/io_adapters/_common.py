@@ -30,16 +30,17 @@ from ..core.net.pool import Pool
 from ..core.results import CallResult
 from ..core.tools import SkippedTool, Tool
 
-__all__ = ["ClientBase", "ConnBase", "numeric_socket", "resolve"]
+__all__ = ["ClientBase", "ClientFace", "ConnBase", "ConnFace", "numeric_socket", "resolve"]
 
 Resolver = Callable[[str, int], Awaitable[object]]
 InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any] | None]]
 T = TypeVar("T")
-ConnT = TypeVar("ConnT", bound="ConnBase")
+ConnT = TypeVar("ConnT", bound="ConnFace")
+AsyncConnT = TypeVar("AsyncConnT", bound="ConnBase")
 READ_SIZE = 65536
 
 
-class ClientBase(Generic[ConnT]):
+class ClientFace(Generic[ConnT]):
     """Owns the connection pool and its sockets; hands out ``Conn``\\ s.
 
     ``limits`` bounds everything (:class:`~sansmcp.core.limits.Limits`);
@@ -65,8 +66,8 @@ class ClientBase(Generic[ConnT]):
         allow_private: bool = False,
         ssl_context: ssl.SSLContext | None = None,
         http2_prior_knowledge: bool = False,
-        resolver: Resolver | None = None,
-        input_handler: InputHandler | None = None,
+        resolver: Resolver | Callable[[str, int], Any] | None = None,
+        input_handler: InputHandler | Callable[..., Any] | None = None,
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
     ) -> None:
@@ -94,26 +95,6 @@ class ClientBase(Generic[ConnT]):
     def pool(self) -> Pool:
         return self._driver.pool
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:  # pragma: no cover - every adapter overrides it
-        raise NotImplementedError
-
-    @contextlib.asynccontextmanager
-    async def connect(self, config: Config) -> AsyncIterator[ConnT]:
-        """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
-        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
-        self._conns[conn.view.conn_id] = conn
-        try:
-            await conn._run(self._driver.connect)
-            yield conn
-        finally:
-            await conn.aclose()
-
     def tls_context(self, alpn: tuple[str, ...]) -> ssl.SSLContext:
         """The SSL context, built once (loading the system CA store costs ~35 ms)."""
         if self._ssl is None:
@@ -130,6 +111,30 @@ class ClientBase(Generic[ConnT]):
     def _now(self) -> float:  # pragma: no cover - overridden
         raise NotImplementedError
 
+
+class ClientBase(ClientFace[AsyncConnT]):
+    __doc__ = ClientFace.__doc__
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:  # pragma: no cover - every adapter overrides it
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def connect(self, config: Config) -> AsyncIterator[AsyncConnT]:
+        """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
+        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
+        self._conns[conn.view.conn_id] = conn
+        try:
+            await conn._run(self._driver.connect)
+            yield conn
+        finally:
+            await conn.aclose()
+
     def _pump(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
@@ -139,10 +144,10 @@ class ClientBase(Generic[ConnT]):
         raise NotImplementedError
 
 
-class ConnBase:
+class ConnFace:
     """One MCP connection (one work item): not safe for concurrent use."""
 
-    def __init__(self, client: ClientBase[Any], view: ConnView) -> None:
+    def __init__(self, client: ClientFace[Any], view: ConnView) -> None:
         self.client = client
         self.view = view
         self.machine = view.machine
@@ -177,6 +182,11 @@ class ConnBase:
     def skipped_count(self) -> int:
         """Every entry the last listing skipped, recorded or not."""
         return self.view.skipped_count
+
+
+class ConnBase(ConnFace):
+    __doc__ = ConnFace.__doc__
+    client: ClientBase[Any]
 
     async def list_tools(self, *, fresh: bool = False) -> list[Tool]:
         """The server's tools: from the Client's cache while the spec's ``ttlMs`` /

@@ -1,9 +1,10 @@
 """Fixtures for the end-to-end contract suite: backends, real servers, relays.
 
-* ``backend`` runs every test twice, on asyncio and on trio, through a small
-  shim (:class:`Backend`): the test body is an ``async def main()`` that uses
-  only ``backend.Client`` / ``backend.connect`` and the shim's helpers, so the
-  contract is written once.
+* ``backend`` runs every test three times, on asyncio, on trio and on the blocking
+  adapter ("sync", its calls in threads behind an async facade on asyncio:
+  ``sync_shim.py``), through a small shim (:class:`Backend`): the test body is an
+  ``async def main()`` that uses only ``backend.Client`` / ``backend.connect`` and
+  the shim's helpers, so the contract is written once.
 * ``launch`` starts real MCP servers built with the official ``mcp`` package
   (``tests/e2e/server.py``) in subprocesses on loopback, once per session and
   configuration, and stops them at the end.
@@ -36,6 +37,8 @@ import trustme
 from sansmcp.io_adapters import asyncio as asyncio_adapter
 from sansmcp.io_adapters import trio as trio_adapter
 
+from . import sync_shim
+
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 20.0  # every test body is bounded by this (the backend's own timeout)
 SERVER_START_TIMEOUT = 20.0
@@ -62,10 +65,10 @@ class Backend:
 
     @property
     def cancelled(self) -> type[BaseException]:
-        return asyncio.CancelledError if self.name == "asyncio" else trio.Cancelled
+        return trio.Cancelled if self.name == "trio" else asyncio.CancelledError
 
     def run(self, fn: Callable[[], Awaitable[Any]], *, timeout: float = RUN_TIMEOUT) -> Any:
-        if self.name == "asyncio":
+        if self.name != "trio":  # asyncio, and the sync adapter's shim
 
             async def bounded() -> Any:
                 async with asyncio.timeout(timeout):
@@ -80,14 +83,14 @@ class Backend:
         return trio.run(bounded_trio)
 
     async def sleep(self, seconds: float) -> None:
-        if self.name == "asyncio":
+        if self.name != "trio":
             await asyncio.sleep(seconds)
         else:
             await trio.sleep(seconds)
 
     async def gather(self, fns: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
         """Run ``fns`` concurrently (one task each); their results in order."""
-        if self.name == "asyncio":
+        if self.name != "trio":
             return list(await asyncio.gather(*(fn() for fn in fns)))
         results: list[Any] = [None] * len(fns)
 
@@ -107,6 +110,11 @@ class Backend:
 
         Fails unless the cancellation reached the canceller as itself.
         """
+        if self.name == "sync":
+            pytest.skip(
+                "a blocking call has no cancellation; test_sync.py covers its replacements"
+                " (Client.close() from another thread, KeyboardInterrupt in the caller)"
+            )
         seen: list[BaseException] = []
 
         async def watched() -> None:
@@ -138,10 +146,16 @@ class Backend:
         return time.monotonic()
 
 
-@pytest.fixture(params=["asyncio", "trio"])
+BACKEND_MODULES: dict[str, ModuleType] = {
+    "asyncio": asyncio_adapter,
+    "trio": trio_adapter,
+    "sync": sync_shim,
+}
+
+
+@pytest.fixture(params=list(BACKEND_MODULES))
 def backend(request: pytest.FixtureRequest) -> Backend:
-    module = asyncio_adapter if request.param == "asyncio" else trio_adapter
-    return Backend(request.param, module)
+    return Backend(request.param, BACKEND_MODULES[request.param])
 
 
 # -- real servers -----------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The e2e suite's MCP server: ``tests/servers/official.py``'s app plus three probe tools.
 
 Run: ``python -m tests.e2e.server PORT [--host H] [--stateless] [--json]
-[--tools N] [--h2c | --tls CERT KEY [--alpn P ...]]``.  Prints ``READY`` before it starts
-serving (the fixture then polls the port).  Extra tools:
+[--tools N] [--h2c | --tls CERT KEY [--alpn P ...]] [--max-requests N]``
+(``--max-requests``: hypercorn's ``keep_alive_max_requests``, 1,000 by default).
+Prints ``READY`` before it starts serving (the fixture then polls the port).  Extra tools:
 
 * ``sleep(seconds)`` -- awaits, then answers; for cancellation and deadlines;
 * ``rpc_error()`` -- raises the SDK's ``MCPError`` (-32602), which the SDK sends
@@ -149,6 +150,7 @@ def main() -> None:
     parser.add_argument("--back-channel", action="store_true")
     parser.add_argument("--cache-ttl", type=int, default=None)
     parser.add_argument("--cache-scope", default="public")
+    parser.add_argument("--max-requests", type=int, default=0)
     args = parser.parse_args()
 
     server = build(args.tools)
@@ -261,6 +263,8 @@ def main() -> None:
         config.bind = [f"{args.host}:{args.port}"]
         config.loglevel = "WARNING"
         config.graceful_timeout = 0.2  # a tool still sleeping must not hold up the teardown
+        if args.max_requests:
+            config.keep_alive_max_requests = args.max_requests
         if args.tls:
             config.certfile, config.keyfile = args.tls
             config.alpn_protocols = args.alpn

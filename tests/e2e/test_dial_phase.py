@@ -1,6 +1,6 @@
 """Dial failures are tagged by the phase they happened in: TCP connect or TLS handshake.
 
-Real TLS servers (``trustme`` certificates) on loopback in a thread, both backends:
+Real TLS servers (``trustme`` certificates) on loopback in a thread, every backend:
 a protocol-version mismatch and an untrusted certificate are ``cause="tls"`` with
 the TLS library's reason in the message; a refused TCP port is ``cause="dial"``,
 for https as for http (the scheme does not decide the phase).

@@ -1,4 +1,4 @@
-"""The contract against real official-SDK servers over HTTP/1.1, on both backends.
+"""The contract against real official-SDK servers over HTTP/1.1, on every backend.
 
 Four server modes (stateless / stateful sessions x JSON / SSE responses), two
 version sets (the default, which negotiates 2026-07-28; and ``["2025-11-25"]``,

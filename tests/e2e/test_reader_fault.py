@@ -1,4 +1,4 @@
-"""No socket reader task dies of an exception (issue 10 D), on both backends.
+"""No socket reader task dies of an exception (issue 10 D), on every backend.
 
 The wire machines never raise on server input (tests/wire/test_accounting.py proves it
 for them); this checks the adapters' last resort behind that: should anything on the

@@ -58,7 +58,7 @@ from .server_h2 import (
 )
 from .serving import HostileServer
 
-BACKENDS = ("asyncio", "trio")
+BACKENDS = ("asyncio", "trio", "sync")  # sync: tests/e2e/sync_shim.py behind asyncio
 
 LIMITS: dict[str, Any] = {
     "dial_timeout": 1.0,

@@ -7,7 +7,8 @@ child per spec (they run concurrently), and writes one JSON line with the childr
 reports in the same order.  Forking gives every scenario a fresh process (so its peak
 RSS, ``ru_maxrss``, is its own) without paying interpreter start-up each time.
 
-A spec: ``backend`` (``"asyncio"`` / ``"trio"``), ``url``, ``ops`` (after connecting:
+A spec: ``backend`` (``"asyncio"`` / ``"trio"`` / ``"sync"``: the blocking adapter's
+calls in threads behind ``tests/e2e/sync_shim.py``'s async facade, on asyncio), ``url``, ``ops`` (after connecting:
 ``"list"``, ``"call"``, ``"sleep:SECONDS"``), ``limits`` (``Limits`` fields), and optionally ``h2``
 (prior-knowledge h2c), ``allow_loopback`` (default true), ``resolver`` (a fixed answer),
 ``input`` (``"answer"`` / ``"decline"``: an input handler), ``versions``, ``tool``,
@@ -44,6 +45,7 @@ import trio
 from sansmcp import Config, Limits, McpError
 from sansmcp.io_adapters import asyncio as asyncio_adapter
 from sansmcp.io_adapters import trio as trio_adapter
+from tests.e2e import sync_shim
 
 ADDRESS_SPACE_CAP = 2 << 30
 STDERR_KEEP = 8192
@@ -187,10 +189,14 @@ async def ticker(sleep: Any, lag: list[float]) -> None:
         lag[0] = max(lag[0], time.monotonic() - before - TICK)
 
 
+def _asyncio_client(spec: dict[str, Any]) -> Any:
+    return sync_shim.Client if spec["backend"] == "sync" else asyncio_adapter.Client
+
+
 async def _asyncio_with_ticker(spec: dict[str, Any], lag: list[float]) -> dict[str, Any]:
     task = asyncio.create_task(ticker(asyncio.sleep, lag))
     try:
-        return await scenario(asyncio_adapter.Client, asyncio.sleep, spec)
+        return await scenario(_asyncio_client(spec), asyncio.sleep, spec)
     finally:
         task.cancel()
 
@@ -214,7 +220,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         elif spec["backend"] == "trio":
             report = trio.run(scenario, trio_adapter.Client, trio.sleep, spec)
         else:
-            report = asyncio.run(scenario(asyncio_adapter.Client, asyncio.sleep, spec))
+            report = asyncio.run(scenario(_asyncio_client(spec), asyncio.sleep, spec))
         if spec.get("ticker"):
             report["loop_lag_max"] = lag[0]
     except BaseException as exc:  # anything but McpError escaped the public API

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from sansmcp.io_adapters import asyncio as asyncio_adapter
 from sansmcp.io_adapters import trio as trio_adapter
+from tests.e2e import sync_shim
 
 from .answers import LEGACY, MODERN, Request, well_behaved
 from .cases import LIMITS, SLACK
@@ -270,7 +271,7 @@ def fuzz_server(shape: Shape) -> H1Server:
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(shape=shapes(), backend=st.sampled_from(["asyncio", "trio"]))
+@given(shape=shapes(), backend=st.sampled_from(["asyncio", "trio", "sync"]))
 def test_generated_answers_end_classified(shape: Shape, backend: str) -> None:
     with ServerThread(fuzz_server(shape)) as server:
         spec = {
@@ -282,8 +283,9 @@ def test_generated_answers_end_classified(shape: Shape, backend: str) -> None:
         began = time.monotonic()
         if backend == "trio":
             report = trio.run(scenario, trio_adapter.Client, trio.sleep, spec)
-        else:
-            report = asyncio.run(scenario(asyncio_adapter.Client, asyncio.sleep, spec))
+        else:  # asyncio, and the sync adapter behind the e2e suite's shim
+            client_cls = sync_shim.Client if backend == "sync" else asyncio_adapter.Client
+            report = asyncio.run(scenario(client_cls, asyncio.sleep, spec))
         took = time.monotonic() - began
     # Anything but McpError would have propagated out of scenario() and failed the example.
     error = report.get("error") or {}

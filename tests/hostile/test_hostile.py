@@ -1,4 +1,5 @@
-"""Every hostile case, on both backends, through the public API on real loopback sockets.
+"""Every hostile case, on every backend (asyncio, trio, sync), through the public API on
+real loopback sockets.
 
 Each case asserts, per backend: no exception but the documented three left the API (and
 nothing hung, crashed or warned), the exact error class and attributes, the elapsed

@@ -1,4 +1,4 @@
-"""Parsed size at the default 8 MiB budget (issue 10 C), both backends, real sockets.
+"""Parsed size at the default 8 MiB budget (issue 10 C), every backend, real sockets.
 
 The suite's cases run at a 1 MiB budget under the "16 MiB over a well-behaved run"
 rule (the ``parsed_*`` block of ``cases.py``).  These run the shapes at the default

@@ -1,7 +1,7 @@
 """Red team (issue 10, adversarial review): attacks that do not fit a ``Case``, real sockets.
 
 Written by someone who did not write the code under attack.  Each test drives the public
-API of both backends (the suite's client host, one forked child per run) and checks the
+API of every backend (the suite's client host, one forked child per run) and checks the
 promise it attacks: only ``ConnectionFailed`` / ``Unauthorized`` / ``ServerAnswered`` leave
 the API, nothing hangs past a deadline + ``SLACK``, and, at the default 8 MiB budget,
 peak RSS stays within ``6 x max_response_bytes`` of the well-behaved run and no other work
@@ -71,7 +71,7 @@ def _reports(
     baselines: dict[tuple[str, str], int],
     measurements: list[dict[str, Any]],
 ) -> dict[str, dict[str, Any]]:
-    """Run ``case`` on both backends; check nothing escaped, hung, crashed or warned."""
+    """Run ``case`` on every backend; check nothing escaped, hung, crashed or warned."""
     out = {}
     for backend, (report, stats, _) in run_case(client_host, case).items():
         baseline = baselines[(backend, case.proto)]
@@ -325,7 +325,7 @@ HOOK_VALUES: dict[str, Callable[[str, int], Any]] = {
 }
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio", "sync"])
 @pytest.mark.parametrize("name", list(HOOK_VALUES))
 def test_resolver_hook_values_never_dial_loopback(name: str, backend: str) -> None:
     """With ``allow_loopback=False``, no hook value reaches a loopback listener, and the only
@@ -374,13 +374,20 @@ def _sentinel() -> Iterator[tuple[int, Callable[[], int]]]:
             listener.close()
 
 
+def _client_class(backend: str) -> Any:
+    """The backend's ``Client``; "sync": the blocking adapter behind the e2e suite's shim."""
+    from sansmcp.io_adapters import asyncio as asyncio_adapter
+    from sansmcp.io_adapters import trio as trio_adapter
+    from tests.e2e import sync_shim
+
+    return {"asyncio": asyncio_adapter, "trio": trio_adapter, "sync": sync_shim}[backend].Client
+
+
 def _run_backend(backend: str, url: str, hook: Callable[[str, int], Any]) -> str:
     """Connect with ``hook`` and ``allow_loopback=False``: the ConnectionFailed cause."""
     from sansmcp import Config, ConnectionFailed
-    from sansmcp.io_adapters import asyncio as asyncio_adapter
-    from sansmcp.io_adapters import trio as trio_adapter
 
-    client_cls: Any = asyncio_adapter.Client if backend == "asyncio" else trio_adapter.Client
+    client_cls: Any = _client_class(backend)
 
     async def main() -> str:
         limits = Limits(dial_timeout=2.0, connect_timeout=2.0)
@@ -391,26 +398,24 @@ def _run_backend(backend: str, url: str, hook: Callable[[str, int], Any]) -> str
             except ConnectionFailed as exc:
                 return str(exc.cause)
 
-    if backend == "asyncio":
-        return asyncio.run(main())
-    return trio.run(main)
+    if backend == "trio":
+        return trio.run(main)
+    return asyncio.run(main())
 
 
 # ---- caller mistakes: CallerError before any I/O, and the Conn stays usable ---------------
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio", "sync"])
 def test_str_arguments_are_a_caller_error_and_the_conn_stays_usable(backend: str) -> None:
     """``call_tool("echo", '{"text": "hi"}')`` raised ``TypeError``; every later operation on
     the Conn, and its close, then raised ``RuntimeError("a Conn runs one operation at a
     time")``."""
     from sansmcp import CallerError, Config
-    from sansmcp.io_adapters import asyncio as asyncio_adapter
-    from sansmcp.io_adapters import trio as trio_adapter
 
     from .serving import ServerThread
 
-    client_cls: Any = asyncio_adapter.Client if backend == "asyncio" else trio_adapter.Client
+    client_cls: Any = _client_class(backend)
     seen: list[str] = []
 
     async def main(port: int) -> None:
@@ -427,27 +432,25 @@ def test_str_arguments_are_a_caller_error_and_the_conn_stays_usable(backend: str
             seen.append(",".join(tool.name for tool in await conn.list_tools()))
 
     with ServerThread(h1({})()) as server:
-        if backend == "asyncio":
-            asyncio.run(main(server.port))
-        else:
+        if backend == "trio":
             trio.run(main, server.port)
+        else:  # asyncio, and the sync adapter behind its shim
+            asyncio.run(main(server.port))
         counts = server.stats.count()
     assert seen == ['{"text": "hi"}', "echo"], seen  # the server echoes the arguments
     assert counts.get(C) == 1, counts  # the refused calls sent nothing
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio", "sync"])
 def test_config_mistakes_are_caller_errors_before_any_request(backend: str) -> None:
     """A header value with a leading space raised h11's ``LocalProtocolError`` out of
     ``connect``; a NaN in ``meta`` raised ``JsonError`` mid-operation and left the Conn busy
     (its close raised ``RuntimeError``).  Both are ``CallerError`` now, with no request."""
     from sansmcp import CallerError, Config
-    from sansmcp.io_adapters import asyncio as asyncio_adapter
-    from sansmcp.io_adapters import trio as trio_adapter
 
     from .serving import ServerThread
 
-    client_cls: Any = asyncio_adapter.Client if backend == "asyncio" else trio_adapter.Client
+    client_cls: Any = _client_class(backend)
 
     async def main(port: int) -> None:
         url = f"http://127.0.0.1:{port}/mcp"
@@ -463,9 +466,9 @@ def test_config_mistakes_are_caller_errors_before_any_request(backend: str) -> N
                 assert [tool.name for tool in await conn.list_tools()] == ["echo"]
 
     with ServerThread(h1({})()) as server:
-        if backend == "asyncio":
-            asyncio.run(main(server.port))
-        else:
+        if backend == "trio":
             trio.run(main, server.port)
+        else:  # asyncio, and the sync adapter behind its shim
+            asyncio.run(main(server.port))
         counts = server.stats.count()
     assert counts == {"server/discover": 1, L: 1}, counts

@@ -1,0 +1,268 @@
+"""The blocking adapter's own contract: threads sharing one Client, and what replaces
+cancellation there -- ``Client.close()`` from another thread, and a ``KeyboardInterrupt``
+(or any exception) in the caller's thread.
+
+The contract suite runs on "sync" too (``sync_shim.py``); these tests use the blocking
+API directly, in the test's own (main) thread where the signal lands.
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from sansmcp import Config, ConnectionFailed, Limits
+from sansmcp.core.url import parse_endpoint
+from sansmcp.io_adapters import sync
+
+from .conftest import MODES, REPO, Launcher, Relay, Server
+
+THREADS = 50
+ITEMS = 20  # per thread
+SLOW = b'{"seconds": 5}'
+CLOSE_BOUND = 1.0  # the issue's bound on ending in-flight work
+MARGIN = 2.0  # a loaded 2-core machine: an upper bound only, never a speed assertion
+
+
+@pytest.fixture(scope="module")
+def h2c_many(launch: Launcher) -> Server:
+    """h2c without hypercorn's GOAWAY after 1,000 requests on one connection."""
+    return launch("--stateless", "--json", "--h2c", "--max-requests", "1000000000")
+
+
+def echo(client: sync.Client, url: str, text: str) -> str:
+    with client.connect(Config(url=url)) as conn:
+        result = conn.call_tool("echo", b'{"text": "%s"}' % text.encode())
+    return str(result.content[0].text)
+
+
+def assert_consistent(client: sync.Client, url: str) -> None:
+    pool = client.pool
+    assert pool.socket_count == pool.idle_count(parse_endpoint(url).origin)
+
+
+@pytest.mark.parametrize("transport", ["h1", "h2c"])
+def test_threads_share_one_client(
+    plain: Server, h2c_many: Server, relay: Callable[..., Relay], transport: str
+) -> None:
+    """50 threads x 20 work items on one Client: no error, the sockets within the pool's
+    bounds at every sample, and over h2c one TCP connection (>= 2 requests per item, so
+    at most one connection per 1,000 requests)."""
+    proxy = relay((plain if transport == "h1" else h2c_many).address)
+    limits = Limits()
+    errors: list[BaseException] = []
+    peak = [0, 0]  # pool sockets, connections open at the relay
+    start = threading.Barrier(THREADS + 1)
+    done = threading.Event()
+
+    with sync.Client(allow_loopback=True, http2_prior_knowledge=transport == "h2c") as client:
+
+        def worker(index: int) -> None:
+            start.wait()
+            try:
+                for item in range(ITEMS):
+                    text = f"{index}-{item}"
+                    assert echo(client, proxy.url(), text) == text
+            except BaseException as exc:
+                errors.append(exc)
+
+        def sample() -> None:
+            while not done.wait(0.005):
+                peak[0] = max(peak[0], client.pool.socket_count)
+                peak[1] = max(peak[1], proxy.accepts - len(proxy.client_closes))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
+        sampler = threading.Thread(target=sample)
+        for thread in [*threads, sampler]:
+            thread.start()
+        start.wait()
+        for thread in threads:
+            thread.join(timeout=60)
+        done.set()
+        sampler.join()
+        assert not any(thread.is_alive() for thread in threads)
+        assert errors == []
+        assert_consistent(client, proxy.url())
+    assert 1 <= peak[0] <= limits.pool_max_sockets_per_origin
+    assert 1 <= peak[1] <= limits.pool_max_sockets_per_origin
+    if transport == "h2c":
+        assert proxy.accepts <= max(1, 2 * THREADS * ITEMS // 1000)
+    else:
+        assert proxy.accepts >= peak[1]
+
+
+@pytest.mark.parametrize("transport", ["h1", "h2c"])
+def test_close_from_another_thread_ends_in_flight_work(
+    plain: Server, h2c: Server, relay: Callable[..., Relay], transport: str
+) -> None:
+    """Three threads in slow calls (one reading, two waiting their turn) and one dialling
+    a server that never answers: ``Client.close()`` from the main thread ends them all
+    with ``ConnectionFailed`` within 1 s."""
+    proxy = relay((plain if transport == "h1" else h2c).address)
+    silent = relay(None)
+    outcomes: dict[str, tuple[BaseException | None, float]] = {}
+    client = sync.Client(allow_loopback=True, http2_prior_knowledge=transport == "h2c")
+    ready = threading.Barrier(4)
+
+    def slow(name: str) -> None:
+        try:
+            with client.connect(Config(url=proxy.url())) as conn:
+                ready.wait()
+                conn.call_tool("sleep", SLOW)
+            outcomes[name] = (None, time.monotonic())
+        except BaseException as exc:
+            outcomes[name] = (exc, time.monotonic())
+
+    def dial() -> None:
+        try:
+            with client.connect(Config(url=silent.url())):
+                pass
+            outcomes["dial"] = (None, time.monotonic())
+        except BaseException as exc:
+            outcomes["dial"] = (exc, time.monotonic())
+
+    threads = [threading.Thread(target=slow, args=(f"slow-{i}",)) for i in range(3)]
+    threads.append(threading.Thread(target=dial))
+    for thread in threads:
+        thread.start()
+    ready.wait(timeout=10)
+    time.sleep(0.3)  # the calls are on the wire; the dial is waiting for the silent server
+    assert silent.accepts == 1
+    closed_at = time.monotonic()
+    client.close()
+    for thread in threads:
+        thread.join(timeout=CLOSE_BOUND + MARGIN)
+    assert sorted(outcomes) == ["dial", "slow-0", "slow-1", "slow-2"]
+    for name, (exc, at) in outcomes.items():
+        assert isinstance(exc, ConnectionFailed), (name, exc)
+        assert at - closed_at <= CLOSE_BOUND + MARGIN, (name, at - closed_at)
+    assert client.pool.socket_count == 0
+    proxy.wait_for_closes(1 if transport == "h2c" else 3)  # (a silent relay sees no close)
+    with pytest.raises(RuntimeError, match="closed"):  # UsageError: the Client is closed
+        echo(client, proxy.url(), "after")
+
+
+@pytest.fixture
+def interrupt_main_after() -> Iterator[Callable[[float], None]]:
+    """``interrupt(delay)``: SIGINT to the main thread after ``delay`` s, from a timer.
+
+    ``_thread.interrupt_main()`` only marks the signal as tripped, which a thread blocked
+    in ``select`` sees when the select ends; ``pthread_kill`` interrupts the system call
+    itself, as a user's Ctrl-C does.
+    """
+    timers: list[threading.Timer] = []
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+
+    def interrupt(delay: float) -> None:
+        timer = threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
+        timers.append(timer)
+        timer.start()
+
+    yield interrupt
+    for timer in timers:
+        timer.cancel()
+
+
+@pytest.mark.parametrize("transport", ["h1", "h2c"])
+def test_keyboard_interrupt_in_the_caller_abandons_its_conn(
+    plain: Server,
+    h2c: Server,
+    relay: Callable[..., Relay],
+    interrupt_main_after: Callable[[float], None],
+    transport: str,
+) -> None:
+    """Ctrl-C in a thread reading its socket: the KeyboardInterrupt propagates as itself,
+    the Conn is closed, the pool stays consistent (over h1 the socket that carried the
+    abandoned exchange is closed, not reused) and the next work item succeeds."""
+    proxy = relay((plain if transport == "h1" else h2c).address)
+    url = proxy.url()
+    with sync.Client(allow_loopback=True, http2_prior_knowledge=transport == "h2c") as client:
+        assert echo(client, url, "before") == "before"
+        with client.connect(Config(url=url)) as conn:
+            interrupt_main_after(0.3)
+            started = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                conn.call_tool("sleep", SLOW)
+            assert time.monotonic() - started < 0.3 + MARGIN
+            assert_consistent(client, url)
+            with pytest.raises(RuntimeError, match="closed"):
+                conn.call_tool("echo", b'{"text": "same conn"}')
+        accepted = proxy.accepts
+        if transport == "h1":
+            proxy.wait_for_closes(1)  # the abandoned exchange's socket
+        assert echo(client, url, "after") == "after"
+        assert_consistent(client, url)
+        if transport == "h1":
+            assert proxy.accepts == accepted + 1  # a fresh socket
+        else:
+            assert proxy.accepts == accepted  # the h2 connection carries on
+
+
+def test_interrupt_main_in_the_input_handler_abandons_its_conn(
+    launch: Launcher, relay: Callable[..., Relay]
+) -> None:
+    """``_thread.interrupt_main()`` from the input handler, which runs in the caller's
+    (main) thread: the KeyboardInterrupt leaves the call as itself and the Client's next
+    work item works."""
+    proxy = relay(launch(*MODES["stateful-sse"]).address)
+    asked: list[str] = []
+
+    def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        asked.extend(requests)
+        assert threading.current_thread() is threading.main_thread()
+        _thread.interrupt_main()
+        time.sleep(5)  # the interrupt lands here
+        raise AssertionError("not interrupted")
+
+    with sync.Client(
+        allow_loopback=True, input_handler=handler, capabilities={"elicitation": {"form": {}}}
+    ) as client:
+        with client.connect(Config(url=proxy.url())) as conn:
+            started = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                conn.call_tool("ask_mrtr", b"{}")
+            assert time.monotonic() - started < MARGIN
+        assert len(asked) == 1
+        assert echo(client, proxy.url(), "after") == "after"
+        assert_consistent(client, proxy.url())
+
+
+def test_the_default_client_is_one_per_process(plain: Server) -> None:
+    """``sync.connect`` uses one lazily created Client, whichever thread asks first."""
+    seen: list[object] = []
+
+    def first() -> None:
+        with pytest.raises(ConnectionFailed) as failed, sync.connect(Config(url=plain.url())):
+            pass
+        assert failed.value.cause == "refused_address"  # the default guard: no loopback
+        seen.append(sync._default_client)
+
+    threads = [threading.Thread(target=first) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(seen) == 8 and len({id(client) for client in seen}) == 1
+
+
+def test_the_worker_example_runs_from_a_thread_pool(plain: Server) -> None:
+    """``examples/worker.py``: a task-queue worker function, called from a ThreadPoolExecutor."""
+    out = subprocess.run(
+        [sys.executable, "examples/worker.py", plain.url(), "--allow-loopback"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = out.stdout.splitlines()
+    assert lines == [f"item {i}" for i in range(32)], out.stderr
