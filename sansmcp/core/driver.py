@@ -381,6 +381,8 @@ class ClientDriver:
         if conn is None or conn.view.closed:
             self._outbox.append(Finished(conn_id=conn_id))
             return
+        if conn.machine.busy:
+            raise UsageError(CONN_BUSY)  # before anything changes
         conn.view.closed = True
         self._operate(conn_id, lambda machine: machine.close(now=now), now, closing=True)
 

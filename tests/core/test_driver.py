@@ -701,6 +701,9 @@ def test_usage_errors() -> None:
     net, view = listing_unanswered()
     with pytest.raises(UsageError, match="a Conn runs one operation at a time"):
         net.start("call_tool", view, "echo", b"{}")
+    with pytest.raises(UsageError, match="a Conn runs one operation at a time"):
+        net.start("close_conn", view)
+    assert not view.closed  # a refused close changes nothing
     with pytest.raises(CallerError):
         net.open("ftp://nowhere")
     net.driver.abandon(view.conn_id, now=net.now)
