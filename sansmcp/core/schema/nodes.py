@@ -102,36 +102,40 @@ def apply(node: Node, value: Any, ctx: Ctx) -> Mismatch | None:
     return None
 
 
-def key_of(value: Any, budget: Budget) -> Any:
+_CLOSE_ARRAY = ("]", None)
+_CLOSE_OBJECT = ("}", None)
+_TAG = {str: "s", bool: "b", int: "n", float: "n", type(None): "z"}
+
+
+def key_of(value: Any, budget: Budget) -> tuple[tuple[str, Any], ...]:
     """A hashable form of a JSON value, equal exactly when the values are JSON-equal.
 
-    Iterative (a value nested 500 deep costs no recursion); one step per value.
+    A flat tuple of ``(tag, payload)`` tokens (so comparing or hashing two of them
+    never recurses, however deep the values), built iteratively; one step per value.
+    Numbers share a tag (``1 == 1.0``), booleans have their own (``true != 1``).
     """
-    done: list[Any] = []
-    work: list[tuple[Any, bool]] = [(value, False)]
+    out: list[tuple[str, Any]] = []
+    work: list[tuple[bool, Any]] = [(False, value)]
     while work:
-        item, built = work.pop()
-        kind = type(item)
-        if not built:
-            budget.spend(1)
-            if kind is dict:
-                work.append((item, True))
-                work.extend((item[name], False) for name in sorted(item, reverse=True))
-                continue
-            if kind is list:
-                work.append((item, True))
-                work.extend((element, False) for element in reversed(item))
-                continue
-            done.append(("b", item) if kind is bool else item)  # True == 1 otherwise
+        token, item = work.pop()
+        if token:
+            out.append(item)
             continue
-        count = len(item)
-        parts = tuple(done[len(done) - count :]) if count else ()
-        del done[len(done) - count :]
+        budget.spend(1)
+        kind = type(item)
         if kind is dict:
-            done.append(("o", tuple(zip(sorted(item), parts, strict=True))))
+            out.append(("{", len(item)))
+            work.append((True, _CLOSE_OBJECT))
+            for name in sorted(item, reverse=True):
+                work.append((False, item[name]))
+                work.append((True, ("k", name)))
+        elif kind is list:
+            out.append(("[", len(item)))
+            work.append((True, _CLOSE_ARRAY))
+            work.extend((False, element) for element in reversed(item))
         else:
-            done.append(("a", parts))
-    return done[0]
+            out.append((_TAG[kind], item))
+    return tuple(out)
 
 
 def exact(number: int | float) -> Fraction:

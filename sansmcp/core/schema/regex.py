@@ -356,7 +356,9 @@ class Program:
         current: list[int] = []
         end = len(text)
         steps = 0
-        for index in range(end + 1):
+        index = -1
+        while True:
+            index += 1
             char = text[index] if index < end else None
             stack = [0] if index == 0 or not self.anchored else []
             stack.extend(reversed(current))  # keeps the threads' order (irrelevant: yes/no)
