@@ -87,7 +87,10 @@ def _output_schemas(given: Mapping[str, Any] | None) -> dict[str, Any]:
                 raise CallerError(f"the output schema for tool {name!r} is not JSON") from None
         if not isinstance(schema, Mapping):
             raise CallerError(f"the output schema for tool {name!r} is not a JSON object")
-        schemas[name] = schema
+        try:  # plain dicts and lists, as parsed JSON is (what the validator reads)
+            schemas[name] = json.loads(dumps_compact(schema))
+        except JsonError as exc:
+            raise CallerError(f"the output schema for tool {name!r} is not JSON: {exc}") from None
     return schemas
 
 

@@ -160,7 +160,10 @@ def test_an_unusable_config_schema_is_a_caller_error() -> None:
     server = server_with("modern", answers=iter([]), output_schema=None)
     for schema, message in (
         ({"pattern": "(?=x)"}, "Config.output_schemas['count'] is unusable: pattern"),
-        ({"allOf": [{}] * 50}, "Config.output_schemas['count'] is too large to compile"),
+        (
+            {"allOf": [{"type": "string"} for _ in range(50)]},
+            "Config.output_schemas['count'] is too large to compile",
+        ),
     ):
         driver = Driver(
             server,
@@ -255,6 +258,11 @@ def test_config_output_schemas_are_checked_before_any_io() -> None:
         ({"output_schemas": [("a", {})]}, "Config.output_schemas must be a mapping, not list"),
         ({"output_schemas": {"a": b"{"}}, "the output schema for tool 'a' is not JSON"),
         ({"output_schemas": {"a": [1]}}, "the output schema for tool 'a' is not a JSON object"),
+        (
+            {"output_schemas": {"a": {"const": float("nan")}}},
+            "the output schema for tool 'a' is not JSON: value cannot be encoded as JSON: "
+            "Out of range float values are not JSON compliant",
+        ),
         (
             {"validate_structured_content": "no"},
             "Config.validate_structured_content must be a bool",

@@ -82,6 +82,7 @@ TABLE = [
     ("[^\\0-\\u{10FFFF}]", "abc", False),
     ("[a-za-c]", "b", True),
     ("[a-cb-e]", "e", True),
+    ("[a-zc-d]", "q", True),
 ]
 
 

@@ -378,6 +378,7 @@ REFUSED: list[tuple[Any, str]] = [
     ({"dependentRequired": []}, "dependentRequired is not an object"),
     ({"dependentRequired": {"a": "b"}}, "dependentRequired is not an array of strings"),
     ({"allOf": {}}, "allOf is not an array of schemas"),
+    ({"$ref": "#/$defs/a", "$defs": {"a": {}}, "anyOf": {}}, "anyOf is not an array of schemas"),
     ({"anyOf": [1]}, "a subschema is a int"),
     ({"not": "x"}, "a subschema is a str"),
     (d7({"items": [5]}), "a subschema is a int"),
@@ -478,7 +479,11 @@ def test_compiling_is_bounded() -> None:
     with pytest.raises(BudgetExhausted):
         compile_schema(wide, max_steps=500, max_depth=8)
     with pytest.raises(BudgetExhausted):  # the scan alone
-        compile_schema({"$defs": {f"d{i}": {} for i in range(100)}}, max_steps=50, max_depth=8)
+        compile_schema(
+            {"$ref": "#/$defs/d0", "$defs": {f"d{i}": {} for i in range(100)}},
+            max_steps=50,
+            max_depth=8,
+        )
     with pytest.raises(BudgetExhausted):  # a pointer walk
         compile_schema(
             {"$ref": "#/a/b/c/d", "a": {"b": {"c": {"d": True}}}}, max_steps=4, max_depth=8
@@ -494,6 +499,10 @@ def deep(levels: int, leaf: Any = True) -> Any:
 
 def test_nesting_is_bounded_when_compiling() -> None:
     compile_schema(deep(30), max_steps=STEPS, max_depth=32)
+    with pytest.raises(DepthExceeded):  # a $ref: the scan of the document counts too
+        compile_schema(
+            {"$ref": "#/$defs/a", "$defs": {"a": deep(40)}}, max_steps=STEPS, max_depth=32
+        )
     with pytest.raises(DepthExceeded):  # under an unknown keyword: no scan, the compiler counts
         compile_schema({"$ref": "#/x", "x": deep(40)}, max_steps=STEPS, max_depth=32)
     with pytest.raises(DepthExceeded) as deeper:

@@ -77,11 +77,39 @@ def compile_keywords(
     compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int
 ) -> None:
     """Append the checks of every assertion keyword of ``raw`` to ``node``."""
-    _generic(compiler, node, raw, base, depth)
-    _numeric(compiler, node, raw)
-    _text(compiler, node, raw)
-    _array(compiler, node, raw, base, depth)
-    _object(compiler, node, raw, base, depth)
+    words = raw.keys()
+    if not words.isdisjoint(_GENERIC):
+        _generic(compiler, node, raw, base, depth)
+    if not words.isdisjoint(_NUMERIC):
+        _numeric(compiler, node, raw)
+    if not words.isdisjoint(_TEXT):
+        _text(compiler, node, raw)
+    if not words.isdisjoint(_ARRAY):
+        _array(compiler, node, raw, base, depth)
+    if not words.isdisjoint(_OBJECT):
+        _object(compiler, node, raw, base, depth)
+
+
+_GENERIC = frozenset({"type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if"})
+_NUMERIC = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+_TEXT = frozenset({"minLength", "maxLength", "pattern"})
+_ARRAY = frozenset(
+    {"minItems", "maxItems", "uniqueItems", "items", "prefixItems", "additionalItems", "contains"}
+)
+_OBJECT = frozenset(
+    {
+        "minProperties",
+        "maxProperties",
+        "required",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "propertyNames",
+    }
+)
 
 
 # ---------------------------------------------------------------- any type
@@ -367,7 +395,7 @@ def _object(compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, 
         if word not in raw or (word == "dependencies") != compiler.draft7:
             continue
         table = raw[word]
-        if not isinstance(table, Mapping):
+        if not isinstance(table, dict):
             raise compiler.fail(f"{word} is not an object")
         for name, then in table.items():
             if word == "dependentRequired" or (word == "dependencies" and isinstance(then, list)):
@@ -378,7 +406,7 @@ def _object(compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, 
         checks.append(_dependent_check(dependent, schemas))
     properties: dict[str, Node] = {}
     if "properties" in raw:
-        if not isinstance(raw["properties"], Mapping):
+        if not isinstance(raw["properties"], dict):
             raise compiler.fail("properties is not an object")
         properties = {
             name: compiler.node(sub, base, depth) for name, sub in raw["properties"].items()
@@ -388,7 +416,7 @@ def _object(compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, 
             checks.append(_properties_check(members))
     patterns: list[tuple[Any, Node]] = []
     if "patternProperties" in raw:
-        if not isinstance(raw["patternProperties"], Mapping):
+        if not isinstance(raw["patternProperties"], dict):
             raise compiler.fail("patternProperties is not an object")
         patterns = [
             (compiler.pattern(pattern), compiler.node(sub, base, depth))

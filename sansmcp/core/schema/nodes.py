@@ -14,10 +14,12 @@ depth) and returns None or the :class:`Mismatch` that names where it failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .budget import Budget, BudgetExhausted, DepthExceeded
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = ["Check", "Ctx", "Mismatch", "Node", "apply", "exact", "is_number", "key_of"]
 
@@ -139,6 +141,9 @@ def key_of(value: Any, budget: Budget) -> tuple[tuple[str, Any], ...]:
 
 
 def exact(number: int | float) -> Fraction:
+    """The exact value of a JSON number: a float by its shortest decimal form."""
+    from fractions import Fraction  # lazy: only multipleOf with a float needs it
+
     return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote, urljoin
 
 from .budget import Budget, DepthExceeded
 from .keywords import compile_keywords
@@ -53,29 +52,38 @@ _DRAFTS = {
     "https://json-schema.org/draft-07/schema": DRAFT_7,
 }
 # where subschemas sit, for the $id / $anchor scan: one schema, a list, a map of them
-_ONE = (
-    "additionalProperties",
-    "propertyNames",
-    "items",
-    "additionalItems",
-    "contains",
-    "not",
-    "if",
-    "then",
-    "else",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "contentSchema",
-)
-_MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-_MAP = (
-    "properties",
-    "patternProperties",
-    "$defs",
-    "definitions",
-    "dependentSchemas",
-    "dependencies",
-)
+_ONE, _MANY, _MAP = "one", "many", "map"
+_SUBSCHEMAS = {
+    **dict.fromkeys(
+        (
+            "additionalProperties",
+            "propertyNames",
+            "items",
+            "additionalItems",
+            "contains",
+            "not",
+            "if",
+            "then",
+            "else",
+            "unevaluatedItems",
+            "unevaluatedProperties",
+            "contentSchema",
+        ),
+        _ONE,
+    ),
+    **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems"), _MANY),
+    **dict.fromkeys(
+        (
+            "properties",
+            "patternProperties",
+            "$defs",
+            "definitions",
+            "dependentSchemas",
+            "dependencies",
+        ),
+        _MAP,
+    ),
+}
 
 
 class SchemaError(ValueError):
@@ -103,17 +111,17 @@ class Schema:
 def compile_schema(raw: Any, *, max_steps: int, max_depth: int) -> Schema:
     """Compile a parsed schema.  ``SchemaError`` when it is malformed or refused;
     ``BudgetExhausted`` / ``DepthExceeded`` when it is too large or too deep."""
-    if not isinstance(raw, Mapping | bool):
+    if not isinstance(raw, dict | bool):
         raise SchemaError("the schema is neither an object nor a boolean")
     draft = DRAFT_2020
-    if isinstance(raw, Mapping) and "$schema" in raw:
+    if isinstance(raw, dict) and "$schema" in raw:
         name = raw["$schema"]
         draft_of = _DRAFTS.get(name.rstrip("#")) if isinstance(name, str) else None
         if draft_of is None:
             raise SchemaError(f"$schema {str(name)[:80]!r} names a draft we do not support")
         draft = draft_of
     compiler = _Compiler(raw, draft, Budget(max_steps), max_depth)
-    return Schema(compiler.node(raw, compiler.root_base, 0), draft)
+    return Schema(compiler.node(raw, "", 0), draft)
 
 
 class _Compiler:
@@ -126,8 +134,7 @@ class _Compiler:
         self.bases: dict[int, str] = {}
         self.resources: dict[str, Any] = {}
         self.anchors: dict[tuple[str, str], Any] = {}
-        self.root_base = ""
-        self.scan()
+        self.scanned = False  # the $id / $anchor scan runs at the first $ref (most have none)
 
     def fail(self, message: str) -> SchemaError:
         return SchemaError(message)
@@ -136,11 +143,13 @@ class _Compiler:
 
     def scan(self) -> None:
         """Record every resource (``$id``), anchor and base URI of the document."""
+        from urllib.parse import urljoin  # lazy, as the scan: only a $ref needs it
+
         work: list[tuple[Any, str, int]] = [(self.root, "", 0)]
         while work:
             raw, base, depth = work.pop()
             self.budget.spend(1)
-            if not isinstance(raw, Mapping):
+            if not isinstance(raw, dict):
                 continue
             if depth > self.max_depth:
                 raise DepthExceeded(self.max_depth)
@@ -154,25 +163,25 @@ class _Compiler:
                     )
                     self.resources[base] = raw
             if raw is self.root:
-                self.root_base = base
                 self.resources.setdefault(base, raw)
             anchor = raw.get("$anchor")
             if not self.draft7 and isinstance(anchor, str):
                 self.anchors[(base, anchor)] = raw
             self.bases[id(raw)] = base
-            for word in _ONE:
-                if word in raw:
-                    work.append((raw[word], base, depth + 1))
-            for word in _MANY:
-                value = raw.get(word)
-                if isinstance(value, list):
-                    work.extend((item, base, depth + 1) for item in value)
-            for word in _MAP:
-                value = raw.get(word)
-                if isinstance(value, Mapping):
+            for word, value in raw.items():
+                kind = _SUBSCHEMAS.get(word)
+                if kind is None:
+                    continue
+                if kind is _MAP and isinstance(value, dict):
                     work.extend((item, base, depth + 1) for item in value.values())
+                elif isinstance(value, list):  # _MANY, or draft-07 "items"
+                    work.extend((item, base, depth + 1) for item in value)
+                elif kind is _ONE:
+                    work.append((value, base, depth + 1))
 
     def resolve(self, ref: str, base: str) -> tuple[Any, str]:
+        from urllib.parse import unquote, urljoin
+
         uri = urljoin(base, ref) if base else ref
         document, _, fragment = uri.partition("#")
         if document not in self.resources:
@@ -187,7 +196,7 @@ class _Compiler:
         for token in fragment.split("/")[1:]:
             self.budget.spend(1)
             token = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, Mapping) and token in target:
+            if isinstance(target, dict) and token in target:
                 target = target[token]
             elif (
                 isinstance(target, list)
@@ -208,7 +217,7 @@ class _Compiler:
             node = Node()
             node.fixed = raw
             return node
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, dict):
             raise self.fail(f"a subschema is a {type(raw).__name__}, not an object or boolean")
         known = self.nodes.get(id(raw))
         if known is not None:
@@ -220,19 +229,24 @@ class _Compiler:
         self.nodes[id(raw)] = node
         base = self.bases.get(id(raw), base)
         if self.draft7 and "$ref" in raw:
-            self.reference(node, raw["$ref"], base, depth)  # draft-07: $ref hides its siblings
+            self.reference(node, raw, base, depth)  # draft-07: $ref hides its siblings
         else:
             self.refuse_unsupported(raw)
             if "$ref" in raw:
-                self.reference(node, raw["$ref"], base, depth)
+                self.reference(node, raw, base, depth)
             compile_keywords(self, node, raw, base, depth + 1)
         if not (node.common or node.obj or node.arr or node.text or node.num):
             node.fixed = True
         return node
 
-    def reference(self, node: Node, ref: Any, base: str, depth: int) -> None:
+    def reference(self, node: Node, raw: dict[str, Any], base: str, depth: int) -> None:
+        ref = raw["$ref"]
         if not isinstance(ref, str):
             raise self.fail("$ref is not a string")
+        if not self.scanned:
+            self.scanned = True
+            self.scan()
+            base = self.bases.get(id(raw), base)
         target_raw, target_base = self.resolve(ref, base)
         target = self.node(target_raw, target_base, depth + 1)
 
