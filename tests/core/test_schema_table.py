@@ -559,3 +559,31 @@ def test_equality_keys_are_iterative_and_charged() -> None:
     assert key_of([1], Budget(5)) == key_of([1.0], Budget(5)) != key_of([True], Budget(5))
     assert key_of([[1], 2], Budget(9)) != key_of([[1, 2]], Budget(9))
     assert key_of({"a": [1]}, Budget(9)) != key_of([{"a": 1}], Budget(9))
+
+
+def _spent_out(schema: Any, instance: Any, steps: int) -> bool:
+    compiled = compile_schema(schema, max_steps=10**6, max_depth=DEPTH)
+    try:
+        compiled.validate(instance, max_steps=steps, max_depth=DEPTH)
+    except BudgetExhausted:
+        return True
+    return False
+
+
+def test_work_a_schema_multiplies_is_charged() -> None:
+    """Schema-sized loops run per instance value are paid for, so a wide schema against a
+    wide instance ends by the budget instead of doing (schema x instance) free work."""
+    names = [f"n{i}" for i in range(300)]
+    full = {name: 0 for name in names}
+    objects = [full] * 300  # 300 x 300 lookups of "required"
+    assert _spent_out({"items": {"required": names}}, objects, 50_000)
+    assert not _spent_out({"items": {"required": names}}, objects[:10], 50_000)
+    assert _spent_out(
+        {"items": {"dependentRequired": {n: names for n in names[:3]}}}, objects, 50_000
+    )
+    assert _spent_out({"items": {"not": {"anyOf": [False] * 1000}}}, [0] * 1000, 50_000)
+    assert _spent_out({"items": {"oneOf": [*[False] * 999, True]}}, [0] * 1000, 50_000)
+    wide = {"properties": {name: {"type": "integer"} for name in names}}
+    assert _spent_out({"items": wide}, objects, 50_000)  # 300 present members each
+    small = [{"n1": 0}] * 10_000  # the smaller side is walked: 10,000 x 1, not x 300
+    assert not _spent_out({"items": wide}, small, 50_000)

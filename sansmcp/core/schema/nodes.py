@@ -70,12 +70,12 @@ class Node:
 
 
 def apply(node: Node, value: Any, ctx: Ctx) -> Mismatch | None:
+    ctx.left -= 1  # charged for true / false too: an anyOf of 10,000 false is work
+    if ctx.left < 0:
+        raise BudgetExhausted(ctx.limit)
     fixed = node.fixed
     if fixed is not None:
         return None if fixed else Mismatch("false")
-    ctx.left -= 1
-    if ctx.left < 0:
-        raise BudgetExhausted(ctx.limit)
     ctx.depth += 1
     if ctx.depth > ctx.max_depth:
         raise DepthExceeded(ctx.max_depth)

@@ -355,7 +355,7 @@ class Program:
         mark = [-1] * size
         current: list[int] = []
         end = len(text)
-        steps = 0
+        steps = 1 + size // 16  # the mark table: a large program costs even on a short text
         index = -1
         while True:
             index += 1
