@@ -16,7 +16,9 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from sansmcp.core.schema.validator import compile_schema
+from sansmcp.core.schema.budget import BudgetExhausted, DepthExceeded
+from sansmcp.core.schema.nodes import Mismatch
+from sansmcp.core.schema.validator import SchemaError, compile_schema
 
 D7 = "http://json-schema.org/draft-07/schema#"
 NAMES = ["a", "b", "c"]
@@ -149,3 +151,55 @@ def test_2020_12_agrees_with_jsonschema(schema: Any, instances: list[Any]) -> No
 def test_draft_07_agrees_with_jsonschema(schema: Any, instances: list[Any]) -> None:
     for instance in instances:
         agree(schema, instance)
+
+
+# ---------------------------------------------------------------- garbage in
+
+WORDS = [
+    "type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "items",
+    "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
+    "minProperties", "maxProperties", "required", "dependentRequired", "dependentSchemas",
+    "dependencies", "properties", "patternProperties", "additionalProperties",
+    "propertyNames", "$ref", "$id", "$anchor", "$defs", "definitions", "$schema",
+    "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "a", "n0",
+]  # fmt: skip
+garbage_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["#", "#/$defs/a", "#/properties/a", "x.json", "#a", "(", "^a+$"]),
+    st.sampled_from(["http://[::1", "http://e.com/", "urn:x", "http://e.com/a#/b", "%zz"]),
+    st.sampled_from([D7, "https://json-schema.org/draft/2020-12/schema", "string", "integer"]),
+    st.text(max_size=6),
+)
+garbage = st.recursive(
+    garbage_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(WORDS), inner, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@hsettings(max_examples=1500, deadline=None)
+@given(garbage, st.lists(json_values, max_size=3))
+def test_any_json_as_a_schema_gives_only_the_documented_outcomes(
+    schema: Any, instances: list[Any]
+) -> None:
+    """A hostile outputSchema: compiled or refused (SchemaError) or out of budget; and a
+    compiled one answers each value with None, a Mismatch or a budget error."""
+    try:
+        compiled = compile_schema(schema, max_steps=20_000, max_depth=16)
+    except (SchemaError, BudgetExhausted, DepthExceeded):
+        return
+    for instance in instances:
+        try:
+            outcome = compiled.validate(instance, max_steps=20_000, max_depth=16)
+        except (BudgetExhausted, DepthExceeded):
+            continue
+        assert outcome is None or isinstance(outcome, Mismatch)
+        if outcome is not None:
+            assert isinstance(outcome.keyword, str) and isinstance(outcome.pointer(), str)

@@ -7,6 +7,7 @@ and the texts are ASCII (``re.ASCII``: ECMA's ``\\d \\w`` are ASCII-only).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 
@@ -72,6 +73,7 @@ TABLE = [
     ("a{1", "a{1", True),
     ("a{1,", "a{1,", True),
     ("a{,2}", "a{,2}", True),
+    ("a{" + "9" * 5000, "a{" + "9" * 5000, True),
     ("}", "}", True),
     ("]", "]", True),
     ("[\\b]", "\b", True),
@@ -121,6 +123,8 @@ REFUSED = [
     ("a{3,2}", "out of order"),
     (f"a{{{MAX_REPEAT + 1}}}", "a repetition count over"),
     ("[z-a]", "a character range out of order"),
+    ("a{" + "9" * 5000 + "}", "a repetition count over"),
+    ("a{1," + "9" * 5000 + "}", "a repetition count over"),
     ("[\\d-z]", "a class escape as a range end"),
     ("[a", "the pattern ends early"),
     ("\\", "the pattern ends early"),
@@ -217,3 +221,22 @@ def test_catastrophic_pattern_cpu_is_reported() -> None:
     with pytest.raises(BudgetExhausted):
         program.search("a" * 65_536 + "!", budget)
     print(f"(a+)+$ on 64 KiB: budget spent after {time.process_time() - start:.3f} s CPU")
+
+
+PATTERN_CHARS = st.sampled_from(
+    list("ab.|*+?()[]{}^$\\-,:<>=!0123456789dDwWsSbBuxck\u00e9\U0001f600")
+)
+
+
+@hsettings(max_examples=1500, deadline=None)
+@given(st.text(PATTERN_CHARS, max_size=24) | st.text(max_size=12), st.text(max_size=16))
+def test_any_pattern_compiles_or_is_refused(pattern: str, text: str) -> None:
+    """A hostile pattern: a Program or PatternError (a budget error if it is huge); a
+    compiled one answers any text with a bool, never anything else."""
+    budget = Budget(20_000)
+    try:
+        program = compile_pattern(pattern, budget)
+    except (PatternError, BudgetExhausted):
+        return
+    with contextlib.suppress(BudgetExhausted):
+        assert program.search(text, Budget(20_000)) in (True, False)

@@ -351,6 +351,18 @@ REFUSED: list[tuple[Any, str]] = [
     ({"$ref": "#/type/a", "type": "string"}, "points nowhere"),
     ({"$ref": "#nothere"}, "names no anchor of the schema"),
     ({"$ref": 5}, "$ref is not a string"),
+    (
+        {"$id": "http://[::1", "$ref": "#"},
+        "'#' against the base 'http://[::1' is not a valid URI reference",
+    ),
+    (
+        {"$id": "http://x/", "$ref": "http://[::1/#"},
+        "'http://[::1/#' against the base 'http://x/' is not a valid URI",
+    ),
+    (
+        {"$id": "http://x/", "$defs": {"a": {"$id": "http://[::1"}}, "$ref": "#"},
+        "is not a valid URI",
+    ),
     ({"$ref": "#/x", "x": 5}, "a subschema is a int, not an object or boolean"),
     ({"$dynamicRef": "#a"}, "$dynamicRef is not supported"),
     ({"$recursiveRef": "#"}, "$recursiveRef is not supported"),

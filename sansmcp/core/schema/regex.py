@@ -100,6 +100,12 @@ def _normalise(ranges: list[tuple[int, int]]) -> Ranges:
     return tuple(out)
 
 
+def _count(digits: str) -> int:
+    """A repetition count; a long one is just "too many" (``int()`` of 4,300+ digits
+    raises, and any count over ``MAX_REPEAT`` is refused anyway)."""
+    return int(digits) if len(digits) <= 6 else MAX_REPEAT + 1
+
+
 # ---------------------------------------------------------------- the parse tree
 # Nodes are tuples: ("char", c) ("set", ranges) ("any",) ("cat", [nodes]) ("alt", [nodes])
 # ("rep", node, min, max|None) ("bol",) ("eol",) ("wordb",) ("nwordb",) ("empty",)
@@ -194,14 +200,14 @@ class _Parser:
             index += 1
         if index == start:
             return None
-        low = int(text[start:index])
+        low = _count(text[start:index])
         high: int | None = low
         if index < len(text) and text[index] == ",":
             index += 1
             start = index
             while index < len(text) and text[index].isascii() and text[index].isdigit():
                 index += 1
-            high = int(text[start:index]) if index > start else None
+            high = _count(text[start:index]) if index > start else None
         if index >= len(text) or text[index] != "}":
             return None
         return low, high, index + 1

@@ -90,6 +90,18 @@ class SchemaError(ValueError):
     """The schema is malformed, or needs what this validator refuses to do."""
 
 
+def _join(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (RFC 3986); ``SchemaError`` when either is no URI."""
+    from urllib.parse import urljoin  # lazy: only a schema with $ref and $id needs it
+
+    try:
+        return urljoin(base, ref)
+    except ValueError:  # e.g. "http://[::1": an unclosed IPv6 literal
+        raise SchemaError(
+            f"{ref[:80]!r} against the base {base[:80]!r} is not a valid URI reference"
+        ) from None
+
+
 class Schema:
     """A compiled schema; :meth:`validate` checks one value against it."""
 
@@ -143,8 +155,6 @@ class _Compiler:
 
     def scan(self) -> None:
         """Record every resource (``$id``), anchor and base URI of the document."""
-        from urllib.parse import urljoin  # lazy, as the scan: only a $ref needs it
-
         work: list[tuple[Any, str, int]] = [(self.root, "", 0)]
         while work:
             raw, base, depth = work.pop()
@@ -158,9 +168,7 @@ class _Compiler:
                 if self.draft7 and ident.startswith("#"):
                     self.anchors[(base, ident[1:])] = raw
                 else:
-                    base = (
-                        urljoin(base, ident).partition("#")[0] if base else ident.partition("#")[0]
-                    )
+                    base = _join(base, ident).partition("#")[0] if base else ident.partition("#")[0]
                     self.resources[base] = raw
             if raw is self.root:
                 self.resources.setdefault(base, raw)
@@ -180,9 +188,9 @@ class _Compiler:
                     work.append((value, base, depth + 1))
 
     def resolve(self, ref: str, base: str) -> tuple[Any, str]:
-        from urllib.parse import unquote, urljoin
+        from urllib.parse import unquote
 
-        uri = urljoin(base, ref) if base else ref
+        uri = _join(base, ref) if base else ref
         document, _, fragment = uri.partition("#")
         if document not in self.resources:
             raise self.fail(f"$ref {ref[:80]!r} is not inside the schema (never fetched)")
