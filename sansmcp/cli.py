@@ -530,6 +530,8 @@ def _call_text(tool: str, called: _Called) -> str:
     if result.structured_content is not None:
         structured = result.structured_content.decode("utf-8", "replace")
         lines.append(f"structured content: {display_text(structured)}")
+    if result.validated:
+        lines.append("(structured content conforms to the tool's outputSchema)")
     return "\n".join(lines)
 
 

@@ -265,6 +265,7 @@ SAMPLES: dict[type, dict[str, Any]] = {
         "content": [Content(type="text", text="C-CONTENT")],
         "is_error": True,
         "structured_content": dumps_compact({"S-KEY": None}),
+        "validated": True,
     },
 }
 HUMAN_SHOWN: dict[type, dict[str, str]] = {
@@ -283,6 +284,7 @@ HUMAN_SHOWN: dict[type, dict[str, str]] = {
         "content": "[text] C-CONTENT",
         "is_error": "the tool reported an error",
         "structured_content": 'structured content: {"S-KEY":null}',
+        "validated": "conforms to the tool's outputSchema",
     },
 }
 _TABLE = "the tools table shows what picks a tool and calls it; --json has the rest"

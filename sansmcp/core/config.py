@@ -29,7 +29,10 @@ class Config:
     ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
     name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
     headers go out without a listing; ``protocol_versions`` restricts and orders the
-    revisions sansmcp may negotiate.
+    revisions sansmcp may negotiate.  ``output_schemas`` maps a tool name to its output
+    schema (as ``tool_schemas``), used when no listing of this Conn gives one; a
+    ``structuredContent`` that does not conform to the known output schema raises
+    ``ServerAnswered`` unless ``validate_structured_content`` is False.
     """
 
     url: str
@@ -39,6 +42,8 @@ class Config:
     tool_schemas: Mapping[str, bytes | Mapping[str, Any]] | None = None
     protocol_versions: Sequence[str] | None = None
     reissue_calls: bool = False
+    output_schemas: Mapping[str, bytes | Mapping[str, Any]] | None = None
+    validate_structured_content: bool = True
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
@@ -68,6 +73,27 @@ def _json_value(what: str, value: object) -> None:
         raise CallerError(f"{what} cannot be sent as JSON: {exc}") from None
 
 
+def _output_schemas(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``Config.output_schemas`` parsed: each a JSON object (bytes or parsed), by tool name.
+
+    Compiled when first used (the validator is imported only then).
+    """
+    schemas: dict[str, Any] = {}
+    for name, schema in (given or {}).items():
+        if isinstance(schema, bytes | bytearray):
+            try:
+                schema = json.loads(schema)
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply
+                raise CallerError(f"the output schema for tool {name!r} is not JSON") from None
+        if not isinstance(schema, Mapping):
+            raise CallerError(f"the output schema for tool {name!r} is not a JSON object")
+        try:  # plain dicts and lists, as parsed JSON is (what the validator reads)
+            schemas[name] = json.loads(dumps_compact(schema))
+        except JsonError as exc:
+            raise CallerError(f"the output schema for tool {name!r} is not JSON: {exc}") from None
+    return schemas
+
+
 def conn_settings(
     config: Config,
     *,
@@ -87,7 +113,7 @@ def conn_settings(
             )
         if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
             raise CallerError("the bearer token must be non-empty visible ASCII")
-    for field_name in ("headers", "tool_schemas"):
+    for field_name in ("headers", "tool_schemas", "output_schemas"):
         value = getattr(config, field_name)
         if value is not None and not isinstance(value, Mapping):
             raise CallerError(f"Config.{field_name} must be a mapping, not {type(value).__name__}")
@@ -105,6 +131,9 @@ def conn_settings(
         if not isinstance(schema, Mapping):
             raise CallerError(f"the schema for tool {name!r} is not a JSON object")
         schemas[name] = schema
+    output_schemas = _output_schemas(config.output_schemas)
+    if not isinstance(config.validate_structured_content, bool):
+        raise CallerError("Config.validate_structured_content must be a bool")
     versions = tuple(config.protocol_versions or SUPPORTED_VERSIONS)
     usable_versions(versions)  # CallerError when it names none sansmcp speaks
     extra: dict[str, Any] = {}
@@ -120,5 +149,7 @@ def conn_settings(
         capabilities=capabilities,
         era_hint=era_hint,
         reissue_calls=config.reissue_calls,
+        output_schemas=output_schemas,
+        validate_structured_content=config.validate_structured_content,
         **extra,
     )

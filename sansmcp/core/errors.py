@@ -66,6 +66,9 @@ Reason = Literal[
     "bad_request_state",
     "input_required",
     "input_declined",
+    "output_schema_mismatch",
+    "unusable_output_schema",
+    "validation_budget",
 ]
 """Every value of ``ServerAnswered.reason``; each is described in that class's docstring."""
 
@@ -183,7 +186,16 @@ class ServerAnswered(McpError):
       ``Limits.max_echo_bytes``;
     * ``"input_required"`` -- the server needs input and no input handler is configured
       (``data`` holds the requests);
-    * ``"input_declined"`` -- the input handler declined to answer.
+    * ``"input_declined"`` -- the input handler declined to answer;
+    * ``"output_schema_mismatch"`` -- a tool result (not ``isError``) whose
+      ``structuredContent`` is missing or does not conform to the tool's
+      ``outputSchema`` (the message names the first failing path and keyword);
+    * ``"unusable_output_schema"`` -- the tool's ``outputSchema`` is malformed or needs
+      what sansmcp refuses to do (a remote ``$ref``, another draft than 2020-12 or 07,
+      ``unevaluated*``, a ``pattern`` outside the linear-time subset);
+    * ``"validation_budget"`` -- compiling the schema or checking the result took more
+      than ``Limits.max_validation_steps`` steps or nested past
+      ``Limits.max_validation_depth`` (``bound``, ``limit``).
     """
 
     reason: Reason

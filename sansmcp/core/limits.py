@@ -89,6 +89,9 @@ _ALLOWANCE = _Rule(integer=True, minimum=0, inclusive=True)
 # A count the HTTP/2 machine also sends as a SETTINGS value: 32 bits on the wire
 # (RFC 9113 6.5.1), so a larger value could not be sent and must not validate.
 _SETTING = _Rule(integer=True, minimum=1, inclusive=True, maximum=2**32 - 1)
+# A nesting depth the schema validator recurses on (a few frames a level): capped well
+# under the interpreter's recursion limit.
+_DEPTH = _Rule(integer=True, minimum=1, inclusive=True, maximum=128)
 
 # One entry per field of Limits, in field order (tests/core/test_limits.py fails when one
 # is missing): a field added to Limits needs its line here.
@@ -127,6 +130,8 @@ _RULES: dict[str, _Rule] = {
     "h1_max_small_chunks": _COUNT,
     "max_cache_entries": _ALLOWANCE,
     "max_cache_bytes": _ALLOWANCE,
+    "max_validation_steps": _COUNT,
+    "max_validation_depth": _DEPTH,
 }
 
 
@@ -214,3 +219,10 @@ class Limits:
     # recently used goes first; 0 turns the cache off
     max_cache_entries: int = 1024  # >= 0
     max_cache_bytes: int = 16 << 20  # >= 0
+    # structuredContent against outputSchema: steps one compilation, and one check of one
+    # result, may take (a subschema applied, a keyword checked, a value compared, a
+    # pattern thread advanced by one character; ~0.2-0.5 us each), past which the call
+    # fails (ServerAnswered, reason "validation_budget").  A typical result takes ~10-100
+    max_validation_steps: int = 500_000  # >= 1
+    # schemas applied inside one another (and nested, when compiled) before the same
+    max_validation_depth: int = 64  # >= 1, <= 128

@@ -48,11 +48,18 @@ class Content:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallResult:
-    """The outcome of a complete ``tools/call``.  ``is_error`` is the tool's verdict."""
+    """The outcome of a complete ``tools/call``.  ``is_error`` is the tool's verdict.
+
+    ``validated`` is True when ``structured_content`` was checked against the tool's
+    ``outputSchema`` and conforms (a result that does not conform is never returned:
+    it raises ``ServerAnswered``); None when no schema was known, validation is off
+    (``Config.validate_structured_content``) or the result is ``isError``.
+    """
 
     content: list[Content]
     is_error: bool
     structured_content: bytes | None  # compact JSON, or None when absent
+    validated: bool | None = None
 
 
 def _b64(value: Any) -> bytes | None:

@@ -60,6 +60,9 @@ REASONS = frozenset(
         "bad_request_state",
         "input_required",
         "input_declined",
+        "output_schema_mismatch",
+        "unusable_output_schema",
+        "validation_budget",
     }
 )
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "sansmcp"

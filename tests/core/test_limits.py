@@ -36,6 +36,8 @@ ALLOWANCES = {
 
 # Counts the HTTP/2 machine also sends as SETTINGS values (red team, issue 10): <= 2**32 - 1.
 H2_SETTINGS = {"max_header_bytes", "h2_max_concurrent_streams"}
+# Depths the schema validator recurses on (issue 15): <= 128, under the recursion limit.
+DEPTHS = {"max_validation_depth"}
 
 
 def is_float_field(name: str) -> bool:
@@ -58,6 +60,8 @@ def acceptable(name: str, value: Any) -> bool:
         return False
     if name in H2_SETTINGS and value > 2**32 - 1:
         return False  # sent as a 32-bit HTTP/2 SETTINGS value
+    if name in DEPTHS and value > 128:
+        return False
     return value >= 0 if name in ALLOWANCES else value >= 1
 
 

@@ -17,6 +17,14 @@ With ``--back-channel``, two more (so the other suites' tool counts stay put):
 * ``pings(count)`` -- sends ``count`` pings on the call's own stream, answers
   without waiting for their answers.
 
+With ``--output-schemas``, two tools with an ``outputSchema`` (issue 15):
+
+* ``shaped(count)`` -- a pydantic-typed result the SDK validates itself: conforms;
+* ``misshaped(mode)`` -- an ``outputSchema`` set by hand (the SDK advertises it and
+  does not check it) and a raw ``CallToolResult``: ``mode`` ``"good"`` conforms,
+  ``"bad"`` breaks ``minimum`` at ``/total``, ``"missing"`` has no
+  ``structuredContent``, ``"error"`` is an ``isError`` result that would not conform.
+
 Every request carrying an ``x-test-tag`` header is logged (HTTP method, JSON-RPC
 method or ``"response"``, status); ``GET /_log?TAG`` returns that tag's log as JSON,
 so a test counts exactly the requests its own client sent.  ``--legacy-only`` puts
@@ -42,7 +50,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import EmptyResult, InputRequiredResult, PingRequest
+from mcp_types import CallToolResult, EmptyResult, InputRequiredResult, PingRequest, TextContent
 from pydantic import BaseModel
 
 from tests.servers.official import build
@@ -57,6 +65,13 @@ ALLOWED_NAMES = (
     "mcp.test",
     "mix.test",
 )
+
+
+class Report(BaseModel):
+    """The structured output of ``shaped`` (module level: the SDK resolves the annotation)."""
+
+    name: str
+    items: list[int]
 
 
 def _describe(body: bytes) -> str | None:
@@ -151,6 +166,7 @@ def main() -> None:
     parser.add_argument("--cache-ttl", type=int, default=None)
     parser.add_argument("--cache-scope", default="public")
     parser.add_argument("--max-requests", type=int, default=0)
+    parser.add_argument("--output-schemas", action="store_true")
     args = parser.parse_args()
 
     server = build(args.tools)
@@ -242,6 +258,30 @@ def main() -> None:
             for _ in range(3):  # the pings go on the stream before the answer, at once
                 await asyncio.sleep(0)
             return f"sent {count}"
+
+    if args.output_schemas:
+
+        @server.tool(description="A structured report (conforms to its outputSchema).")
+        def shaped(count: int) -> Report:
+            return Report(name="report", items=list(range(count)))
+
+        @server.tool(description="A raw result against a hand-set outputSchema.")
+        def misshaped(mode: str) -> CallToolResult:
+            content = [TextContent(type="text", text=mode)]
+            if mode == "missing":
+                return CallToolResult(content=content)
+            total = -1 if mode in ("bad", "error") else 3
+            return CallToolResult(
+                content=content, structured_content={"total": total}, is_error=mode == "error"
+            )
+
+        metadata = server._tool_manager.get_tool("misshaped").fn_metadata
+        metadata.output_model = None
+        metadata.output_schema = {
+            "type": "object",
+            "properties": {"total": {"type": "integer", "minimum": 0}},
+            "required": ["total"],
+        }
 
     # The SDK's DNS-rebinding protection, widened to the names the suite maps to
     # loopback with its resolver hook.

@@ -1876,6 +1876,81 @@ CASES += [
     ),
 ]
 # ------------------------------------------------------------ end of issue 15
+# ---- issue 15: structuredContent against a hostile outputSchema, ended by the budget ----
+_STEPS = Limits().max_validation_steps
+_DEPTH = Limits().max_validation_depth
+
+
+def schema_listing(output_schema: Any) -> H1Attack:
+    """The listing: one ``echo`` tool with ``output_schema``."""
+    return answer(
+        lambda request: json_answer(
+            result(request.rpc_id, list_result([tool("echo", outputSchema=output_schema)]))
+        )
+    )
+
+
+def _nested_schema(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"n": schema}}
+    return schema
+
+
+_TEXT = [{"type": "text", "text": "t"}]
+_WIDE_ANY_OF = {
+    "type": "object",
+    "properties": {"v": {"anyOf": [{"contains": {"const": f"z{i}"}} for i in range(200)]}},
+}
+CASES += [
+    Case(
+        "schema_catastrophic_pattern",
+        "an outputSchema `pattern` of `(a+)+$` and a 64 KiB string of `a` then `!`",
+        "max_validation_steps (a linear-time matcher; the threads it steps are counted)",
+        h1(
+            {
+                L: schema_listing({"type": "object", "properties": {"s": {"pattern": "(a+)+$"}}}),
+                C: answer(call_answer(_TEXT, structuredContent={"s": "a" * 65_536 + "!"})),
+            }
+        ),
+        answered(
+            "call",
+            "validation_budget",
+            attrs={"bound": "max_validation_steps", "limit": _STEPS},
+            requests={D: 1, L: 1, C: 1},
+        ),
+        fast=True,
+    ),
+    Case(
+        "schema_deep_nesting",
+        f"an outputSchema nested {_DEPTH + 36} levels deep",
+        "max_validation_depth (when the schema is compiled, before the call is sent)",
+        h1({L: schema_listing(_nested_schema(_DEPTH + 36))}),
+        answered(
+            "call",
+            "validation_budget",
+            attrs={"bound": "max_validation_depth", "limit": _DEPTH},
+            requests={D: 1, L: 1},
+        ),
+    ),
+    Case(
+        "schema_wide_any_of",
+        "an outputSchema `anyOf` of 200 `contains` branches none of 20,000 items meets",
+        "max_validation_steps (every branch, item and comparison is counted)",
+        h1(
+            {
+                L: schema_listing(_WIDE_ANY_OF),
+                C: answer(call_answer(_TEXT, structuredContent={"v": [0] * 20_000})),
+            }
+        ),
+        answered(
+            "call",
+            "validation_budget",
+            attrs={"bound": "max_validation_steps", "limit": _STEPS},
+            requests={D: 1, L: 1, C: 1},
+        ),
+    ),
+]
 
 
 def _challenge(report: dict[str, Any], error_code: str) -> None:

@@ -14,10 +14,11 @@ state, and the cache's few hooks belong beside the listing they serve.)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from ..cache import DISCOVER_METHOD, CachedListing, CachedPage, CallerCache, scope_of, ttl_of
 from ..errors import CallerError, ConnectionFailed, ServerAnswered
@@ -48,6 +49,9 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
 from .transport import Reply, Transport
+
+if TYPE_CHECKING:
+    from ..schema.validator import Schema
 
 __all__ = [
     "Ask",
@@ -129,6 +133,10 @@ class Operations:
         # the Client-wide cache; whether this Conn's tools came from it (None: no listing)
         self.cache = cache
         self.tools_from_cache: bool | None = None
+        # compiled output schemas by tool name, each with the source it was compiled
+        # from; valid for the listing ``_schemas_of`` (cleared when self.tools is replaced)
+        self._output_schemas: dict[str, tuple[object, Schema]] = {}
+        self._schemas_of: dict[str, Tool] = self.tools
 
     # ------------------------------------------------------------ the request primitive
 
@@ -546,8 +554,35 @@ class Operations:
         except ValueError as exc:
             raise CallerError(f"the schema given for tool {name!r} is unusable: {exc}") from None
 
+    def output_schema(self, name: str) -> Schema | None:
+        """The compiled output schema of tool ``name``, or None when none is known or
+        validation is off.  Compiled once per listing (``ServerAnswered`` or, for a
+        schema from ``Config.output_schemas``, ``CallerError`` when it is unusable)."""
+        settings = self.settings
+        if not settings.validate_structured_content:
+            return None
+        tool = self.tools.get(name)
+        source: object = None if tool is None else tool.output_schema
+        from_config = source is None
+        if from_config:
+            source = settings.output_schemas.get(name)
+            if source is None:
+                return None
+        if self._schemas_of is not self.tools:
+            self._output_schemas.clear()
+            self._schemas_of = self.tools
+        known = self._output_schemas.get(name)
+        if known is not None and known[0] is source:
+            return known[1]
+        from ..schema.output import compile_output  # lazy: most Conns never compile one
+
+        schema = compile_output(name, source, self.limits, from_config=from_config)  # type: ignore[arg-type]
+        self._output_schemas[name] = (source, schema)
+        return schema
+
     def call_tool(self, name: str, arguments: bytes, parsed: Mapping[str, Any]) -> OpGen:
         limits = self.limits
+        self.output_schema(name)  # an unusable schema fails the call before it is sent
         attempts = 0
         relisted = False
         inputs: Mapping[str, Any] | None = None
@@ -603,7 +638,14 @@ class Operations:
             )
             match step:
                 case rules.Complete():
-                    return ToolCalled(result=parse_call_result(result, modern=modern))
+                    call = parse_call_result(result, modern=modern)
+                    schema = None if call.is_error else self.output_schema(name)
+                    if schema is not None:
+                        from ..schema.output import check_output
+
+                        check_output(name, schema, result, limits)
+                        call = dataclasses.replace(call, validated=True)
+                    return ToolCalled(result=call)
                 case rules.AskInput():
                     state = step.state
                     answers = yield Ask(step.requests)

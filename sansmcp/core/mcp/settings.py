@@ -30,7 +30,9 @@ class ConnSettings:
     nothing is declared and every ask is refused.  ``tool_schemas`` maps a tool name to
     its input schema (parsed JSON) so ``Mcp-Param-*`` headers can be sent without a
     listing.  ``reissue_calls`` opts in to re-issuing a ``tools/call`` whose modern
-    stream broke, even for a tool not marked idempotent.
+    stream broke, even for a tool not marked idempotent.  ``output_schemas`` maps a
+    tool name to its output schema (parsed JSON), used when the listing gives none;
+    ``validate_structured_content`` turns the check of ``structuredContent`` off.
     """
 
     endpoint: Endpoint
@@ -46,6 +48,8 @@ class ConnSettings:
     user_agent: str = f"sansmcp/{__version__}"
     era_hint: str | None = None
     reissue_calls: bool = False
+    output_schemas: Mapping[str, Any] = field(default_factory=dict)
+    validate_structured_content: bool = True
 
 
 def usable_versions(versions: Sequence[str]) -> tuple[str, ...]:
