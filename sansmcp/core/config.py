@@ -8,12 +8,13 @@ with the ``Client``'s identity, capabilities and the pool's era hint.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import CallerError
 from .jsonvalue import JsonError, dumps_compact
+from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
 from .url import is_loopback_host, parse_endpoint
@@ -29,7 +30,10 @@ class Config:
     ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
     name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
     headers go out without a listing; ``protocol_versions`` restricts and orders the
-    revisions sansmcp may negotiate.
+    revisions sansmcp may negotiate.  ``on_notification`` receives the server's
+    notifications that are not progress (a ``LogMessage`` or a ``Notification``), in the
+    caller's task; ``log_level`` (one of ``LOG_LEVELS``) asks for log messages at or
+    above it (nothing is asked when it is None).
     """
 
     url: str
@@ -39,6 +43,8 @@ class Config:
     tool_schemas: Mapping[str, bytes | Mapping[str, Any]] | None = None
     protocol_versions: Sequence[str] | None = None
     reissue_calls: bool = False
+    on_notification: Callable[[LogMessage | Notification], object] | None = None
+    log_level: str | None = None
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
@@ -74,6 +80,7 @@ def conn_settings(
     client_info: Mapping[str, Any] | None,
     capabilities: Mapping[str, Any] | None,
     era_hint: str | None,
+    observe: bool = False,
 ) -> ConnSettings:
     """Check ``config`` and build the machine's settings (``CallerError`` if unusable)."""
     endpoint = parse_endpoint(config.url)
@@ -107,6 +114,12 @@ def conn_settings(
         schemas[name] = schema
     versions = tuple(config.protocol_versions or SUPPORTED_VERSIONS)
     usable_versions(versions)  # CallerError when it names none sansmcp speaks
+    if config.on_notification is not None and not callable(config.on_notification):
+        raise CallerError("Config.on_notification must be callable")
+    if config.log_level is not None and config.log_level not in LOG_LEVELS:
+        raise CallerError(
+            f"Config.log_level {config.log_level!r} is not a log level ({', '.join(LOG_LEVELS)})"
+        )
     extra: dict[str, Any] = {}
     if client_info is not None:
         extra["client_info"] = client_info
@@ -120,5 +133,8 @@ def conn_settings(
         capabilities=capabilities,
         era_hint=era_hint,
         reissue_calls=config.reissue_calls,
+        notifications=config.on_notification is not None,
+        log_level=config.log_level,
+        observe=observe,
         **extra,
     )

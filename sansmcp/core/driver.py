@@ -18,7 +18,9 @@ outbox of :data:`Command`\\ s (:meth:`ClientDriver.next_command`), h2-style:
 * I/O: :class:`Resolve` a host name, :class:`Connect` to one vetted address,
   :class:`Write` bytes, :class:`CloseSocket` (abort; also abandons a resolve or a
   connect in progress under that id; the adapter reports nothing back for it);
-* the caller's: :class:`Deliver` something the embedder's callback must see, and
+* the caller's: :class:`Deliver` something the embedder's callback must see (an
+  input request, or an observation: progress, a server notification, and -- with
+  ``observe`` -- each request's start and end for telemetry), and
   :class:`Finished` (an operation's terminal outcome).  Both are executed in the
   caller's task or thread, never in a socket reader.
 
@@ -76,18 +78,21 @@ from .mcp import (
     Connected,
     InputRequired,
     McpMachine,
+    Observation,
     OperationFailed,
     Output,
     StartExchange,
     ToolCalled,
     ToolsListed,
 )
+from .mcp.notifications import OBSERVATIONS, RequestEnded
 from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .results import CallResult
 from .tools import SkippedTool, Tool
 from .url import Origin
 from .wire import Wire, reader_fault
+from .wire.h2 import H2Connection
 
 __all__ = [
     "ClientDriver",
@@ -151,10 +156,11 @@ class CloseSocket:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deliver:
     """Show ``item`` to the embedder in the caller's task (an input request: call the
-    input handler, bounded by ``deadline``, and ``answer`` it)."""
+    input handler, bounded by ``deadline``, and ``answer`` it; an observation: hand it
+    to its callback, or to telemetry)."""
 
     conn_id: int
-    item: InputRequired
+    item: InputRequired | Observation
     deadline: float  # math.inf when none
 
 
@@ -177,14 +183,23 @@ Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
 class ConnView:
     """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it):
     the machine (``protocol_version``, ``ttl_ms``, ``cache_scope``), whether the Conn is
-    closed, and what the last listing skipped."""
+    closed, what the last listing skipped, and the embedder's ``Config.on_notification``
+    (held for the adapter, which calls it; the driver never does)."""
 
-    __slots__ = ("closed", "conn_id", "machine", "skipped_count", "skipped_tools")
+    __slots__ = (
+        "closed",
+        "conn_id",
+        "machine",
+        "on_notification",
+        "skipped_count",
+        "skipped_tools",
+    )
 
     def __init__(self, conn_id: int, machine: McpMachine) -> None:
         self.conn_id = conn_id
         self.machine = machine
         self.closed = False
+        self.on_notification: Callable[[Any], object] | None = None
         self.skipped_tools: list[SkippedTool] = []
         # every entry the last listing skipped; ``skipped_tools`` records the first
         # ``Limits.max_recorded_skips`` of them
@@ -201,6 +216,7 @@ class _Conn:
         "machine",
         "origin",
         "view",
+        "wire",
     )
 
     def __init__(self, view: ConnView) -> None:
@@ -212,6 +228,7 @@ class _Conn:
         self.held: list[Deliver] = []  # what came between operations
         self.heap_at: float | None = None  # the deadline of its live heap entry
         self.heap_seq: int | None = None  # and that entry's sequence number
+        self.wire: Wire | None = None  # the socket its last exchange began on (telemetry)
 
 
 class _Socket:
@@ -269,7 +286,8 @@ class ClientDriver:
     ``limits`` bounds everything; ``allow_loopback`` / ``allow_private`` widen the
     address guard; ``http2_prior_knowledge`` speaks h2c to ``http://`` origins;
     ``answers_input`` says the embedder can answer input requests (only then are
-    ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``.
+    ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``;
+    ``observe`` reports every request's start and end (telemetry).
     """
 
     def __init__(
@@ -282,8 +300,10 @@ class ClientDriver:
         answers_input: bool = False,
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
+        observe: bool = False,
     ) -> None:
         self.limits = limits or Limits()
+        self.observe = observe
         self.allow_loopback = allow_loopback
         self.allow_private = allow_private
         self.capabilities = (capabilities or {}) if answers_input else None
@@ -341,24 +361,55 @@ class ClientDriver:
         if self.closed:
             raise UsageError(CLIENT_CLOSED)
         settings = config_module.conn_settings(
-            config, client_info=self.client_info, capabilities=self.capabilities, era_hint=None
+            config,
+            client_info=self.client_info,
+            capabilities=self.capabilities,
+            era_hint=None,
+            observe=self.observe,
         )
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
             settings = dataclasses.replace(settings, era_hint=hint)
         machine = McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids)
         view = ConnView(next(self._conn_ids), machine)
+        view.on_notification = config.on_notification
         self._conns[view.conn_id] = _Conn(view)
         return view
 
-    def connect(self, conn_id: int, *, now: float) -> None:
-        self._operate(conn_id, lambda machine: machine.connect(now=now), now)
+    # ``trace`` (trace context: traceparent, tracestate, baggage) goes into the operation's
+    # requests' ``_meta``; ``progress`` asks for the call's progress notifications.
 
-    def list_tools(self, conn_id: int, *, now: float) -> None:
-        self._operate(conn_id, lambda machine: machine.list_tools(now=now), now)
+    def connect(self, conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
+        def start(machine: McpMachine) -> None:
+            machine.propagate(trace)
+            machine.connect(now=now)
 
-    def call_tool(self, conn_id: int, name: str, arguments: bytes, *, now: float) -> None:
-        self._operate(conn_id, lambda machine: machine.call_tool(name, arguments, now=now), now)
+        self._operate(conn_id, start, now)
+
+    def list_tools(
+        self, conn_id: int, *, now: float, trace: Mapping[str, str] | None = None
+    ) -> None:
+        def start(machine: McpMachine) -> None:
+            machine.propagate(trace)
+            machine.list_tools(now=now)
+
+        self._operate(conn_id, start, now)
+
+    def call_tool(
+        self,
+        conn_id: int,
+        name: str,
+        arguments: bytes,
+        *,
+        now: float,
+        progress: bool = False,
+        trace: Mapping[str, str] | None = None,
+    ) -> None:
+        def start(machine: McpMachine) -> None:
+            machine.propagate(trace)
+            machine.call_tool(name, arguments, now=now, progress=progress)
+
+        self._operate(conn_id, start, now)
 
     def close_conn(self, conn_id: int, *, now: float) -> None:
         """Close the Conn (a legacy session gets its DELETE); ends with :class:`Finished`,
@@ -556,10 +607,25 @@ class ClientDriver:
                         self._outbox.append(item)
                     else:
                         conn.held.append(item)
+                case _ if isinstance(output, OBSERVATIONS):
+                    self._observed(conn, output)
                 case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
                     self._finish(conn, output, now)
                 case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                     assert_never(output)
+
+    def _observed(self, conn: _Conn, item: Observation) -> None:
+        """An observation for the embedder: now, or at the next operation (bounded by
+        ``Limits.max_notifications``: only notifications come between operations)."""
+        if isinstance(item, RequestEnded):
+            wire = conn.wire
+            version = None if wire is None else "2" if isinstance(wire, H2Connection) else "1.1"
+            item = dataclasses.replace(item, http_version=version)
+        deliver = Deliver(conn_id=conn.view.conn_id, item=item, deadline=math.inf)
+        if conn.attended:
+            self._outbox.append(deliver)
+        else:
+            conn.held.append(deliver)
 
     def _finish(self, conn: _Conn, output: Output, now: float) -> None:
         conn.attended = False
@@ -615,6 +681,7 @@ class ClientDriver:
 
     def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
         sock.wire.start(start.exchange_id, start.request, now=now)
+        conn.wire = sock.wire
         self.pool.started(sock.pool_id, now=now)
         self._routes[start.exchange_id] = (conn, sock)
         sock.exchanges.add(start.exchange_id)

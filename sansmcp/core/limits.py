@@ -125,6 +125,7 @@ _RULES: dict[str, _Rule] = {
     "max_recorded_skips": _ALLOWANCE,
     "max_unowned_bytes_per_socket": _COUNT,
     "h1_max_small_chunks": _COUNT,
+    "max_notifications": _ALLOWANCE,
 }
 
 
@@ -207,3 +208,6 @@ class Limits:
     # ~30 us: the twin of h2_max_small_data_frames, lower because one 64 KiB read holds
     # ~10,000 of them and is parsed in one step); past it the exchange fails as a budget
     h1_max_small_chunks: int = 4_096  # >= 1
+    # notifications (progress, log messages, list-changed...) delivered per request; past
+    # it they are dropped and counted (Conn.notifications_dropped), never fatal
+    max_notifications: int = 1_000  # >= 0

@@ -29,6 +29,7 @@ ALLOWANCES = {
     "max_server_requests",
     "max_informational",
     "max_recorded_skips",  # an optional record: 0 keeps only the count
+    "max_notifications",  # 0 delivers none (they are counted as dropped)
 }
 
 

@@ -16,6 +16,17 @@ With ``--back-channel``, two more (so the other suites' tool counts stay put):
 * ``pings(count)`` -- sends ``count`` pings on the call's own stream, answers
   without waiting for their answers.
 
+With ``--observe`` (issue 14), a ``logging/setLevel`` handler (so the server declares
+``logging`` to legacy clients) and two more tools:
+
+* ``report(steps, with_total, standalone)`` -- ``steps`` progress notifications (with
+  or without a total, each with a message), then log messages at debug, info, warning
+  and error (logger ``"report"``, data an object); a legacy session's messages are
+  filtered by the level its ``logging/setLevel`` asked for (a 2026-07-28 server filters
+  by the request's ``_meta``).  ``standalone`` sends the progress with no related
+  request, so a legacy session gets it on its standalone GET stream;
+* ``meta_seen()`` -- the ``_meta`` of the call as the server received it, as JSON.
+
 Every request carrying an ``x-test-tag`` header is logged (HTTP method, JSON-RPC
 method or ``"response"``, status); ``GET /_log?TAG`` returns that tag's log as JSON,
 so a test counts exactly the requests its own client sent.  ``--legacy-only`` puts
@@ -133,6 +144,58 @@ class RequestLog:
         await send({"type": "http.response.body", "body": body})
 
 
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def add_observe_tools(server: Any) -> None:
+    from mcp_types import SetLevelRequestParams
+
+    levels: dict[str, str] = {}  # session id -> the level its logging/setLevel asked for
+
+    def session_of(ctx: Any) -> str:
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None) or {}
+        return str(headers.get("mcp-session-id"))
+
+    async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        levels[session_of(ctx)] = params.level
+        return EmptyResult()
+
+    with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; legacy here
+        warnings.simplefilter("ignore")
+        server._lowlevel_server.add_request_handler(
+            "logging/setLevel", SetLevelRequestParams, set_level
+        )
+
+    @server.tool(description="Report progress, then send log messages.")
+    async def report(
+        ctx: Context, steps: int = 3, with_total: bool = True, standalone: bool = False
+    ) -> str:
+        total = float(steps) if with_total else None
+        meta: Any = ctx.request_context.meta or {}
+        token = meta.get("progress_token", meta.get("progressToken"))
+        for step in range(1, steps + 1):
+            if standalone:
+                if token is not None:
+                    await ctx.session.send_progress_notification(
+                        token, float(step), total, f"step {step}"
+                    )
+            else:
+                await ctx.report_progress(float(step), total, f"step {step}")
+        floor = levels.get(session_of(ctx.request_context), "debug")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for level in ("debug", "info", "warning", "error"):
+                if LEVELS.index(level) >= LEVELS.index(floor):
+                    await ctx.log(level, {"level": level, "n": 1}, logger_name="report")  # type: ignore[arg-type]
+        await anyio.sleep(0.05)  # standalone notifications go out before the answer
+        return f"reported {steps}"
+
+    @server.tool(description="The _meta of this call as received.")
+    def meta_seen(ctx: Context) -> str:
+        return json.dumps(ctx.request_context.meta)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
@@ -145,6 +208,7 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--legacy-only", action="store_true")
     parser.add_argument("--back-channel", action="store_true")
+    parser.add_argument("--observe", action="store_true")
     args = parser.parse_args()
 
     server = build(args.tools)
@@ -229,6 +293,9 @@ def main() -> None:
             for _ in range(3):  # the pings go on the stream before the answer, at once
                 await asyncio.sleep(0)
             return f"sent {count}"
+
+    if args.observe:
+        add_observe_tools(server)
 
     # The SDK's DNS-rebinding protection, widened to the names the suite maps to
     # loopback with its resolver hook.

@@ -1,7 +1,8 @@
 """What the MCP machine emits: HTTP work for the driver and one terminal event per operation.
 
 ``StartExchange`` / ``CancelExchange`` are commands for the driver (the adapter); the
-others are events.  ``Output`` is their union, for an exhaustive ``match``.
+others are events (the observations -- progress, notifications, telemetry -- are defined
+in :mod:`.notifications`).  ``Output`` is their union, for an exhaustive ``match``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..errors import McpError
 from ..http import HttpRequest
 from ..results import CallResult
 from ..tools import SkippedTool, Tool
+from .notifications import LogMessage, Notification, Progress, RequestEnded, RequestStarted
 
 __all__ = [
     "CancelExchange",
@@ -98,4 +100,9 @@ Output = (
     | InputRequired
     | OperationFailed
     | Closed
+    | Progress
+    | LogMessage
+    | Notification
+    | RequestStarted
+    | RequestEnded
 )

@@ -30,7 +30,9 @@ class ConnSettings:
     nothing is declared and every ask is refused.  ``tool_schemas`` maps a tool name to
     its input schema (parsed JSON) so ``Mcp-Param-*`` headers can be sent without a
     listing.  ``reissue_calls`` opts in to re-issuing a ``tools/call`` whose modern
-    stream broke, even for a tool not marked idempotent.
+    stream broke, even for a tool not marked idempotent.  ``notifications``: the
+    embedder takes server notifications; ``log_level`` asks for log messages at or above
+    it; ``observe``: telemetry is on (requests are reported).
     """
 
     endpoint: Endpoint
@@ -46,6 +48,9 @@ class ConnSettings:
     user_agent: str = f"sansmcp/{__version__}"
     era_hint: str | None = None
     reissue_calls: bool = False
+    notifications: bool = False
+    log_level: str | None = None
+    observe: bool = False
 
 
 def usable_versions(versions: Sequence[str]) -> tuple[str, ...]:

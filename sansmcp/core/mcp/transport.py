@@ -17,8 +17,11 @@ charged to the :class:`~.budget.Budget` as it arrives.
 An answer that arrives on an event stream is *held* until that stream ends (so its
 socket can carry the next request) or ``min(stream_end_wait, cancel_grace)`` passes.
 
-The standalone stream is opened after ``initialize`` when the embedder answers input,
-kept for the session's life and re-opened at most ``Limits.max_stream_retries`` times
+Notifications found on a stream (the operation's, or the standalone one) go to
+:attr:`Transport.notices` (:mod:`.notifications`), which routes and bounds them.
+
+The standalone stream is opened after ``initialize`` when the embedder answers input
+or takes notifications (or at the first call that asks for progress), kept for the session's life and re-opened at most ``Limits.max_stream_retries`` times
 (from its last event id) if the server ends it; never after a refusal.  An event id
 the server sent passes :func:`~sansmcp.core.fieldvalue.echoable` before it is kept.
 """
@@ -51,8 +54,9 @@ from ..sse import SseError, SseParser
 from . import rules
 from .budget import Budget, parse_message
 from .events import CancelExchange, Output, StartExchange
+from .notifications import Notices
 from .requests import Requests
-from .session import Session
+from .session import Era, Session
 
 __all__ = ["FOREVER", "Body", "Exchange", "Reply", "Role", "Transport"]
 
@@ -187,6 +191,8 @@ class Transport:
         "listen",
         "listen_last_id",
         "listen_opens",
+        "listen_tried",
+        "notices",
         "now",
         "op",
         "outputs",
@@ -221,6 +227,8 @@ class Transport:
         self.listen: Exchange | None = None
         self.listen_opens = 0
         self.listen_last_id: bytes | None = None
+        self.listen_tried = False  # this session's stream was opened once already
+        self.notices = Notices(self.outputs, limit=limits.max_notifications, deliver=False)
 
     # ------------------------------------------------------------ exchanges
 
@@ -448,8 +456,11 @@ class Transport:
         if role is _LISTEN:
             items = parsed if isinstance(parsed, list) else [parsed]
             for item in items:
-                if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
-                    self._server_request(exchange, item)
+                if isinstance(item, dict) and isinstance(item.get("method"), str):
+                    if "id" in item:
+                        self._server_request(exchange, item)
+                    else:
+                        self.notices.take(item)
             return
         # Only the operation's JSON-RPC requests have event streams (a notification's or a
         # side exchange's head never makes one), and DRAIN returned above.
@@ -463,6 +474,8 @@ class Transport:
         for other in others:
             if "id" in other:
                 self._server_request(exchange, other)
+            else:
+                self.notices.take(other)
         if message is not None:
             now = self.now
             limits = self.limits
@@ -493,7 +506,15 @@ class Transport:
         self.stop_listen()
         self.listen_opens = 0
         self.listen_last_id = None
+        self.listen_tried = False
         if can_answer and self.session.session_id is not None:
+            self._start_listen()
+
+    def listen_for_progress(self) -> None:
+        """A call asks for progress: a legacy session that never opened its standalone
+        stream opens it now (a server may send progress there)."""
+        session = self.session
+        if not self.listen_tried and session.era is Era.LEGACY and session.session_id is not None:
             self._start_listen()
 
     def stop_listen(self) -> None:
@@ -501,6 +522,7 @@ class Transport:
             self.cancel(self.listen)
 
     def _start_listen(self) -> None:
+        self.listen_tried = True
         extra = [] if self.listen_last_id is None else [(b"last-event-id", self.listen_last_id)]
         request = self.requests.legacy(b"GET", b"", extra)
         # Until its head arrives the stream is bounded like any request; then it is kept.
