@@ -25,7 +25,6 @@ from sansmcp.core.mcp import (
     ConnSettings,
     LogMessage,
     Notification,
-    OperationFailed,
     Progress,
     RequestEnded,
     RequestStarted,
