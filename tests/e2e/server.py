@@ -25,6 +25,8 @@ With ``--observe`` (issue 14), a ``logging/setLevel`` handler (so the server dec
   filtered by the level its ``logging/setLevel`` asked for (a 2026-07-28 server filters
   by the request's ``_meta``).  ``standalone`` sends the progress with no related
   request, so a legacy session gets it on its standalone GET stream;
+* ``changed()`` -- sends ``notifications/tools/list_changed`` with no related request
+  (a legacy session gets it on its standalone GET stream);
 * ``meta_seen()`` -- the ``_meta`` of the call as the server received it, as JSON.
 
 Every request carrying an ``x-test-tag`` header is logged (HTTP method, JSON-RPC
@@ -190,6 +192,12 @@ def add_observe_tools(server: Any) -> None:
                     await ctx.log(level, {"level": level, "n": 1}, logger_name="report")  # type: ignore[arg-type]
         await anyio.sleep(0.05)  # standalone notifications go out before the answer
         return f"reported {steps}"
+
+    @server.tool(description="Tell the session its tool list changed (no related request).")
+    async def changed(ctx: Context) -> str:
+        await ctx.session.send_tool_list_changed()
+        await anyio.sleep(0.05)  # on the standalone stream before the answer
+        return "changed"
 
     @server.tool(description="The _meta of this call as received.")
     def meta_seen(ctx: Context) -> str:
