@@ -98,7 +98,7 @@ def test_legacy_progress_on_the_standalone_stream(backend: Backend, launch: Laun
 
 
 def test_without_callbacks_nothing_is_asked(backend: Backend, observed: tuple[str, Server]) -> None:
-    era, server = observed
+    _era, server = observed
     tag = uuid.uuid4().hex
 
     async def main() -> str:
@@ -118,7 +118,7 @@ def test_without_callbacks_nothing_is_asked(backend: Backend, observed: tuple[st
 def test_the_per_request_cap_drops_and_counts(
     backend: Backend, observed: tuple[str, Server]
 ) -> None:
-    era, server = observed
+    _era, server = observed
 
     async def main() -> tuple[list[Any], list[Any], int]:
         progress: list[Any] = []
@@ -145,7 +145,7 @@ def test_the_per_request_cap_drops_and_counts(
 def test_a_raising_callback_propagates_unchanged_and_closes_the_conn(
     backend: Backend, observed: tuple[str, Server], which: str
 ) -> None:
-    era, server = observed
+    _era, server = observed
     boom = Boom("from the caller's callback")
 
     def raise_it(*args: Any) -> None:
