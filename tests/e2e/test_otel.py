@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from sansmcp import Config
+from sansmcp import Config, ServerAnswered
 from sansmcp.otel import DURATION_BUCKETS, Telemetry
 
 from .conftest import REPO, Backend, Launcher, Server
@@ -67,19 +67,21 @@ def test_spans_metrics_and_the_traceparent_the_server_received(
 
     async def main() -> tuple[str, str]:
         config = Config(url=server.url())
-        async with backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client:
-            async with client.connect(config) as conn:
-                with outer_tracer.start_as_current_span("work item") as outer:
-                    token = context.attach(baggage.set_baggage("tenant", "t1"))
-                    try:
-                        seen = await conn.call_tool("meta_seen")
-                    finally:
-                        context.detach(token)
-                    await conn.call_tool("fail")  # isError
-                    with pytest.raises(Exception):  # noqa: B017 - any classified error
-                        await conn.call_tool("rpc_error")
-                    carrier: dict[str, str] = {}
-                    propagate.inject(carrier, context=trace.set_span_in_context(outer))
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client,
+            client.connect(config) as conn,
+        ):
+            with outer_tracer.start_as_current_span("work item") as outer:
+                token = context.attach(baggage.set_baggage("tenant", "t1"))
+                try:
+                    seen = await conn.call_tool("meta_seen")
+                finally:
+                    context.detach(token)
+                await conn.call_tool("fail")  # isError
+                with pytest.raises(ServerAnswered):
+                    await conn.call_tool("rpc_error")
+                carrier: dict[str, str] = {}
+                propagate.inject(carrier, context=trace.set_span_in_context(outer))
         return str(seen.content[0].text), carrier["traceparent"]
 
     seen_text, outer_traceparent = backend.run(main)
@@ -140,10 +142,12 @@ def test_config_traceparent_wins(backend: Backend, launch: Launcher) -> None:
 
     async def main() -> str:
         config = Config(url=server.url(), meta={"traceparent": mine})
-        async with backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client:
-            async with client.connect(config) as conn:
-                with sdk.tracer_provider.get_tracer("p").start_as_current_span("outer"):
-                    seen = await conn.call_tool("meta_seen")
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client,
+            client.connect(config) as conn,
+        ):
+            with sdk.tracer_provider.get_tracer("p").start_as_current_span("outer"):
+                seen = await conn.call_tool("meta_seen")
         return str(seen.content[0].text)
 
     assert json.loads(backend.run(main))["traceparent"] == mine
@@ -160,10 +164,12 @@ def test_a_raising_callback_ends_the_open_span(backend: Backend, launch: Launche
         raise Boom("no")
 
     async def main() -> None:
-        async with backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client:
-            async with client.connect(Config(url=server.url())) as conn:
-                with pytest.raises(Boom):
-                    await conn.call_tool("report", b'{"steps": 2}', on_progress=boom)
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client,
+            client.connect(Config(url=server.url())) as conn,
+        ):
+            with pytest.raises(Boom):
+                await conn.call_tool("report", b'{"steps": 2}', on_progress=boom)
 
     backend.run(main)
     span = next(s for s in sdk.spans.get_finished_spans() if s.name == "tools/call report")
@@ -186,10 +192,12 @@ def test_off_no_opentelemetry_call(
         monkeypatch.setattr(module, name, counted)
 
     async def work_item(telemetry: Telemetry | None) -> None:
-        async with backend.Client(allow_loopback=True, telemetry=telemetry) as client:
-            async with client.connect(Config(url=server.url())) as conn:
-                await conn.list_tools()
-                await conn.call_tool("whoami")
+        async with (
+            backend.Client(allow_loopback=True, telemetry=telemetry) as client,
+            client.connect(Config(url=server.url())) as conn,
+        ):
+            await conn.list_tools()
+            await conn.call_tool("whoami")
 
     backend.run(lambda: work_item(None))
     assert calls == []
