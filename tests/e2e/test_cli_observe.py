@@ -80,7 +80,7 @@ def test_no_progress_without_a_terminal_unless_forced(launch: Launcher) -> None:
     code, out, err = run_cli([*args, "--progress"], tty=False)
     assert code == 0
     assert err == f"{CLEAR}progress 1  step 1{CLEAR}progress 2  step 2{CLEAR}"
-    code, out, err = run_cli([*args, "--no-progress"], tty=True)
+    code, _out, err = run_cli([*args, "--no-progress"], tty=True)
     assert code == 0 and CLEAR not in err
 
 
@@ -88,7 +88,7 @@ def test_no_progress_without_a_terminal_unless_forced(launch: Launcher) -> None:
 def test_log_level_prints_server_log_messages(launch: Launcher, era: tuple[str, ...]) -> None:
     server = launch("--observe", *era)
     args = ["call", server.url(), "report", '{"steps": 1}', "--allow-loopback"]
-    code, out, err = run_cli([*args, "--log-level", "warning"], tty=False)
+    code, _out, err = run_cli([*args, "--log-level", "warning"], tty=False)
     assert code == 0
     assert err.splitlines() == [
         'sansmcp: server log [warning] report: {"level": "warning", "n": 1}',
