@@ -76,8 +76,8 @@ def test_no_progress_without_a_terminal_unless_forced(launch: Launcher) -> None:
     server = launch("--observe")
     args = ["call", server.url(), "report", '{"steps": 2, "with_total": false}', "--allow-loopback"]
     code, out, err = run_cli(args, tty=False)
-    assert code == 0 and err == ""
-    code, out, err = run_cli([*args, "--progress"], tty=False)
+    assert code == 0 and err == "" and "reported 2" in out
+    code, _out, err = run_cli([*args, "--progress"], tty=False)
     assert code == 0
     assert err == f"{CLEAR}progress 1  step 1{CLEAR}progress 2  step 2{CLEAR}"
     code, _out, err = run_cli([*args, "--no-progress"], tty=True)
