@@ -40,6 +40,15 @@ input request or a terminal output goes to the caller while an operation runs;
 one that appears between operations (a server request on the standalone stream)
 is held for the next operation, and dropped then if the machine no longer wants it.
 
+**A standalone stream yields its socket.**  A legacy session's standalone GET
+stream (``StartExchange.preemptible``) holds a socket for the session's life; when
+an operation's exchange must wait for a socket to its origin (a cap is reached), one
+such stream to that origin -- its own session's first -- is cancelled
+(``McpMachine.yield_listen``) so its socket goes to the operation.  The session
+re-opens it after its next operation only when the origin has a socket to spare
+(``needs_room``: fewer sockets than both caps), so a stream never starves
+operations and the caps are never exceeded.
+
 **Deadlines** are kept in one heap with lazy deletion: each Conn and each dial
 has at most one live entry (the one it was last armed with, by sequence number); stale entries
 are skipped when they reach the top, and the heap is rebuilt when stale ones
@@ -213,6 +222,7 @@ class _Conn:
         "heap_at",
         "heap_seq",
         "held",
+        "listen_xid",
         "machine",
         "origin",
         "view",
@@ -229,6 +239,7 @@ class _Conn:
         self.heap_at: float | None = None  # the deadline of its live heap entry
         self.heap_seq: int | None = None  # and that entry's sequence number
         self.wire: Wire | None = None  # the socket its last exchange began on (telemetry)
+        self.listen_xid: int | None = None  # its standalone stream's exchange, once begun
 
 
 class _Socket:
@@ -327,6 +338,8 @@ class ClientDriver:
         self._seq = itertools.count()
         self._pool_seen = -1
         self._pool_at: float | None = None
+        # origin -> the Conns whose standalone stream may hold a socket there (in order)
+        self._listeners: dict[Origin, dict[_Conn, None]] = {}
 
     # ------------------------------------------------------------ observation
 
@@ -653,6 +666,11 @@ class ClientDriver:
         conn.view.closed = True
         del self._conns[conn.view.conn_id]
         conn.heap_at = conn.heap_seq = None
+        listeners = self._listeners.get(conn.origin)
+        if listeners is not None:
+            listeners.pop(conn, None)
+            if not listeners:
+                del self._listeners[conn.origin]
         for exchange_id in list(conn.exchanges):
             self._cancel(exchange_id, now)
 
@@ -663,7 +681,35 @@ class ClientDriver:
         if self.closed:
             self._fail(conn, start.exchange_id, _client_closed(), now)
             return
+        if start.needs_room and not self._room(conn.origin):
+            failure = ConnectionFailed("no socket to spare for the stream", cause="refused")
+            self._fail(conn, start.exchange_id, failure, now)
+            return
         self._serve(conn, start, self.pool.checkout(conn.origin, now=now), now)
+
+    def _room(self, origin: Origin) -> bool:
+        """A stream re-opened to ``origin`` would still leave a socket for an operation:
+        fewer than the per-origin cap busy after it, and an idle socket for it to take
+        or room under the Client's cap."""
+        pool = self.pool
+        idle = pool.idle_count(origin)
+        busy = pool.origin_socket_count(origin) - idle
+        return busy + 1 < pool.max_sockets_per_origin and (
+            idle > 0 or pool.socket_count < self.limits.pool_max_sockets
+        )
+
+    def _preempt(self, conn: _Conn, now: float) -> None:
+        """``conn`` waits for a socket: a standalone stream to its origin (its own
+        first) gives its socket up (see the module docstring)."""
+        listeners = self._listeners.get(conn.origin)
+        while listeners:
+            owner = conn if conn in listeners else next(iter(listeners))
+            del listeners[owner]
+            exchange_id, owner.listen_xid = owner.listen_xid, None
+            if exchange_id is not None and exchange_id in self._routes:
+                owner.machine.yield_listen(exchange_id, now=now)
+                self._drive(owner, now)
+                return
 
     def _serve(
         self, conn: _Conn, start: StartExchange, checkout: Grant | MustWait, now: float
@@ -676,12 +722,16 @@ class ClientDriver:
             case MustWait(ticket=ticket):
                 self._waits[ticket] = (conn, start)
                 self._pending[start.exchange_id] = ticket
+                self._preempt(conn, now)
             case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                 assert_never(checkout)
 
     def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
         sock.wire.start(start.exchange_id, start.request, now=now)
         conn.wire = sock.wire
+        if start.preemptible:
+            conn.listen_xid = start.exchange_id
+            self._listeners.setdefault(conn.origin, {})[conn] = None
         self.pool.started(sock.pool_id, now=now)
         self._routes[start.exchange_id] = (conn, sock)
         sock.exchanges.add(start.exchange_id)

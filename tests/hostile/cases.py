@@ -1729,19 +1729,13 @@ CASES: list[Case] = [
         "red_legacy_listen_takes_the_only_socket",
         "a legacy server that keeps the standalone GET stream open (as it should), with an"
         " input handler and pool_max_sockets=1",
-        "none: the stream holds the only socket for the session's life, the listing waits",
+        "the stream yields its socket to the waiting listing (issue 14) and is not re-opened"
+        " while no socket is to spare",
         h1({"GET": red.listen_stays_open}, legacy=True),
         Expect("ok", requests={**LEGACY_HANDSHAKE, "GET": 1, L: 1, C: 1, "DELETE": 1}),
         limits={"pool_max_sockets": 1, "pool_max_sockets_per_origin": 1},
         client={"input": "answer"},
         fast=True,
-        xfail="an HTTP/1.1 legacy session with an input handler holds one socket for its"
-        " standalone GET stream for the session's life; with pool_max_sockets (or"
-        " pool_max_sockets_per_origin) = 1 its every operation then waits for a socket that is"
-        " never freed and fails at dial_timeout (1.5 s here).  Likewise N > cap concurrent"
-        " such sessions to one origin: the first `cap` listen streams hold every socket and"
-        " those sessions' operations time out (4 sessions at pool_max_sockets_per_origin=2:"
-        " 2 fail at 3.0 s; 8 at 3: 3 fail).  A listen stream must not starve operations",
     ),
 ]
 

@@ -32,11 +32,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartExchange:
-    """Send ``request`` on a pooled connection; report its events with ``exchange_id``."""
+    """Send ``request`` on a pooled connection; report its events with ``exchange_id``.
+
+    ``preemptible``: a legacy session's standalone stream, which yields its socket to an
+    operation that waits for one (``McpMachine.yield_listen``); ``needs_room``: its
+    re-opening after that, started only when the origin has a socket to spare."""
 
     exchange_id: int
     request: HttpRequest
     deadline: float
+    preemptible: bool = False
+    needs_room: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

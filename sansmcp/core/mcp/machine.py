@@ -199,6 +199,13 @@ class McpMachine:
         """Notifications dropped past ``Limits.max_notifications`` (per request)."""
         return self._notices.dropped
 
+    def yield_listen(self, exchange_id: int, *, now: float) -> None:
+        """The driver needs the socket of the standalone stream ``exchange_id`` for an
+        operation (a cap is reached): the stream is cancelled, and re-opened after this
+        connection's next operation when a socket is to spare."""
+        self._t.now = now
+        self._t.yield_listen(exchange_id)
+
     def propagate(self, meta: Mapping[str, str] | None) -> None:
         """The next operation's requests carry ``meta`` (trace context) in ``_meta``,
         unless ``Config.meta`` carries a ``traceparent`` of its own, which wins."""
@@ -508,6 +515,7 @@ class McpMachine:
 
     def _end_op(self, outcome: Output) -> None:
         self._drop_op()
+        self._t.reopen_yielded()
         if self._observer is not None:
             self._observer.ended(outcome, self._t.now)
         self._outputs.append(outcome)
@@ -580,6 +588,7 @@ class McpMachine:
             )
             self._t.side(request, self.limits.cancel_grace)
         self._abandon_op()
+        self._t.reopen_yielded()
         failed = OperationFailed(error=rules.timeout(bound, limit))
         if self._observer is not None:
             self._observer.ended(failed, self._t.now)

@@ -192,6 +192,8 @@ class Transport:
         "listen_last_id",
         "listen_opens",
         "listen_tried",
+        "listen_yield_wanted",
+        "listen_yielded",
         "notices",
         "now",
         "op",
@@ -228,17 +230,31 @@ class Transport:
         self.listen_opens = 0
         self.listen_last_id: bytes | None = None
         self.listen_tried = False  # this session's stream was opened once already
+        self.listen_yielded = False  # it gave its socket to an operation: re-open it after
+        self.listen_yield_wanted = False  # to give it up as soon as its head arrives
         self.notices = Notices(self.outputs, limit=limits.max_notifications, deliver=False)
 
     # ------------------------------------------------------------ exchanges
 
     def open(
-        self, request: HttpRequest, rpc_id: int | None, deadline: float, role: Role
+        self,
+        request: HttpRequest,
+        rpc_id: int | None,
+        deadline: float,
+        role: Role,
+        *,
+        needs_room: bool = False,
     ) -> Exchange:
         exchange = Exchange(next(self._exchange_ids), request, rpc_id, deadline, role)
         self.exchanges[exchange.exchange_id] = exchange
         self.outputs.append(
-            StartExchange(exchange_id=exchange.exchange_id, request=request, deadline=deadline)
+            StartExchange(
+                exchange_id=exchange.exchange_id,
+                request=request,
+                deadline=deadline,
+                preemptible=role is _LISTEN,
+                needs_room=needs_room,
+            )
         )
         return exchange
 
@@ -249,6 +265,7 @@ class Transport:
     def cancel(self, exchange: Exchange) -> None:
         if exchange is self.listen:
             self.listen = None  # given up (garbled, over a bound, closing): never re-opened
+            self.listen_yield_wanted = False
         if self.exchanges.pop(exchange.exchange_id, None) is not None:
             self.outputs.append(CancelExchange(exchange_id=exchange.exchange_id))
 
@@ -299,6 +316,10 @@ class Transport:
                 exchange.kind = _SSE
                 exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
                 exchange.deadline = FOREVER  # kept for the session's life
+                self.listen_yielded = False
+                if self.listen_yield_wanted:  # the driver needs its socket: given up now
+                    self.cancel(exchange)
+                    self.listen_yielded = True
             else:
                 self.listen = None  # refused (405, 409, ...): not offered, never re-opened
             return
@@ -507,6 +528,7 @@ class Transport:
         self.listen_opens = 0
         self.listen_last_id = None
         self.listen_tried = False
+        self.listen_yielded = False
         if can_answer and self.session.session_id is not None:
             self._start_listen()
 
@@ -521,12 +543,33 @@ class Transport:
         if self.listen is not None:
             self.cancel(self.listen)
 
-    def _start_listen(self) -> None:
+    def yield_listen(self, exchange_id: int) -> None:
+        """The driver needs the standalone stream's socket for an operation: give it up
+        now, re-open it after the operation (:meth:`reopen_yielded`)."""
+        listen = self.listen
+        if listen is not None and listen.exchange_id == exchange_id:
+            if listen.status is None:
+                # not answered yet: the server may not have the request; given up at its head
+                self.listen_yield_wanted = True
+                return
+            self.cancel(listen)
+            self.listen_yielded = True
+
+    def reopen_yielded(self) -> None:
+        """An operation ended: a stream that yielded its socket is opened again (not
+        counted as a re-open), when the driver finds a socket to spare for it."""
+        if self.listen_yielded and self.listen is None and self.session.session_id is not None:
+            self._start_listen(needs_room=True)
+
+    def _start_listen(self, *, needs_room: bool = False) -> None:
         self.listen_tried = True
+        self.listen_yield_wanted = False
         extra = [] if self.listen_last_id is None else [(b"last-event-id", self.listen_last_id)]
         request = self.requests.legacy(b"GET", b"", extra)
         # Until its head arrives the stream is bounded like any request; then it is kept.
-        self.listen = self.open(request, None, self.now + self.limits.dial_timeout, _LISTEN)
+        self.listen = self.open(
+            request, None, self.now + self.limits.dial_timeout, _LISTEN, needs_room=needs_room
+        )
 
     def _reopen_listen(self, ended: Exchange) -> None:
         """The server ended the session's stream: open it again, at most
