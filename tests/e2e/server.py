@@ -19,8 +19,8 @@ With ``--back-channel``, two more (so the other suites' tool counts stay put):
 With ``--observe`` (issue 14), a ``logging/setLevel`` handler (so the server declares
 ``logging`` to legacy clients) and two more tools:
 
-* ``report(steps, with_total, standalone)`` -- ``steps`` progress notifications (with
-  or without a total, each with a message), then log messages at debug, info, warning
+* ``report(steps, with_total, standalone, interval)`` -- ``steps`` progress
+  notifications (with or without a total, each with a message, ``interval`` s apart), then log messages at debug, info, warning
   and error (logger ``"report"``, data an object); a legacy session's messages are
   filtered by the level its ``logging/setLevel`` asked for (a 2026-07-28 server filters
   by the request's ``_meta``).  ``standalone`` sends the progress with no related
@@ -171,7 +171,11 @@ def add_observe_tools(server: Any) -> None:
 
     @server.tool(description="Report progress, then send log messages.")
     async def report(
-        ctx: Context, steps: int = 3, with_total: bool = True, standalone: bool = False
+        ctx: Context,
+        steps: int = 3,
+        with_total: bool = True,
+        standalone: bool = False,
+        interval: float = 0.0,
     ) -> str:
         total = float(steps) if with_total else None
         meta: Any = ctx.request_context.meta or {}
@@ -184,6 +188,8 @@ def add_observe_tools(server: Any) -> None:
                     )
             else:
                 await ctx.report_progress(float(step), total, f"step {step}")
+            if interval:
+                await anyio.sleep(interval)
         floor = levels.get(session_of(ctx.request_context), "debug")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

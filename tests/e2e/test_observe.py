@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sansmcp import Config, Limits, UsageError
+from sansmcp import Config, ConnectionFailed, Limits, UsageError
 from sansmcp.core.mcp import LogMessage, Notification
 
 from .conftest import Backend, Launcher, Server
@@ -179,3 +179,30 @@ def test_legacy_list_changed_on_the_standalone_stream(backend: Backend, launch: 
 
     notes = backend.run(main)
     assert Notification(method="notifications/tools/list_changed", params={}) in notes
+
+
+def test_progress_never_extends_call_timeout(
+    backend: Backend, observed: tuple[str, Server]
+) -> None:
+    _era, server = observed
+
+    async def main() -> tuple[Any, int]:
+        progress: list[Any] = []
+        limits = Limits(call_timeout=0.6)
+        async with (
+            backend.Client(allow_loopback=True, limits=limits) as client,
+            client.connect(Config(url=server.url())) as conn,
+        ):
+            with pytest.raises(ConnectionFailed) as caught:
+                await conn.call_tool(
+                    "report",
+                    b'{"steps": 1000, "interval": 0.05}',
+                    on_progress=lambda *a: progress.append(a),
+                )
+            return caught.value, len(progress)
+
+    # 1000 steps 0.05 s apart would take 50 s: had progress extended the bound, the
+    # call would outlive the backend's own 20 s timeout instead of failing by its name
+    error, count = backend.run(main)
+    assert (error.cause, error.bound, error.limit) == ("timeout", "call_timeout", 0.6)
+    assert count >= 3  # progress kept arriving, and the bound held all the same
