@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from sansmcp import Config, ServerAnswered
+from sansmcp import CallerError, Config, ServerAnswered
 from sansmcp.otel import DURATION_BUCKETS, Telemetry
 
 from .conftest import REPO, Backend, Launcher, Server
@@ -225,3 +225,25 @@ def test_off_imports_no_opentelemetry_module(launch: Launcher) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_telemetry_hook_carrier_is_checked(backend: Backend, launch: Launcher) -> None:
+    server = launch(*ERAS["modern"])
+
+    class Bad:
+        def carrier(self) -> Any:
+            return {"traceparent": 5}
+
+        def observe(self, conn: object, item: Any, now: float) -> None:
+            pass
+
+        def abandon(self, conn: object, error: BaseException) -> None:
+            pass
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True, telemetry=Bad()) as client:
+            with pytest.raises(CallerError, match="carrier"):
+                async with client.connect(Config(url=server.url())):
+                    pass
+
+    backend.run(main)
