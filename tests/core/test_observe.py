@@ -596,3 +596,20 @@ def test_an_observer_with_nothing_open_reports_nothing() -> None:
     observer.ended("cancelled", 1.0)
     observer.sent(None, "notifications/initialized", None, 1.0)
     assert not outputs
+
+
+def test_progress_without_asking_is_not_a_notification() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = streamed_call(lambda rid: progress(rid, 1))
+    driver = Driver(server, settings=settings_with(notifications=True))
+    driver.ok(driver.connect())
+    driver.ok(driver.call("echo"))  # no on_progress: the progress is not ours
+    assert observations(driver) == []
+    quiet = FakeServer()
+    quiet.overrides["tools/call"] = streamed_call(
+        note("notifications/message", {"level": "info", "data": 1}), lambda rid: progress(rid, 2)
+    )
+    driver = Driver(quiet)  # progress asked, notifications not
+    driver.ok(driver.connect())
+    driver.ok(pcall(driver))
+    assert observations(driver) == [Progress(progress=2, total=None, message=None)]

@@ -180,6 +180,9 @@ class Notices:
         self.token = None
 
     def take(self, message: Mapping[str, Any]) -> None:
+        ours = self.token
+        if ours is None and not self.deliver:
+            return  # nobody asked for anything: not even looked at
         method: str = message["method"]
         params = message.get("params")
         if not isinstance(params, dict):
@@ -187,8 +190,8 @@ class Notices:
         item: Progress | LogMessage | Notification | None
         if method == PROGRESS:
             token = params.get("progressToken")
-            if self.token is None or type(token) is not int or token != self.token:
-                return  # not for the request in hand (or nobody asked)
+            if ours is None or type(token) is not int or token != ours:
+                return  # not for the request in hand (or no progress asked)
             item = progress_of(params)
             if item is None:
                 return
