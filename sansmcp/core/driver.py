@@ -222,11 +222,11 @@ class _Conn:
         "heap_at",
         "heap_seq",
         "held",
+        "http",
         "listen_xid",
         "machine",
         "origin",
         "view",
-        "wire",
     )
 
     def __init__(self, view: ConnView) -> None:
@@ -238,7 +238,7 @@ class _Conn:
         self.held: list[Deliver] = []  # what came between operations
         self.heap_at: float | None = None  # the deadline of its live heap entry
         self.heap_seq: int | None = None  # and that entry's sequence number
-        self.wire: Wire | None = None  # the socket its last exchange began on (telemetry)
+        self.http: str | None = None  # the HTTP version its last exchange began on (telemetry)
         self.listen_xid: int | None = None  # its standalone stream's exchange, once begun
 
 
@@ -631,9 +631,7 @@ class ClientDriver:
         """An observation for the embedder: now, or at the next operation (bounded by
         ``Limits.max_notifications``: only notifications come between operations)."""
         if isinstance(item, RequestEnded):
-            wire = conn.wire
-            version = None if wire is None else "2" if isinstance(wire, H2Connection) else "1.1"
-            item = dataclasses.replace(item, http_version=version)
+            item = dataclasses.replace(item, http_version=conn.http)
         deliver = Deliver(conn_id=conn.view.conn_id, item=item, deadline=math.inf)
         if conn.attended:
             self._outbox.append(deliver)
@@ -728,7 +726,8 @@ class ClientDriver:
 
     def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
         sock.wire.start(start.exchange_id, start.request, now=now)
-        conn.wire = sock.wire
+        if self.observe:
+            conn.http = "2" if isinstance(sock.wire, H2Connection) else "1.1"
         if start.preemptible:
             conn.listen_xid = start.exchange_id
             self._listeners.setdefault(conn.origin, {})[conn] = None

@@ -548,14 +548,8 @@ def test_driver_delivers_observations_and_holds_those_between_operations() -> No
     (delivered,) = drain(driver)
     assert isinstance(delivered, Deliver) and delivered.item.http_version is None
 
-    from sansmcp.core.wire.h1 import H1Connection
-    from sansmcp.core.wire.h2 import H2Connection
-
-    for wire, version in (
-        (H2Connection.__new__(H2Connection), "2"),
-        (H1Connection.__new__(H1Connection), "1.1"),
-    ):
-        conn.wire = wire
+    for version in ("2", "1.1"):
+        conn.http = version
         driver._observed(conn, RequestEnded(rpc_id=1, method="m", tool=None, started=0.0, at=1.0))
         (delivered,) = drain(driver)
         assert delivered.item.http_version == version
@@ -613,3 +607,14 @@ def test_progress_without_asking_is_not_a_notification() -> None:
     driver.ok(driver.connect())
     driver.ok(pcall(driver))
     assert observations(driver) == [Progress(progress=2, total=None, message=None)]
+
+
+def test_through_the_driver_over_h2c_the_http_version_is_2() -> None:
+    from .test_driver import make
+
+    net = make(FakeServer(), observe=True, http2_prior_knowledge=True, h2c=True, auto_answer=False)
+    view = net.open()
+    net.ok("connect", view)
+    net.ok("list_tools", view)
+    ended = [d.item for d in net.delivered if isinstance(d.item, RequestEnded)]
+    assert [e.http_version for e in ended] == ["2", "2"]  # server/discover, tools/list
