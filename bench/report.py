@@ -302,6 +302,22 @@ def _profile(profile: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _tracing(tracing: dict[str, Any] | None) -> list[str]:
+    if not tracing or "on_us_per_item" not in tracing:
+        return [f"(not measured: {tracing.get('failed') if tracing else 'absent'})"]
+    return [
+        "The 10-tool modern work item (HTTP/1.1 JSON, asyncio), telemetry off vs on "
+        "(`sansmcp.otel.Telemetry` over the real opentelemetry-sdk, in-memory exporter and "
+        f"reader), {tracing['blocks']} alternated blocks of {tracing['items_per_block']} "
+        "items in one process; CPU (`process_time`) per item, medians of the blocks.",
+        "",
+        "| tracing | CPU µs/item | ratio |",
+        "|---|--:|--:|",
+        f"| off | {_fmt(tracing['off_us_per_item'], 0)} | 1.00 |",
+        f"| on | {_fmt(tracing['on_us_per_item'], 0)} | {_fmt(tracing['on_over_off'])} |",
+    ]
+
+
 def _parse(parse: dict[str, Any] | None) -> list[str]:
     if not parse or "ms" not in parse:
         return [f"(no parse benchmark: {parse})"]
@@ -419,6 +435,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         "## Where sansmcp's CPU goes",
         "",
         *_profile(result.get("profile")),
+        "",
+        "## Tracing off vs on (issue 14)",
+        "",
+        *_tracing(result.get("tracing")),
         "",
         "## Health: RSS and file descriptors across the measured items",
         "",

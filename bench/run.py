@@ -7,7 +7,8 @@ that same server: sequential work items per era (legacy 2025-11-25, modern
 2026-07-28), and on the 10-tool JSON servers 50 concurrent work items and the heap
 held per idle pooled connection.  The server counts requests and TCP connections
 per measured phase.  Then a listing parse micro-benchmark (``bench.parse``) and a
-profile of sansmcp's work item (``bench.profile``).  Writes
+profile of sansmcp's work item (``bench.profile``) and tracing off vs on
+(``bench.tracing``).  Writes
 ``bench/results/latest.json``; ``bench.report`` turns it into ``latest.md`` and plots.
 """
 
@@ -352,6 +353,11 @@ def main() -> None:
                 if config.tools == 10 and config.http == "h1" and config.body == "json":
                     extras["profile"] = _run_json_child(
                         ["-m", "bench.profile", server.url] + (["--quick"] if args.quick else []),
+                        log,
+                        client_cpu,
+                    )
+                    extras["tracing"] = _run_json_child(
+                        ["-m", "bench.tracing", server.url] + (["--quick"] if args.quick else []),
                         log,
                         client_cpu,
                     )

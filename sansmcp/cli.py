@@ -4,11 +4,16 @@
 
     sansmcp tools URL [--token T] [--json] [--allow-loopback] [--allow-private]
                       [--backend sync|asyncio|trio] [--protocol-version V ...]
-    sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options]
+                      [--log-level LEVEL]
+    sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options] [--progress | --no-progress]
 
 The token may also come from ``SANSMCP_TOKEN``.  Output is for people by default
 (a table of tools; a call's content blocks; the negotiated protocol version) and
-for machines with ``--json`` (one JSON document on one line).
+for machines with ``--json`` (one JSON document on one line).  ``--log-level LEVEL``
+asks the server for log messages at or above LEVEL and prints each on stderr.  While
+a call runs, a terminal stderr shows one progress line (a gauge when the server gives
+a total, a counter otherwise, and its message), cleared when the call ends;
+``--progress`` / ``--no-progress`` force it on or off.
 
 Exit status: 0 success; 1 the tool ran and reported ``isError``; 2 usage error
 (bad options, a bad URL, arguments that are not one JSON object); 3
@@ -35,6 +40,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import sys
 import unicodedata
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -46,6 +52,7 @@ from .core.config import Config
 from .core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered, Unauthorized
 from .core.jsonvalue import JsonError, parse_json_object_strict
 from .core.limits import Limits
+from .core.mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .core.messages import SUPPORTED_VERSIONS
 from .core.results import CallResult, Content
 from .core.tools import SkippedTool, Tool
@@ -118,6 +125,12 @@ def _parser() -> argparse.ArgumentParser:
         help="speak only this revision (repeatable, in order of preference; "
         f"one of {', '.join(SUPPORTED_VERSIONS)})",
     )
+    common.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help=f"print the server's log messages at or above LEVEL on stderr ({', '.join(LOG_LEVELS)})",
+    )
 
     parser = _Parser(
         prog="sansmcp",
@@ -137,6 +150,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="one JSON object (default {}); '-' reads it from stdin",
     )
+    call.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the call's progress on stderr (default: when stderr is a terminal)",
+    )
     return parser
 
 
@@ -155,7 +174,13 @@ class _Conn(Protocol):
 
     async def list_tools(self) -> list[Tool]: ...
 
-    async def call_tool(self, name: str, arguments: bytes = ...) -> CallResult: ...
+    async def call_tool(
+        self,
+        name: str,
+        arguments: bytes = ...,
+        *,
+        on_progress: Callable[[float, float | None, str | None], object] | None = ...,
+    ) -> CallResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +254,14 @@ class _Blocking:
     async def list_tools(self) -> list[Tool]:
         return list(self.conn.list_tools())
 
-    async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
-        result: CallResult = self.conn.call_tool(name, arguments)
+    async def call_tool(
+        self,
+        name: str,
+        arguments: bytes = b"",
+        *,
+        on_progress: Callable[[float, float | None, str | None], object] | None = None,
+    ) -> CallResult:
+        result: CallResult = self.conn.call_tool(name, arguments, on_progress=on_progress)
         return result
 
 
@@ -251,12 +282,72 @@ async def _list(conn: _Conn) -> _Listing:
     return _Listing(conn.protocol_version, tools, list(conn.skipped_tools), conn.skipped_count)
 
 
-def _caller(name: str, arguments: bytes) -> Callable[[_Conn], Awaitable[_Called]]:
+def _caller(
+    name: str, arguments: bytes, line: ProgressLine | None
+) -> Callable[[_Conn], Awaitable[_Called]]:
     async def call(conn: _Conn) -> _Called:
-        result = await conn.call_tool(name, arguments)
+        try:
+            result = await conn.call_tool(
+                name, arguments, on_progress=None if line is None else line.show
+            )
+        finally:
+            if line is not None:
+                line.clear()
         return _Called(conn.protocol_version, result)
 
     return call
+
+
+class ProgressLine:
+    """One line of progress on a terminal ``stream``, redrawn in place and cleared at
+    the end: ``[#####-----]  50% message`` with a total, ``progress 3  message`` without.
+    The message is the server's: shown escaped and clipped to the terminal's width."""
+
+    GAUGE = 20
+
+    def __init__(self, stream: TextIO, width: int | None = None) -> None:
+        self.stream = stream
+        self.width = width or shutil.get_terminal_size((80, 24)).columns
+        self.shown = ""
+
+    def show(self, progress: float, total: float | None, message: str | None) -> None:
+        if total is not None and total > 0:
+            ratio = min(max(progress / total, 0.0), 1.0)
+            filled = int(ratio * self.GAUGE)
+            head = f"[{'#' * filled}{'-' * (self.GAUGE - filled)}] {ratio:4.0%}"
+        else:
+            head = f"progress {_figure(progress)}"
+        text = head if not message else f"{head}  {message}"
+        self.shown = _clip(text, max(self.width - 1, 10))
+        self._write("\r\x1b[K" + self.shown)
+
+    def clear(self) -> None:
+        if self.shown:
+            self.shown = ""
+            self._write("\r\x1b[K")
+
+    def above(self, text: str) -> None:
+        """Print ``text`` as its own line, the progress line redrawn below it."""
+        shown = self.shown
+        self.clear()
+        _emit(self.stream, text)
+        if shown:
+            self.shown = shown
+            self._write(shown)
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def log_text(note: LogMessage | Notification) -> str | None:
+    """A server log message as one line for stderr (None for other notifications)."""
+    if not isinstance(note, LogMessage):
+        return None
+    data = note.data
+    shown = data if isinstance(data, str) else _dumps(data)
+    logger = "" if note.logger is None else f" {note.logger}:"
+    return _line(f"sansmcp: server log [{note.level}]{logger} {shown}")
 
 
 def _arguments(text: str | None, stdin: TextIO) -> bytes:
@@ -288,14 +379,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     if token is None:
         token = os.environ.get(TOKEN_ENV) or None
     client_options = {"allow_loopback": args.allow_loopback, "allow_private": args.allow_private}
+    line: ProgressLine | None = None
+    if args.command == "call":
+        shown = args.progress if args.progress is not None else _is_terminal(err)
+        line = ProgressLine(err) if shown else None
+
+    def on_notification(note: LogMessage | Notification) -> None:
+        text = log_text(note)
+        if text is not None:
+            if line is not None:
+                line.above(text)
+            else:
+                _emit(err, text)
+
     try:
-        config = Config(url=args.url, bearer_token=token, protocol_versions=args.protocol_versions)
+        config = Config(
+            url=args.url,
+            bearer_token=token,
+            protocol_versions=args.protocol_versions,
+            on_notification=on_notification if args.log_level else None,
+            log_level=args.log_level,
+        )
         if args.command == "tools":
             listing = _run(args.backend, client_options, config, _list)
             _emit(out, _listing_json(listing) if args.json else _listing_text(listing))
             return EXIT_OK
         arguments = _arguments(args.arguments, sys.stdin)
-        called = _run(args.backend, client_options, config, _caller(args.tool, arguments))
+        called = _run(args.backend, client_options, config, _caller(args.tool, arguments, line))
         _emit(out, _call_json(called) if args.json else _call_text(args.tool, called))
         if called.result.is_error:
             name = name_text(args.tool)
@@ -318,6 +428,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CallerError, McpError) as exc:
         _emit(err, describe_error(exc))
         return exit_status(exc)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stream
+        return False
 
 
 def exit_status(exc: BaseException) -> int:

@@ -8,12 +8,13 @@ with the ``Client``'s identity, capabilities and the pool's era hint.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import CallerError
 from .jsonvalue import JsonError, dumps_compact
+from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
 from .url import is_loopback_host, parse_endpoint
@@ -33,6 +34,9 @@ class Config:
     schema (as ``tool_schemas``), used when no listing of this Conn gives one; a
     ``structuredContent`` that does not conform to the known output schema raises
     ``ServerAnswered`` unless ``validate_structured_content`` is False.
+    ``on_notification`` receives the server's notifications that are not progress (a
+    ``LogMessage`` or a ``Notification``), in the caller's task; ``log_level`` (one of
+    ``LOG_LEVELS``) asks for log messages at or above it (nothing is asked when it is None).
     """
 
     url: str
@@ -44,6 +48,8 @@ class Config:
     reissue_calls: bool = False
     output_schemas: Mapping[str, bytes | Mapping[str, Any]] | None = None
     validate_structured_content: bool = True
+    on_notification: Callable[[LogMessage | Notification], object] | None = None
+    log_level: str | None = None
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
@@ -100,6 +106,7 @@ def conn_settings(
     client_info: Mapping[str, Any] | None,
     capabilities: Mapping[str, Any] | None,
     era_hint: str | None,
+    observe: bool = False,
 ) -> ConnSettings:
     """Check ``config`` and build the machine's settings (``CallerError`` if unusable)."""
     endpoint = parse_endpoint(config.url)
@@ -136,6 +143,12 @@ def conn_settings(
         raise CallerError("Config.validate_structured_content must be a bool")
     versions = tuple(config.protocol_versions or SUPPORTED_VERSIONS)
     usable_versions(versions)  # CallerError when it names none sansmcp speaks
+    if config.on_notification is not None and not callable(config.on_notification):
+        raise CallerError("Config.on_notification must be callable")
+    if config.log_level is not None and config.log_level not in LOG_LEVELS:
+        raise CallerError(
+            f"Config.log_level {config.log_level!r} is not a log level ({', '.join(LOG_LEVELS)})"
+        )
     extra: dict[str, Any] = {}
     if client_info is not None:
         extra["client_info"] = client_info
@@ -151,5 +164,8 @@ def conn_settings(
         reissue_calls=config.reissue_calls,
         output_schemas=output_schemas,
         validate_structured_content=config.validate_structured_content,
+        notifications=config.on_notification is not None,
+        log_level=config.log_level,
+        observe=observe,
         **extra,
     )

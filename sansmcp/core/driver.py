@@ -18,7 +18,9 @@ outbox of :data:`Command`\\ s (:meth:`ClientDriver.next_command`), h2-style:
 * I/O: :class:`Resolve` a host name, :class:`Connect` to one vetted address,
   :class:`Write` bytes, :class:`CloseSocket` (abort; also abandons a resolve or a
   connect in progress under that id; the adapter reports nothing back for it);
-* the caller's: :class:`Deliver` something the embedder's callback must see, and
+* the caller's: :class:`Deliver` something the embedder's callback must see (an
+  input request, or an observation: progress, a server notification, and -- with
+  ``observe`` -- each request's start and end for telemetry), and
   :class:`Finished` (an operation's terminal outcome).  Both are executed in the
   caller's task or thread, never in a socket reader.
 
@@ -37,6 +39,15 @@ straight from a socket's wire machine to the machine that owns the exchange.  An
 input request or a terminal output goes to the caller while an operation runs;
 one that appears between operations (a server request on the standalone stream)
 is held for the next operation, and dropped then if the machine no longer wants it.
+
+**A standalone stream yields its socket.**  A legacy session's standalone GET
+stream (``StartExchange.preemptible``) holds a socket for the session's life; when
+an operation's exchange must wait for a socket to its origin (a cap is reached), one
+such stream to that origin -- its own session's first -- is cancelled
+(``McpMachine.yield_listen``) so its socket goes to the operation.  The session
+re-opens it after its next operation only when the origin has a socket to spare
+(``needs_room``: fewer sockets than both caps), so a stream never starves
+operations and the caps are never exceeded.
 
 **Deadlines** are kept in one heap with lazy deletion: each Conn and each dial
 has at most one live entry (the one it was last armed with, by sequence number); stale entries
@@ -77,18 +88,21 @@ from .mcp import (
     Connected,
     InputRequired,
     McpMachine,
+    Observation,
     OperationFailed,
     Output,
     StartExchange,
     ToolCalled,
     ToolsListed,
 )
+from .mcp.notifications import OBSERVATIONS, RequestEnded
 from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .results import CallResult
 from .tools import SkippedTool, Tool
 from .url import Origin
 from .wire import Wire, reader_fault
+from .wire.h2 import H2Connection
 
 __all__ = [
     "ClientDriver",
@@ -152,10 +166,11 @@ class CloseSocket:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deliver:
     """Show ``item`` to the embedder in the caller's task (an input request: call the
-    input handler, bounded by ``deadline``, and ``answer`` it)."""
+    input handler, bounded by ``deadline``, and ``answer`` it; an observation: hand it
+    to its callback, or to telemetry)."""
 
     conn_id: int
-    item: InputRequired
+    item: InputRequired | Observation
     deadline: float  # math.inf when none
 
 
@@ -178,14 +193,23 @@ Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
 class ConnView:
     """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it):
     the machine (``protocol_version``, ``ttl_ms``, ``cache_scope``), whether the Conn is
-    closed, and what the last listing skipped."""
+    closed, what the last listing skipped, and the embedder's ``Config.on_notification``
+    (held for the adapter, which calls it; the driver never does)."""
 
-    __slots__ = ("closed", "conn_id", "machine", "skipped_count", "skipped_tools")
+    __slots__ = (
+        "closed",
+        "conn_id",
+        "machine",
+        "on_notification",
+        "skipped_count",
+        "skipped_tools",
+    )
 
     def __init__(self, conn_id: int, machine: McpMachine) -> None:
         self.conn_id = conn_id
         self.machine = machine
         self.closed = False
+        self.on_notification: Callable[[Any], object] | None = None
         self.skipped_tools: list[SkippedTool] = []
         # every entry the last listing skipped; ``skipped_tools`` records the first
         # ``Limits.max_recorded_skips`` of them
@@ -199,6 +223,8 @@ class _Conn:
         "heap_at",
         "heap_seq",
         "held",
+        "http",
+        "listen_xid",
         "machine",
         "origin",
         "view",
@@ -213,6 +239,8 @@ class _Conn:
         self.held: list[Deliver] = []  # what came between operations
         self.heap_at: float | None = None  # the deadline of its live heap entry
         self.heap_seq: int | None = None  # and that entry's sequence number
+        self.http: str | None = None  # the HTTP version its last exchange began on (telemetry)
+        self.listen_xid: int | None = None  # its standalone stream's exchange, once begun
 
 
 class _Socket:
@@ -270,7 +298,8 @@ class ClientDriver:
     ``limits`` bounds everything; ``allow_loopback`` / ``allow_private`` widen the
     address guard; ``http2_prior_knowledge`` speaks h2c to ``http://`` origins;
     ``answers_input`` says the embedder can answer input requests (only then are
-    ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``.
+    ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``;
+    ``observe`` reports every request's start and end (telemetry).
     ``cache_salt`` (random bytes the adapter draws, up to 64) salts the caller digests
     that key ``private`` entries of the Client-wide listing cache (:attr:`cache`).
     """
@@ -286,8 +315,10 @@ class ClientDriver:
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
         cache_salt: bytes = b"",
+        observe: bool = False,
     ) -> None:
         self.limits = limits or Limits()
+        self.observe = observe
         self.allow_loopback = allow_loopback
         self.allow_private = allow_private
         self.capabilities = (capabilities or {}) if answers_input else None
@@ -315,6 +346,8 @@ class ClientDriver:
         self._seq = itertools.count()
         self._pool_seen = -1
         self._pool_at: float | None = None
+        # origin -> the Conns whose standalone stream may hold a socket there (in order)
+        self._listeners: dict[Origin, dict[_Conn, None]] = {}
 
     # ------------------------------------------------------------ observation
 
@@ -349,7 +382,11 @@ class ClientDriver:
         if self.closed:
             raise UsageError(CLIENT_CLOSED)
         settings = config_module.conn_settings(
-            config, client_info=self.client_info, capabilities=self.capabilities, era_hint=None
+            config,
+            client_info=self.client_info,
+            capabilities=self.capabilities,
+            era_hint=None,
+            observe=self.observe,
         )
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
@@ -361,18 +398,51 @@ class ClientDriver:
             cache=CallerCache(self.cache, settings, self._cache_salt),
         )
         view = ConnView(next(self._conn_ids), machine)
+        view.on_notification = config.on_notification
         self._conns[view.conn_id] = _Conn(view)
         return view
 
-    def connect(self, conn_id: int, *, now: float) -> None:
-        self._operate(conn_id, lambda machine: machine.connect(now=now), now)
+    # ``trace`` (trace context: traceparent, tracestate, baggage) goes into the operation's
+    # requests' ``_meta``; ``progress`` asks for the call's progress notifications.
 
-    def list_tools(self, conn_id: int, *, now: float, fresh: bool = False) -> None:
+    def connect(self, conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
+        def start(machine: McpMachine) -> None:
+            machine.propagate(trace)
+            machine.connect(now=now)
+
+        self._operate(conn_id, start, now)
+
+    def list_tools(
+        self,
+        conn_id: int,
+        *,
+        now: float,
+        fresh: bool = False,
+        trace: Mapping[str, str] | None = None,
+    ) -> None:
         """List the tools (from the Client-wide cache while fresh there, unless ``fresh``)."""
-        self._operate(conn_id, lambda machine: machine.list_tools(now=now, fresh=fresh), now)
 
-    def call_tool(self, conn_id: int, name: str, arguments: bytes, *, now: float) -> None:
-        self._operate(conn_id, lambda machine: machine.call_tool(name, arguments, now=now), now)
+        def start(machine: McpMachine) -> None:
+            machine.propagate(trace)
+            machine.list_tools(now=now, fresh=fresh)
+
+        self._operate(conn_id, start, now)
+
+    def call_tool(
+        self,
+        conn_id: int,
+        name: str,
+        arguments: bytes,
+        *,
+        now: float,
+        progress: bool = False,
+        trace: Mapping[str, str] | None = None,
+    ) -> None:
+        def start(machine: McpMachine) -> None:
+            machine.propagate(trace)
+            machine.call_tool(name, arguments, now=now, progress=progress)
+
+        self._operate(conn_id, start, now)
 
     def close_conn(self, conn_id: int, *, now: float) -> None:
         """Close the Conn (a legacy session gets its DELETE); ends with :class:`Finished`,
@@ -572,10 +642,23 @@ class ClientDriver:
                         self._outbox.append(item)
                     else:
                         conn.held.append(item)
+                case _ if isinstance(output, OBSERVATIONS):
+                    self._observed(conn, output)
                 case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
                     self._finish(conn, output, now)
                 case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                     assert_never(output)
+
+    def _observed(self, conn: _Conn, item: Observation) -> None:
+        """An observation for the embedder: now, or at the next operation (bounded by
+        ``Limits.max_notifications``: only notifications come between operations)."""
+        if isinstance(item, RequestEnded):
+            item = dataclasses.replace(item, http_version=conn.http)
+        deliver = Deliver(conn_id=conn.view.conn_id, item=item, deadline=math.inf)
+        if conn.attended:
+            self._outbox.append(deliver)
+        else:
+            conn.held.append(deliver)
 
     def _finish(self, conn: _Conn, output: Output, now: float) -> None:
         conn.attended = False
@@ -603,6 +686,11 @@ class ClientDriver:
         conn.view.closed = True
         del self._conns[conn.view.conn_id]
         conn.heap_at = conn.heap_seq = None
+        listeners = self._listeners.get(conn.origin)
+        if listeners is not None:
+            listeners.pop(conn, None)
+            if not listeners:
+                del self._listeners[conn.origin]
         for exchange_id in list(conn.exchanges):
             self._cancel(exchange_id, now)
 
@@ -613,7 +701,35 @@ class ClientDriver:
         if self.closed:
             self._fail(conn, start.exchange_id, _client_closed(), now)
             return
+        if start.needs_room and not self._room(conn.origin):
+            failure = ConnectionFailed("no socket to spare for the stream", cause="refused")
+            self._fail(conn, start.exchange_id, failure, now)
+            return
         self._serve(conn, start, self.pool.checkout(conn.origin, now=now), now)
+
+    def _room(self, origin: Origin) -> bool:
+        """A stream re-opened to ``origin`` would still leave a socket for an operation:
+        fewer than the per-origin cap busy after it, and an idle socket for it to take
+        or room under the Client's cap."""
+        pool = self.pool
+        idle = pool.idle_count(origin)
+        busy = pool.origin_socket_count(origin) - idle
+        return busy + 1 < pool.max_sockets_per_origin and (
+            idle > 0 or pool.socket_count < self.limits.pool_max_sockets
+        )
+
+    def _preempt(self, conn: _Conn, now: float) -> None:
+        """``conn`` waits for a socket: a standalone stream to its origin (its own
+        first) gives its socket up (see the module docstring)."""
+        listeners = self._listeners.get(conn.origin)
+        while listeners:
+            owner = conn if conn in listeners else next(iter(listeners))
+            del listeners[owner]
+            exchange_id, owner.listen_xid = owner.listen_xid, None
+            if exchange_id is not None and exchange_id in self._routes:
+                owner.machine.yield_listen(exchange_id, now=now)
+                self._drive(owner, now)
+                return
 
     def _serve(
         self, conn: _Conn, start: StartExchange, checkout: Grant | MustWait, now: float
@@ -626,11 +742,17 @@ class ClientDriver:
             case MustWait(ticket=ticket):
                 self._waits[ticket] = (conn, start)
                 self._pending[start.exchange_id] = ticket
+                self._preempt(conn, now)
             case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                 assert_never(checkout)
 
     def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
         sock.wire.start(start.exchange_id, start.request, now=now)
+        if self.observe:
+            conn.http = "2" if isinstance(sock.wire, H2Connection) else "1.1"
+        if start.preemptible:
+            conn.listen_xid = start.exchange_id
+            self._listeners.setdefault(conn.origin, {})[conn] = None
         self.pool.started(sock.pool_id, now=now)
         self._routes[start.exchange_id] = (conn, sock)
         sock.exchanges.add(start.exchange_id)

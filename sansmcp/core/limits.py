@@ -132,6 +132,7 @@ _RULES: dict[str, _Rule] = {
     "max_cache_bytes": _ALLOWANCE,
     "max_validation_steps": _COUNT,
     "max_validation_depth": _DEPTH,
+    "max_notifications": _ALLOWANCE,
 }
 
 
@@ -226,3 +227,6 @@ class Limits:
     max_validation_steps: int = 500_000  # >= 1
     # schemas applied inside one another (and nested, when compiled) before the same
     max_validation_depth: int = 64  # >= 1, <= 128
+    # notifications (progress, log messages, list-changed...) delivered per request; past
+    # it they are dropped and counted (Conn.notifications_dropped), never fatal
+    max_notifications: int = 1_000  # >= 0

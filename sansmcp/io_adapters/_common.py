@@ -12,6 +12,10 @@ runs in the caller's task: start it on the driver, then take the caller's
 commands -- call the input handler for a :class:`Deliver`, return or raise on
 :class:`Finished`.  A cancellation or an exception from the caller's own
 callback abandons the Conn and propagates unchanged.
+
+Observations (progress, server notifications, telemetry's request reports) come as
+``Deliver`` too; :meth:`ConnFace.observe` hands each to its plain callable -- one
+runtime-free method, which an async and a blocking Conn both call between reads.
 """
 
 from __future__ import annotations
@@ -21,23 +25,68 @@ import os
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Generic, Self, TypeVar, assert_never, cast
+from typing import Any, Generic, Protocol, Self, TypeVar, assert_never, cast
 
 from ..core.config import Config
 from ..core.driver import ClientDriver, ConnView, Deliver, Finished, Resolve
+from ..core.errors import CallerError
 from ..core.limits import Limits
+from ..core.mcp import (
+    InputRequired,
+    LogMessage,
+    Notification,
+    Observation,
+    Progress,
+    RequestEnded,
+    RequestStarted,
+)
 from ..core.net.pool import Pool
 from ..core.results import CallResult
 from ..core.tools import SkippedTool, Tool
 
-__all__ = ["ClientBase", "ClientFace", "ConnBase", "ConnFace", "numeric_socket", "resolve"]
+__all__ = [
+    "ClientBase",
+    "ClientFace",
+    "ConnBase",
+    "ConnFace",
+    "ProgressCallback",
+    "TelemetryHook",
+    "numeric_socket",
+    "resolve",
+]
 
 Resolver = Callable[[str, int], Awaitable[object]]
 InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any] | None]]
+ProgressCallback = Callable[[float, float | None, str | None], object]
 T = TypeVar("T")
 ConnT = TypeVar("ConnT", bound="ConnFace")
 AsyncConnT = TypeVar("AsyncConnT", bound="ConnBase")
 READ_SIZE = 65536
+
+
+class TelemetryHook(Protocol):
+    """What ``Client(telemetry=)`` takes (``sansmcp.otel.Telemetry`` is one): all three
+    are called in the caller's task or thread."""
+
+    def carrier(self) -> Mapping[str, str] | None:
+        """The trace context for the next operation's ``_meta`` (None: none)."""
+
+    def observe(self, conn: object, item: RequestStarted | RequestEnded, now: float) -> None:
+        """A request of ``conn`` started or ended (``item.at`` on the clock ``now`` reads)."""
+
+    def abandon(self, conn: object, error: BaseException) -> None:
+        """``conn``'s operation was abandoned by ``error``: end what is still open."""
+
+
+def checked_carrier(value: object) -> Mapping[str, str] | None:
+    """A telemetry hook's carrier, checked: None or a mapping of str to str."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise CallerError("the telemetry carrier must be None or a mapping of str to str")
+    return dict(value) or None
 
 
 class ClientFace(Generic[ConnT]):
@@ -53,7 +102,8 @@ class ClientFace(Generic[ConnT]):
     (``{key: {"method", "params"}}`` -> ``{key: result}``, or None to decline) and
     ``capabilities`` is what is declared for it; without a handler nothing is
     declared and every ask is refused.  ``client_info`` replaces sansmcp's own
-    ``clientInfo``.
+    ``clientInfo``.  ``telemetry`` (e.g. ``sansmcp.otel.Telemetry()``) turns on a
+    span and a duration point per MCP request and trace context propagation.
     """
 
     _conn_type: Callable[[Any, ConnView], ConnT]  # the runtime's Conn
@@ -70,7 +120,9 @@ class ClientFace(Generic[ConnT]):
         input_handler: InputHandler | Callable[..., Any] | None = None,
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
+        telemetry: TelemetryHook | None = None,
     ) -> None:
+        self.telemetry = telemetry
         self._driver = ClientDriver(
             limits=limits,
             allow_loopback=allow_loopback,
@@ -80,6 +132,7 @@ class ClientFace(Generic[ConnT]):
             capabilities=capabilities,
             client_info=client_info,
             cache_salt=os.urandom(16),
+            observe=telemetry is not None,
         )
         self._ssl = ssl_context
         self._resolver = resolver
@@ -130,7 +183,7 @@ class ClientBase(ClientFace[AsyncConnT]):
         conn = self._conn_type(self, self._driver.open(config, now=self._now()))
         self._conns[conn.view.conn_id] = conn
         try:
-            await conn._run(self._driver.connect)
+            await conn._run(self._driver.connect, traced=True)
             yield conn
         finally:
             await conn.aclose()
@@ -147,10 +200,13 @@ class ClientBase(ClientFace[AsyncConnT]):
 class ConnFace:
     """One MCP connection (one work item): not safe for concurrent use."""
 
+    _on_progress: ProgressCallback | None = None
+
     def __init__(self, client: ClientFace[Any], view: ConnView) -> None:
         self.client = client
         self.view = view
         self.machine = view.machine
+        self._telemetry = client.telemetry
 
     @property
     def protocol_version(self) -> str | None:
@@ -183,6 +239,65 @@ class ConnFace:
         """Every entry the last listing skipped, recorded or not."""
         return self.view.skipped_count
 
+    @property
+    def notifications_dropped(self) -> int:
+        """Notifications dropped past ``Limits.max_notifications`` (per request)."""
+        return self.machine.notifications_dropped
+
+    # what every runtime's operations share (runtime-free)
+
+    def _listing(self, fresh: bool) -> Callable[..., None]:
+        driver = self.client._driver
+
+        def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
+            driver.list_tools(conn_id, now=now, fresh=fresh, trace=trace)
+
+        return start
+
+    def _calling(
+        self, name: str, arguments: bytes, on_progress: ProgressCallback | None
+    ) -> Callable[..., None]:
+        if on_progress is not None and not callable(on_progress):
+            raise CallerError("on_progress must be callable")
+        driver, progress = self.client._driver, on_progress is not None
+
+        def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
+            driver.call_tool(conn_id, name, arguments, now=now, progress=progress, trace=trace)
+
+        return start
+
+    def _trace(self, traced: bool) -> dict[str, Any]:
+        """The ``trace=`` argument of an operation's start: the telemetry's carrier."""
+        telemetry = self._telemetry
+        if traced and telemetry is not None:
+            return {"trace": checked_carrier(telemetry.carrier())}
+        return {}
+
+    def _abandoned(self, error: BaseException) -> None:
+        if self._telemetry is not None:
+            self._telemetry.abandon(self, error)
+
+    def observe(self, item: Observation, now: float) -> None:
+        """Hand an observation to its plain callable, in the caller's task or thread: a
+        progress callback gets ``(progress, total, message)``, ``Config.on_notification``
+        a ``LogMessage`` or a ``Notification``, telemetry the request reports.  Whatever a
+        callback raises propagates unchanged (the caller abandons the Conn)."""
+        match item:
+            case Progress():
+                on_progress = self._on_progress
+                if on_progress is not None:
+                    on_progress(item.progress, item.total, item.message)
+            case LogMessage() | Notification():
+                on_notification = self.view.on_notification
+                if on_notification is not None:
+                    on_notification(item)
+            case RequestStarted() | RequestEnded():
+                telemetry = self._telemetry
+                if telemetry is not None:
+                    telemetry.observe(self, item, now)
+            case _:
+                assert_never(item)
+
 
 class ConnBase(ConnFace):
     __doc__ = ConnFace.__doc__
@@ -191,20 +306,19 @@ class ConnBase(ConnFace):
     async def list_tools(self, *, fresh: bool = False) -> list[Tool]:
         """The server's tools: from the Client's cache while the spec's ``ttlMs`` /
         ``cacheScope`` allow (no request), else listed; ``fresh=True`` always lists."""
-        driver = self.client._driver
+        return cast("list[Tool]", await self._run(self._listing(fresh), traced=True))
 
-        def start(conn_id: int, *, now: float) -> None:
-            driver.list_tools(conn_id, now=now, fresh=fresh)
-
-        return cast("list[Tool]", await self._run(start))
-
-    async def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
-        driver = self.client._driver
-
-        def start(conn_id: int, *, now: float) -> None:
-            driver.call_tool(conn_id, name, arguments, now=now)
-
-        return cast("CallResult", await self._run(start))
+    async def call_tool(
+        self, name: str, arguments: bytes = b"", *, on_progress: ProgressCallback | None = None
+    ) -> CallResult:
+        """Call ``name``; ``on_progress(progress, total, message)`` is called for each
+        progress notification of this call, in order, in the caller's task."""
+        start = self._calling(name, arguments, on_progress)
+        self._on_progress = on_progress
+        try:
+            return cast("CallResult", await self._run(start, traced=True))
+        finally:
+            self._on_progress = None
 
     async def aclose(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
@@ -214,21 +328,25 @@ class ConnBase(ConnFace):
         finally:
             self.client._conns.pop(self.view.conn_id, None)
 
-    async def _run(self, start: Callable[..., None]) -> object:
+    async def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:
         client, conn_id = self.client, self.view.conn_id
-        start(conn_id, now=client._now())
+        start(conn_id, now=client._now(), **self._trace(traced))
         client._pump()
         try:
             while True:
                 command = await self._next()
                 match command:
-                    case Deliver():
-                        await self._ask(command)
+                    case Deliver(item=item):
+                        if isinstance(item, InputRequired):
+                            await self._ask(command, item)
+                        else:
+                            self.observe(item, client._now())
                     case Finished():
                         break
                     case _:
                         assert_never(command)
-        except BaseException:
+        except BaseException as exc:
+            self._abandoned(exc)
             client._driver.abandon(conn_id, now=client._now())
             client._pump()
             raise
@@ -236,14 +354,14 @@ class ConnBase(ConnFace):
             raise command.error
         return command.value
 
-    async def _ask(self, command: Deliver) -> None:
+    async def _ask(self, command: Deliver, item: InputRequired) -> None:
         client, handler = self.client, self.client.input_handler
         answers: Mapping[str, Any] | None = None
         if handler is not None:
-            done, answers = await client._within(command.deadline, handler(command.item.requests))
+            done, answers = await client._within(command.deadline, handler(item.requests))
             if not done:
                 return  # the operation's deadline: the driver's timer reports it
-        client._driver.answer(self.view.conn_id, command.item.input_id, answers, now=client._now())
+        client._driver.answer(self.view.conn_id, item.input_id, answers, now=client._now())
         client._pump()
 
     # what each runtime provides

@@ -42,9 +42,10 @@ from typing import Any, Self, assert_never, cast
 
 from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Phase, Resolve, Write
+from ..core.mcp import InputRequired
 from ..core.results import CallResult
 from ..core.tools import Tool
-from ._common import READ_SIZE, ClientFace, ConnFace, numeric_socket
+from ._common import READ_SIZE, ClientFace, ConnFace, ProgressCallback, numeric_socket
 
 __all__ = ["Client", "Conn", "connect", "input_deadline"]
 
@@ -117,7 +118,7 @@ class Client(ClientFace["Conn"]):
             conn = Conn(self, self._driver.open(config, now=self._now()))
             self._conns[conn.view.conn_id] = conn
         with conn:
-            conn._run(self._driver.connect)
+            conn._run(self._driver.connect, traced=True)
             yield conn
 
     def _pump(self, now: float | None = None) -> None:
@@ -401,20 +402,19 @@ class Conn(ConnFace):
     def list_tools(self, *, fresh: bool = False) -> list[Tool]:
         """The server's tools: from the Client's cache while the spec's ``ttlMs`` /
         ``cacheScope`` allow (no request), else listed; ``fresh=True`` always lists."""
-        driver = self.client._driver
+        return cast("list[Tool]", self._run(self._listing(fresh), traced=True))
 
-        def start(conn_id: int, *, now: float) -> None:
-            driver.list_tools(conn_id, now=now, fresh=fresh)
-
-        return cast("list[Tool]", self._run(start))
-
-    def call_tool(self, name: str, arguments: bytes = b"") -> CallResult:
-        driver = self.client._driver
-
-        def start(conn_id: int, *, now: float) -> None:
-            driver.call_tool(conn_id, name, arguments, now=now)
-
-        return cast("CallResult", self._run(start))
+    def call_tool(
+        self, name: str, arguments: bytes = b"", *, on_progress: ProgressCallback | None = None
+    ) -> CallResult:
+        """Call ``name``; ``on_progress(progress, total, message)`` is called for each
+        progress notification of this call, in order, in the caller's thread."""
+        start = self._calling(name, arguments, on_progress)
+        self._on_progress = on_progress
+        try:
+            return cast("CallResult", self._run(start, traced=True))
+        finally:
+            self._on_progress = None
 
     def close(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
@@ -426,15 +426,20 @@ class Conn(ConnFace):
                 if not self.machine.busy:  # else its own thread takes the Finished first
                     self.client._conns.pop(self.view.conn_id, None)
 
-    def _run(self, start: Callable[..., None]) -> object:
+    def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:
         client, conn_id = self.client, self.view.conn_id
+        trace = self._trace(traced)
         with client._lock:
-            start(conn_id, now=client._now())
+            start(conn_id, now=client._now(), **trace)
             client._pump()
         try:
             while isinstance(command := self._take(), Deliver):
-                self._ask(command)
-        except BaseException:
+                if isinstance(item := command.item, InputRequired):
+                    self._ask(command, item)
+                else:
+                    self.observe(item, client._now())
+        except BaseException as exc:
+            self._abandoned(exc)
             with client._lock:
                 client._driver.abandon(conn_id, now=client._now())
                 client._pump()
@@ -450,20 +455,18 @@ class Conn(ConnFace):
                 self.client._conns.pop(self.view.conn_id, None)
             return command
 
-    def _ask(self, command: Deliver) -> None:
+    def _ask(self, command: Deliver, item: InputRequired) -> None:
         client, handler = self.client, self.client.input_handler
         answers: Mapping[str, Any] | None = None
         if handler is not None:
             _local.deadline = command.deadline
             try:
-                answers = cast("Mapping[str, Any] | None", handler(command.item.requests))
+                answers = cast("Mapping[str, Any] | None", handler(item.requests))
             finally:
                 _local.deadline = math.inf
         with client._lock:
             if client._now() < command.deadline:  # else the driver's timer reports it
-                client._driver.answer(
-                    self.view.conn_id, command.item.input_id, answers, now=client._now()
-                )
+                client._driver.answer(self.view.conn_id, item.input_id, answers, now=client._now())
             client._pump()
 
 

@@ -24,6 +24,18 @@ With ``--output-schemas``, two tools with an ``outputSchema`` (issue 15):
   does not check it) and a raw ``CallToolResult``: ``mode`` ``"good"`` conforms,
   ``"bad"`` breaks ``minimum`` at ``/total``, ``"missing"`` has no
   ``structuredContent``, ``"error"`` is an ``isError`` result that would not conform.
+With ``--observe`` (issue 14), a ``logging/setLevel`` handler (so the server declares
+``logging`` to legacy clients) and two more tools:
+
+* ``report(steps, with_total, standalone, interval)`` -- ``steps`` progress
+  notifications (with or without a total, each with a message, ``interval`` s apart), then log messages at debug, info, warning
+  and error (logger ``"report"``, data an object); a legacy session's messages are
+  filtered by the level its ``logging/setLevel`` asked for (a 2026-07-28 server filters
+  by the request's ``_meta``).  ``standalone`` sends the progress with no related
+  request, so a legacy session gets it on its standalone GET stream;
+* ``changed()`` -- sends ``notifications/tools/list_changed`` with no related request
+  (a legacy session gets it on its standalone GET stream);
+* ``meta_seen()`` -- the ``_meta`` of the call as the server received it, as JSON.
 
 Every request carrying an ``x-test-tag`` header is logged (HTTP method, JSON-RPC
 method or ``"response"``, status); ``GET /_log?TAG`` returns that tag's log as JSON,
@@ -151,6 +163,70 @@ class RequestLog:
         await send({"type": "http.response.body", "body": body})
 
 
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def add_observe_tools(server: Any) -> None:
+    from mcp_types import SetLevelRequestParams
+
+    levels: dict[str, str] = {}  # session id -> the level its logging/setLevel asked for
+
+    def session_of(ctx: Any) -> str:
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None) or {}
+        return str(headers.get("mcp-session-id"))
+
+    async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        levels[session_of(ctx)] = params.level
+        return EmptyResult()
+
+    with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; legacy here
+        warnings.simplefilter("ignore")
+        server._lowlevel_server.add_request_handler(
+            "logging/setLevel", SetLevelRequestParams, set_level
+        )
+
+    @server.tool(description="Report progress, then send log messages.")
+    async def report(
+        ctx: Context,
+        steps: int = 3,
+        with_total: bool = True,
+        standalone: bool = False,
+        interval: float = 0.0,
+    ) -> str:
+        total = float(steps) if with_total else None
+        meta: Any = ctx.request_context.meta or {}
+        token = meta.get("progress_token", meta.get("progressToken"))
+        for step in range(1, steps + 1):
+            if standalone:
+                if token is not None:
+                    await ctx.session.send_progress_notification(
+                        token, float(step), total, f"step {step}"
+                    )
+            else:
+                await ctx.report_progress(float(step), total, f"step {step}")
+            if interval:
+                await anyio.sleep(interval)
+        floor = levels.get(session_of(ctx.request_context), "debug")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for level in ("debug", "info", "warning", "error"):
+                if LEVELS.index(level) >= LEVELS.index(floor):
+                    await ctx.log(level, {"level": level, "n": 1}, logger_name="report")  # type: ignore[arg-type]
+        await anyio.sleep(0.05)  # standalone notifications go out before the answer
+        return f"reported {steps}"
+
+    @server.tool(description="Tell the session its tool list changed (no related request).")
+    async def changed(ctx: Context) -> str:
+        await ctx.session.send_tool_list_changed()
+        await anyio.sleep(0.05)  # on the standalone stream before the answer
+        return "changed"
+
+    @server.tool(description="The _meta of this call as received.")
+    def meta_seen(ctx: Context) -> str:
+        return json.dumps(ctx.request_context.meta)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
@@ -167,6 +243,7 @@ def main() -> None:
     parser.add_argument("--cache-scope", default="public")
     parser.add_argument("--max-requests", type=int, default=0)
     parser.add_argument("--output-schemas", action="store_true")
+    parser.add_argument("--observe", action="store_true")
     args = parser.parse_args()
 
     server = build(args.tools)
@@ -282,6 +359,8 @@ def main() -> None:
             "properties": {"total": {"type": "integer", "minimum": 0}},
             "required": ["total"],
         }
+    if args.observe:
+        add_observe_tools(server)
 
     # The SDK's DNS-rebinding protection, widened to the names the suite maps to
     # loopback with its resolver hook.

@@ -89,8 +89,9 @@ class Conn:
     async def list_tools(self, *, fresh: bool = False) -> Any:
         return await blocking(self._serial, functools.partial(self.conn.list_tools, fresh=fresh))
 
-    async def call_tool(self, name: str, arguments: bytes = b"") -> Any:
-        return await blocking(self._serial, self.conn.call_tool, name, arguments)
+    async def call_tool(self, name: str, arguments: bytes = b"", **options: Any) -> Any:
+        call = functools.partial(self.conn.call_tool, name, arguments, **options)
+        return await blocking(self._serial, call)
 
     async def aclose(self) -> None:
         await blocking(self._serial, self.conn.close)

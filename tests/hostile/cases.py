@@ -1729,19 +1729,13 @@ CASES: list[Case] = [
         "red_legacy_listen_takes_the_only_socket",
         "a legacy server that keeps the standalone GET stream open (as it should), with an"
         " input handler and pool_max_sockets=1",
-        "none: the stream holds the only socket for the session's life, the listing waits",
+        "the stream yields its socket to the waiting listing (issue 14) and is not re-opened"
+        " while no socket is to spare",
         h1({"GET": red.listen_stays_open}, legacy=True),
         Expect("ok", requests={**LEGACY_HANDSHAKE, "GET": 1, L: 1, C: 1, "DELETE": 1}),
         limits={"pool_max_sockets": 1, "pool_max_sockets_per_origin": 1},
         client={"input": "answer"},
         fast=True,
-        xfail="an HTTP/1.1 legacy session with an input handler holds one socket for its"
-        " standalone GET stream for the session's life; with pool_max_sockets (or"
-        " pool_max_sockets_per_origin) = 1 its every operation then waits for a socket that is"
-        " never freed and fails at dial_timeout (1.5 s here).  Likewise N > cap concurrent"
-        " such sessions to one origin: the first `cap` listen streams hold every socket and"
-        " those sessions' operations time out (4 sessions at pool_max_sockets_per_origin=2:"
-        " 2 fail at 3.0 s; 8 at 3: 3 fail).  A listen stream must not starve operations",
     ),
 ]
 
@@ -1949,6 +1943,109 @@ CASES += [
             attrs={"bound": "max_validation_steps", "limit": _STEPS},
             requests={D: 1, L: 1, C: 1},
         ),
+    ),
+]
+
+
+# ---------------------------------------------------------------- issue 14: notifications
+# Progress and server notifications are bounded per request (Limits.max_notifications:
+# past it dropped and counted, never fatal) and charged to the byte budget like any
+# response byte; progress never extends call_timeout.
+
+
+def progress_flood(count: int, *, logs: int = 0, pad: int = 0) -> H1Attack:
+    """The call answered on an event stream: ``count`` progress notifications for its
+    token and ``logs`` log messages (each padded by ``pad`` bytes), then the result."""
+
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        token = request.params.get("_meta", {}).get("progressToken")
+        notes = b"".join(
+            sse_event(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": i, "message": "x" * pad},
+                }
+            )
+            for i in range(count)
+        )
+        logs_part = tiny_events(logs)
+        answer = sse_event(
+            result(request.rpc_id, {"resultType": "complete", "content": [], "isError": False})
+        )
+        await reply.answer(sse_answer(notes + logs_part + answer))
+
+    return attack
+
+
+async def progress_forever(request: Request, reply: H1Reply, state: State) -> None:
+    """Progress for the call every 20 ms, and never the result."""
+    token = request.params.get("_meta", {}).get("progressToken")
+    await reply.send(head(200, SSE_HEAD))
+    step = 0
+    while True:
+        step += 1
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": step},
+        }
+        await reply.send(sse_event(note))
+        await asyncio.sleep(0.02)
+
+
+def _counted(progress: int, dropped: int, notifications: int) -> Callable[..., None]:
+    def check(report: dict[str, Any], stats: Any, port: int) -> None:
+        call = report["ops"][-1]
+        assert (call["progress"], call["dropped"]) == (progress, dropped), call
+        assert report["notifications"] == notifications, report
+
+    return check
+
+
+CASES += [
+    Case(
+        "notifications_past_the_cap_are_dropped",
+        "the call's event stream carries 3,000 progress notifications and 2,000 log"
+        " messages before the result",
+        "max_notifications (1,000 per request delivered, the rest dropped and counted)",
+        h1({C: progress_flood(3000, logs=2000)}),
+        Expect(
+            "ok",
+            requests={D: 1, L: 1, C: 1},
+            check=_counted(progress=1000, dropped=4000, notifications=0),
+        ),
+        client={"observe": True},
+        fast=True,
+    ),
+    Case(
+        "notifications_count_against_the_byte_budget",
+        "progress notifications of 1 KiB each, 9 MiB of them, before the result",
+        "max_response_bytes (notifications are response bytes)",
+        h1({C: progress_flood(9000, pad=1024)}),
+        Expect(
+            "ConnectionFailed",
+            failed_op="call",
+            attrs={"cause": "budget", "bound": "max_response_bytes"},
+            over_limit=True,
+            requests={D: 1, L: 1, C: 1},
+        ),
+        client={"observe": True},
+        fast=True,
+    ),
+    Case(
+        "progress_never_extends_call_timeout",
+        "progress for the call every 20 ms, and never its result",
+        "call_timeout (progress does not extend it)",
+        h1({C: progress_forever}),
+        Expect(
+            "ConnectionFailed",
+            failed_op="call",
+            attrs={"cause": "timeout", "bound": "call_timeout"},
+            deadline=LIMITS["call_timeout"],
+            requests={D: 1, L: 1, C: 1},
+        ),
+        client={"observe": True},
     ),
 ]
 

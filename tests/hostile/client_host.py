@@ -15,7 +15,9 @@ calls in threads behind ``tests/e2e/sync_shim.py``'s async facade, on asyncio), 
 ``arguments``, ``reconnect`` (then open a second ``Conn`` on the same ``Client`` and
 list), ``hard_timeout`` (seconds; the child is killed past it), ``ticker`` (run another
 task on the loop that sleeps 5 ms at a time; ``loop_lag_max`` reports its worst
-lateness, seconds).
+lateness, seconds), ``observe`` (count what ``Config.on_notification`` and a call's
+``on_progress`` receive: the report's ``notifications``, and the call op's ``progress`` and
+``dropped``, ``Conn.notifications_dropped``).
 
 A report: ``ok``, ``error`` (class name and every attribute), ``failed_op``, ``elapsed``
 (seconds from the start of the failing op to the exception, or to the end of the last
@@ -99,7 +101,17 @@ async def scenario(client_cls: Any, sleep: Any, spec: dict[str, Any]) -> dict[st
 
         kwargs["input_handler"] = handler
         kwargs["capabilities"] = {"elicitation": {}}
-    config = Config(url=spec["url"], protocol_versions=spec.get("versions"))
+
+    def noticed(note: Any) -> None:
+        report["notifications"] += 1
+
+    config = Config(
+        url=spec["url"],
+        protocol_versions=spec.get("versions"),
+        on_notification=noticed if spec.get("observe") else None,
+    )
+    if spec.get("observe"):
+        report["notifications"] = 0
     async with client_cls(**kwargs) as client:
         await _first_conn(client, config, spec, sleep, report)
         if spec.get("reconnect"):
@@ -163,7 +175,22 @@ async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[
         }
     if op == "call":
         arguments = spec.get("arguments", '{"text": "hi"}').encode()
-        result = await conn.call_tool(spec.get("tool", "echo"), arguments)
+        observed = spec.get("observe")
+        counts = {"progress": 0}
+
+        def progressed(progress: Any, total: Any, message: Any) -> None:
+            counts["progress"] += 1
+
+        result = await conn.call_tool(
+            spec.get("tool", "echo"), arguments, on_progress=progressed if observed else None
+        )
+        if observed:
+            return {
+                "op": op,
+                "is_error": result.is_error,
+                "progress": counts["progress"],
+                "dropped": conn.notifications_dropped,
+            }
         return {
             "op": op,
             "is_error": result.is_error,

@@ -8,6 +8,7 @@
 ``budget``         every per-connection count: bytes, responses, exhaustion
 ``transport``      exchanges: roles, bodies, event streams, held answers, resends
 ``rules``          pure decisions, each tested by table
+``notifications``  progress, server notifications, telemetry observations
 ``operations``     the operations as generator scripts
 ``state``          the phase table and the state snapshot type
 ``machine``        ``McpMachine``: the façade and the driver API
@@ -28,11 +29,21 @@ from .events import (
     ToolsListed,
 )
 from .machine import McpMachine
+from .notifications import (
+    LOG_LEVELS,
+    LogMessage,
+    Notification,
+    Observation,
+    Progress,
+    RequestEnded,
+    RequestStarted,
+)
 from .requests import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from .settings import ConnSettings, usable_versions
 from .state import MachineState, Phase
 
 __all__ = [
+    "LOG_LEVELS",
     "META_CAPABILITIES",
     "META_CLIENT_INFO",
     "META_VERSION",
@@ -41,11 +52,17 @@ __all__ = [
     "ConnSettings",
     "Connected",
     "InputRequired",
+    "LogMessage",
     "MachineState",
     "McpMachine",
+    "Notification",
+    "Observation",
     "OperationFailed",
     "Output",
     "Phase",
+    "Progress",
+    "RequestEnded",
+    "RequestStarted",
     "StartExchange",
     "ToolCalled",
     "ToolsListed",

@@ -1,7 +1,8 @@
 """What the MCP machine emits: HTTP work for the driver and one terminal event per operation.
 
 ``StartExchange`` / ``CancelExchange`` are commands for the driver (the adapter); the
-others are events.  ``Output`` is their union, for an exhaustive ``match``.
+others are events (the observations -- progress, notifications, telemetry -- are defined
+in :mod:`.notifications`).  ``Output`` is their union, for an exhaustive ``match``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..errors import McpError
 from ..http import HttpRequest
 from ..results import CallResult
 from ..tools import SkippedTool, Tool
+from .notifications import LogMessage, Notification, Progress, RequestEnded, RequestStarted
 
 __all__ = [
     "CancelExchange",
@@ -30,11 +32,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartExchange:
-    """Send ``request`` on a pooled connection; report its events with ``exchange_id``."""
+    """Send ``request`` on a pooled connection; report its events with ``exchange_id``.
+
+    ``preemptible``: a legacy session's standalone stream, which yields its socket to an
+    operation that waits for one (``McpMachine.yield_listen``); ``needs_room``: its
+    re-opening after that, started only when the origin has a socket to spare."""
 
     exchange_id: int
     request: HttpRequest
     deadline: float
+    preemptible: bool = False
+    needs_room: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,4 +106,9 @@ Output = (
     | InputRequired
     | OperationFailed
     | Closed
+    | Progress
+    | LogMessage
+    | Notification
+    | RequestStarted
+    | RequestEnded
 )

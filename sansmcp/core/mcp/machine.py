@@ -1,5 +1,9 @@
 """The MCP client machine: one per ``Conn``, pure, driven by HTTP messages and ``now``.
 
+(A little over ~600 lines on purpose: the façade keeps each operation's whole life --
+start, waits, replies, timeouts, close -- on one screen, and the observation hooks added
+for progress and telemetry are a None check each at those same points.)
+
 Theory of operation
 -------------------
 A caller runs one operation at a time -- :meth:`McpMachine.connect`,
@@ -14,7 +18,9 @@ A caller runs one operation at a time -- :meth:`McpMachine.connect`,
   :class:`OperationFailed` (carrying a ``ConnectionFailed``, ``Unauthorized`` or
   ``ServerAnswered``);
 * :class:`InputRequired` when a server asks for input the embedder may supply
-  (answered with :meth:`~McpMachine.answer_input`).
+  (answered with :meth:`~McpMachine.answer_input`);
+* observations (:mod:`.notifications`): progress of the call in hand, server
+  notifications, and -- telemetry on -- each request's start and end.
 
 The machine is a façade over composed parts: the :class:`~.session.Session` (era
 table), the request builder (:mod:`.requests`), the :class:`~.budget.Budget`, the
@@ -60,6 +66,7 @@ from .events import (
     ToolCalled,
     ToolsListed,
 )
+from .notifications import OBSERVATIONS, Observer
 from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
@@ -127,6 +134,9 @@ class McpMachine:
         )
         transport.on_list_changed = self._ops.invalidate_tools
         self._outputs = transport.outputs
+        self._notices = transport.notices
+        self._notices.deliver = settings.notifications
+        self._observer = Observer(transport.outputs, session) if settings.observe else None
         self._phase = _IDLE
         # the operation in hand
         self._gen: OpGen | None = None
@@ -194,6 +204,24 @@ class McpMachine:
         return self._budget.responses_received
 
     @property
+    def notifications_dropped(self) -> int:
+        """Notifications dropped past ``Limits.max_notifications`` (per request)."""
+        return self._notices.dropped
+
+    def yield_listen(self, exchange_id: int, *, now: float) -> None:
+        """The driver needs the socket of the standalone stream ``exchange_id`` for an
+        operation (a cap is reached): the stream is cancelled, and re-opened after this
+        connection's next operation when a socket is to spare."""
+        self._t.now = now
+        self._t.yield_listen(exchange_id)
+
+    def propagate(self, meta: Mapping[str, str] | None) -> None:
+        """The next operation's requests carry ``meta`` (trace context) in ``_meta``,
+        unless ``Config.meta`` carries a ``traceparent`` of its own, which wins."""
+        requests = self._t.requests
+        requests.op_meta = None if "traceparent" in self.settings.meta else meta
+
+    @property
     def state(self) -> MachineState:
         """A snapshot of the protocol state (built on each access; for tests and tracing)."""
         t = self._t
@@ -236,8 +264,11 @@ class McpMachine:
             now,
         )
 
-    def call_tool(self, name: str, arguments: bytes = b"", *, now: float) -> None:
-        """Call ``name`` with ``arguments`` (JSON object bytes, sent verbatim).
+    def call_tool(
+        self, name: str, arguments: bytes = b"", *, now: float, progress: bool = False
+    ) -> None:
+        """Call ``name`` with ``arguments`` (JSON object bytes, sent verbatim);
+        ``progress`` asks the server for progress notifications.
 
         Raises ``CallerError`` at once when the arguments are not bytes holding one
         strict JSON object or the name is not a non-empty string.
@@ -263,6 +294,9 @@ class McpMachine:
             ops.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
         if self._session.era is _MODERN:
             ops.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
+        if progress and self._phase is _IDLE:
+            ops.progress = True
+            self._t.listen_for_progress()
         self._start(
             ops.recovering(lambda: ops.call_tool(name, arguments, parsed)),
             "call_timeout",
@@ -289,6 +323,8 @@ class McpMachine:
                 )
         self._asks.clear()
         self._ask_server_ids.clear()
+        if self._observer is not None:
+            self._observer.ended("cancelled", now)
         self._abandon_op()
         t.listen = None
         for exchange in list(t.exchanges.values()):
@@ -328,6 +364,8 @@ class McpMachine:
     def wanted(self, output: Output) -> bool:
         """Whether an output the driver set aside is still to be acted on: False for an
         exchange cancelled meanwhile or an ask whose operation or connection ended."""
+        if isinstance(output, OBSERVATIONS):
+            return True
         match output:
             case StartExchange():
                 return output.exchange_id in self._t.exchanges
@@ -466,6 +504,11 @@ class McpMachine:
             value = None
             match instruction:
                 case Send():
+                    rpc_id = instruction.rpc_id
+                    if rpc_id is not None:
+                        self._notices.begin(rpc_id, self._ops.progress)
+                    if self._observer is not None:
+                        self._observer.sent(rpc_id, instruction.method, instruction.tool, t.now)
                     deadline = min(self._op_deadline, t.now + instruction.cap)
                     self._op_cap_bound = instruction.cap_bound
                     self._op_cap = instruction.cap
@@ -490,6 +533,9 @@ class McpMachine:
 
     def _end_op(self, outcome: Output) -> None:
         self._drop_op()
+        self._t.reopen_yielded()
+        if self._observer is not None:
+            self._observer.ended(outcome, self._t.now)
         self._outputs.append(outcome)
 
     def _drop_op(self) -> None:
@@ -501,6 +547,9 @@ class McpMachine:
         self._t.op = None
         self._sleep_until = None
         self._t.held = None
+        self._ops.progress = False
+        self._notices.end()
+        self._t.requests.op_meta = None
         for input_id, exchange in list(self._asks.items()):
             if exchange is None or exchange.role is not _LISTEN:
                 del self._asks[input_id]
@@ -519,6 +568,8 @@ class McpMachine:
             self._closed()
             return
         self._t.op = None
+        if self._observer is not None and reply.broken is None:
+            self._observer.replied(reply.message)
         self._resume(reply)
 
     def _abandon_op(self) -> None:
@@ -555,7 +606,11 @@ class McpMachine:
             )
             self._t.side(request, self.limits.cancel_grace)
         self._abandon_op()
-        self._outputs.append(OperationFailed(error=rules.timeout(bound, limit)))
+        self._t.reopen_yielded()
+        failed = OperationFailed(error=rules.timeout(bound, limit))
+        if self._observer is not None:
+            self._observer.ended(failed, self._t.now)
+        self._outputs.append(failed)
 
     # ------------------------------------------------------------ bad responses, server requests
 

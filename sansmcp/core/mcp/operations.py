@@ -67,12 +67,15 @@ __all__ = [
 
 @dataclass(slots=True)
 class Send:
-    """Send ``request`` and wait for its reply, at most ``cap`` s (``Limits.<cap_bound>``)."""
+    """Send ``request`` and wait for its reply, at most ``cap`` s (``Limits.<cap_bound>``);
+    ``method`` / ``tool`` name a JSON-RPC request (for progress and telemetry)."""
 
     request: HttpRequest
     rpc_id: int | None
     cap: float
     cap_bound: str
+    method: str = ""
+    tool: str | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +95,11 @@ OpGen = Generator[Instruction, Any, Any]
 # JSON-RPC errors on tools/call that say the caller's idea of the tool is stale (the spec's
 # caching page: "method not found or the parameters were invalid")
 STALE_TOOL_CODES = frozenset({-32601, -32602})
+
+
+def _token(rpc_id: int, progress: bool) -> int | None:
+    """A request's progress token: its JSON-RPC id, unique among our active requests."""
+    return rpc_id if progress else None
 
 
 class SessionExpired(Exception):
@@ -137,6 +145,11 @@ class Operations:
         # from; valid for the listing ``_schemas_of`` (cleared when self.tools is replaced)
         self._output_schemas: dict[str, tuple[object, Schema]] = {}
         self._schemas_of: dict[str, Tool] = self.tools
+        # the call in hand asked for progress (its tools/call requests carry a token)
+        self.progress = False
+        self.server_logs = False  # the legacy server declared the logging capability
+        # the legacy session's standalone stream opens for input, notifications or progress
+        self.listens = self.can_answer or settings.notifications
 
     # ------------------------------------------------------------ the request primitive
 
@@ -163,11 +176,15 @@ class Operations:
         retries = 0
         last_id: bytes | None = None
         retry_ms: int | None = None
+        progress = is_call and self.progress
+        tool: str | None = params.get("name") if is_call else None
         rpc_id = next(self._ids)
-        request = self.requests.rpc(rpc_id, method, params, arguments, extra)
+        request = self.requests.rpc(
+            rpc_id, method, params, arguments, extra, _token(rpc_id, progress)
+        )
         sent_session = session.session_id
         while True:
-            reply: Reply = yield Send(request, rpc_id, cap, cap_bound)
+            reply: Reply = yield Send(request, rpc_id, cap, cap_bound, method, tool)
             if reply.broken is None:
                 break
             retries = rules.count_break(retries, reply.progressed, limits.max_stream_retries)
@@ -175,7 +192,9 @@ class Operations:
                 if not reissue:
                     raise reply.broken
                 rpc_id = next(self._ids)
-                request = self.requests.rpc(rpc_id, method, params, arguments, extra)
+                request = self.requests.rpc(
+                    rpc_id, method, params, arguments, extra, _token(rpc_id, progress)
+                )
                 continue
             # The last event id and the retry delay outlive one response (WHATWG SSE):
             # a resumed stream that breaks before sending an id resumes from the same one.
@@ -331,6 +350,7 @@ class Operations:
                     version = other
                     continue
             result = self.result(reply)
+            self.server_logs = rules.declares(result, "logging")
             chosen = result.get("protocolVersion")
             if not isinstance(chosen, str) or chosen not in legacy:
                 raise ServerAnswered(
@@ -355,7 +375,11 @@ class Operations:
                     cause="http_status",
                     status=done.status,
                 )
-            self.transport.open_listen(self.can_answer)
+            level = self.settings.log_level
+            if level is not None and self.server_logs:
+                # once per session; an error answer (an unknown level...) is not fatal
+                yield from self.request("logging/setLevel", {"level": level})
+            self.transport.open_listen(self.listens)
             return
 
     def recovering(self, make: Callable[[], OpGen]) -> OpGen:

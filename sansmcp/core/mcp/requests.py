@@ -12,7 +12,9 @@ goes into it:
 
 Headers the caller configured are kept, except names in :data:`MACHINE_HEADERS`, which
 the machine (or the wire) sets itself.  The static headers and each version's
-``_meta`` are encoded once per connection.
+``_meta`` are encoded once per connection; what varies per request -- a progress token,
+the operation's trace context (:attr:`Requests.op_meta`) -- is spliced in after it, and
+only when present.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Final
 from ..http import HttpRequest
 from ..jsonvalue import dumps_compact
 from ..messages import BATCH_VERSION, build_body
+from .notifications import META_LOG_LEVEL
 from .session import Era, Session
 from .settings import ConnSettings
 
@@ -74,6 +77,7 @@ class Requests:
         "_session",
         "_static",
         "_target",
+        "op_meta",
         "settings",
     )
 
@@ -86,6 +90,8 @@ class Requests:
         self._target = endpoint.target
         self._static: list[tuple[bytes, bytes]] | None = None
         self._meta_cache: dict[str, bytes] = {}
+        # the operation's extra ``_meta`` (trace context), set by the machine per operation
+        self.op_meta: Mapping[str, Any] | None = None
 
     def http(self, method: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> HttpRequest:
         """The one place an ``HttpRequest`` to the endpoint is made."""
@@ -131,6 +137,8 @@ class Requests:
                 META_CAPABILITIES: self.capabilities(),
                 **self.settings.meta,
             }
+            if self.settings.log_level is not None:
+                meta[META_LOG_LEVEL] = self.settings.log_level
             encoded = self._meta_cache[version] = dumps_compact(meta)
         return encoded
 
@@ -141,11 +149,20 @@ class Requests:
         params: Mapping[str, Any],
         arguments: bytes | None,
         extra: Sequence[tuple[bytes, bytes]],
+        token: int | None = None,
     ) -> HttpRequest:
-        """A JSON-RPC request in the session's era."""
+        """A JSON-RPC request in the session's era (``token``: its progress token)."""
         if self._session.modern:
-            return self.modern(rpc_id, method, params, arguments=arguments, extra=extra)
-        return self.legacy_rpc(rpc_id, method, params, arguments=arguments)
+            return self.modern(
+                rpc_id, method, params, arguments=arguments, extra=extra, token=token
+            )
+        return self.legacy_rpc(rpc_id, method, params, arguments=arguments, token=token)
+
+    def _extra_meta(self, token: int | None) -> dict[str, Any]:
+        extra = dict(self.op_meta or {})
+        if token is not None:
+            extra["progressToken"] = token
+        return extra
 
     def modern(
         self,
@@ -155,10 +172,15 @@ class Requests:
         *,
         arguments: bytes | None = None,
         extra: Sequence[tuple[bytes, bytes]] = (),
+        token: int | None = None,
     ) -> HttpRequest:
         session = self._session
         version = session.protocol_version or session.probe_version
-        body = build_body(rpc_id, method, params, arguments=arguments, meta=self.meta_json(version))
+        meta = self.meta_json(version)
+        if token is not None or self.op_meta:
+            # the cached object, with this request's keys appended (it is never empty)
+            meta = meta[:-1] + b"," + dumps_compact(self._extra_meta(token))[1:]
+        body = build_body(rpc_id, method, params, arguments=arguments, meta=meta)
         headers = self.base_headers()
         headers.append((b"mcp-protocol-version", version.encode()))
         headers.append((b"mcp-method", method.encode()))
@@ -191,9 +213,10 @@ class Requests:
         params: Mapping[str, Any] | None,
         *,
         arguments: bytes | None = None,
+        token: int | None = None,
     ) -> HttpRequest:
-        if self.settings.meta and params is not None:
-            params = {"_meta": dict(self.settings.meta), **params}
+        if params is not None and (self.settings.meta or self.op_meta or token is not None):
+            params = {"_meta": {**self.settings.meta, **self._extra_meta(token)}, **params}
         return self.legacy(_POST, build_body(rpc_id, method, params, arguments=arguments))
 
     def answer(self, server_id: Any, *, result: Any = None, error: Any = None) -> HttpRequest:

@@ -297,3 +297,9 @@ def checked_answers(answers: object) -> Mapping[str, Any] | None:
     if not all(isinstance(key, str) for key in answers):
         raise CallerError("the input handler's answer must have string keys")
     return answers
+
+
+def declares(result: Mapping[str, Any], capability: str) -> bool:
+    """An initialize ``result`` declares the server ``capability`` (an object)."""
+    capabilities = result.get("capabilities")
+    return isinstance(capabilities, dict) and isinstance(capabilities.get(capability), dict)

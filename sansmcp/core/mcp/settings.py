@@ -33,6 +33,9 @@ class ConnSettings:
     stream broke, even for a tool not marked idempotent.  ``output_schemas`` maps a
     tool name to its output schema (parsed JSON), used when the listing gives none;
     ``validate_structured_content`` turns the check of ``structuredContent`` off.
+    ``notifications``: the
+    embedder takes server notifications; ``log_level`` asks for log messages at or above
+    it; ``observe``: telemetry is on (requests are reported).
     """
 
     endpoint: Endpoint
@@ -50,6 +53,9 @@ class ConnSettings:
     reissue_calls: bool = False
     output_schemas: Mapping[str, Any] = field(default_factory=dict)
     validate_structured_content: bool = True
+    notifications: bool = False
+    log_level: str | None = None
+    observe: bool = False
 
 
 def usable_versions(versions: Sequence[str]) -> tuple[str, ...]:

@@ -17,8 +17,11 @@ charged to the :class:`~.budget.Budget` as it arrives.
 An answer that arrives on an event stream is *held* until that stream ends (so its
 socket can carry the next request) or ``min(stream_end_wait, cancel_grace)`` passes.
 
-The standalone stream is opened after ``initialize`` when the embedder answers input,
-kept for the session's life and re-opened at most ``Limits.max_stream_retries`` times
+Notifications found on a stream (the operation's, or the standalone one) go to
+:attr:`Transport.notices` (:mod:`.notifications`), which routes and bounds them.
+
+The standalone stream is opened after ``initialize`` when the embedder answers input
+or takes notifications (or at the first call that asks for progress), kept for the session's life and re-opened at most ``Limits.max_stream_retries`` times
 (from its last event id) if the server ends it; never after a refusal.  An event id
 the server sent passes :func:`~sansmcp.core.fieldvalue.echoable` before it is kept.
 """
@@ -51,8 +54,9 @@ from ..sse import SseError, SseParser
 from . import rules
 from .budget import Budget, parse_message
 from .events import CancelExchange, Output, StartExchange
+from .notifications import Notices
 from .requests import Requests
-from .session import Session
+from .session import Era, Session
 
 __all__ = ["FOREVER", "Body", "Exchange", "Reply", "Role", "Transport"]
 
@@ -194,6 +198,10 @@ class Transport:
         "listen",
         "listen_last_id",
         "listen_opens",
+        "listen_tried",
+        "listen_yield_wanted",
+        "listen_yielded",
+        "notices",
         "now",
         "on_list_changed",
         "op",
@@ -231,16 +239,32 @@ class Transport:
         self.listen_last_id: bytes | None = None
         # called when the server says its tool list changed (the machine's cache hook)
         self.on_list_changed: Callable[[], None] = _nothing
+        self.listen_tried = False  # this session's stream was opened once already
+        self.listen_yielded = False  # it gave its socket to an operation: re-open it after
+        self.listen_yield_wanted = False  # to give it up as soon as its head arrives
+        self.notices = Notices(self.outputs, limit=limits.max_notifications, deliver=False)
 
     # ------------------------------------------------------------ exchanges
 
     def open(
-        self, request: HttpRequest, rpc_id: int | None, deadline: float, role: Role
+        self,
+        request: HttpRequest,
+        rpc_id: int | None,
+        deadline: float,
+        role: Role,
+        *,
+        needs_room: bool = False,
     ) -> Exchange:
         exchange = Exchange(next(self._exchange_ids), request, rpc_id, deadline, role)
         self.exchanges[exchange.exchange_id] = exchange
         self.outputs.append(
-            StartExchange(exchange_id=exchange.exchange_id, request=request, deadline=deadline)
+            StartExchange(
+                exchange_id=exchange.exchange_id,
+                request=request,
+                deadline=deadline,
+                preemptible=role is _LISTEN,
+                needs_room=needs_room,
+            )
         )
         return exchange
 
@@ -251,6 +275,7 @@ class Transport:
     def cancel(self, exchange: Exchange) -> None:
         if exchange is self.listen:
             self.listen = None  # given up (garbled, over a bound, closing): never re-opened
+            self.listen_yield_wanted = False
         if self.exchanges.pop(exchange.exchange_id, None) is not None:
             self.outputs.append(CancelExchange(exchange_id=exchange.exchange_id))
 
@@ -301,6 +326,10 @@ class Transport:
                 exchange.kind = _SSE
                 exchange.sse = SseParser(max_event_bytes=self.limits.max_response_bytes)
                 exchange.deadline = FOREVER  # kept for the session's life
+                self.listen_yielded = False
+                if self.listen_yield_wanted:  # the driver needs its socket: given up now
+                    self.cancel(exchange)
+                    self.listen_yielded = True
             else:
                 self.listen = None  # refused (405, 409, ...): not offered, never re-opened
             return
@@ -458,10 +487,13 @@ class Transport:
         if role is _LISTEN:
             items = parsed if isinstance(parsed, list) else [parsed]
             for item in items:
-                if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
-                    self._server_request(exchange, item)
-                elif isinstance(item, dict) and item.get("method") == LIST_CHANGED:
-                    self.on_list_changed()
+                if isinstance(item, dict) and isinstance(item.get("method"), str):
+                    if "id" in item:
+                        self._server_request(exchange, item)
+                    else:
+                        if item["method"] == LIST_CHANGED:
+                            self.on_list_changed()
+                        self.notices.take(item)
             return
         # Only the operation's JSON-RPC requests have event streams (a notification's or a
         # side exchange's head never makes one), and DRAIN returned above.
@@ -475,8 +507,10 @@ class Transport:
         for other in others:
             if "id" in other:
                 self._server_request(exchange, other)
-            elif other["method"] == LIST_CHANGED:
-                self.on_list_changed()
+            else:
+                if other["method"] == LIST_CHANGED:
+                    self.on_list_changed()
+                self.notices.take(other)
         if message is not None:
             now = self.now
             limits = self.limits
@@ -507,18 +541,49 @@ class Transport:
         self.stop_listen()
         self.listen_opens = 0
         self.listen_last_id = None
+        self.listen_tried = False
+        self.listen_yielded = False
         if can_answer and self.session.session_id is not None:
+            self._start_listen()
+
+    def listen_for_progress(self) -> None:
+        """A call asks for progress: a legacy session that never opened its standalone
+        stream opens it now (a server may send progress there)."""
+        session = self.session
+        if not self.listen_tried and session.era is Era.LEGACY and session.session_id is not None:
             self._start_listen()
 
     def stop_listen(self) -> None:
         if self.listen is not None:
             self.cancel(self.listen)
 
-    def _start_listen(self) -> None:
+    def yield_listen(self, exchange_id: int) -> None:
+        """The driver needs the standalone stream's socket for an operation: give it up
+        now, re-open it after the operation (:meth:`reopen_yielded`)."""
+        listen = self.listen
+        if listen is not None and listen.exchange_id == exchange_id:
+            if listen.status is None:
+                # not answered yet: the server may not have the request; given up at its head
+                self.listen_yield_wanted = True
+                return
+            self.cancel(listen)
+            self.listen_yielded = True
+
+    def reopen_yielded(self) -> None:
+        """An operation ended: a stream that yielded its socket is opened again (not
+        counted as a re-open), when the driver finds a socket to spare for it."""
+        if self.listen_yielded and self.listen is None and self.session.session_id is not None:
+            self._start_listen(needs_room=True)
+
+    def _start_listen(self, *, needs_room: bool = False) -> None:
+        self.listen_tried = True
+        self.listen_yield_wanted = False
         extra = [] if self.listen_last_id is None else [(b"last-event-id", self.listen_last_id)]
         request = self.requests.legacy(b"GET", b"", extra)
         # Until its head arrives the stream is bounded like any request; then it is kept.
-        self.listen = self.open(request, None, self.now + self.limits.dial_timeout, _LISTEN)
+        self.listen = self.open(
+            request, None, self.now + self.limits.dial_timeout, _LISTEN, needs_room=needs_room
+        )
 
     def _reopen_listen(self, ended: Exchange) -> None:
         """The server ended the session's stream: open it again, at most

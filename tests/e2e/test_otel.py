@@ -1,0 +1,249 @@
+"""OpenTelemetry against the official SDK server, with the real ``opentelemetry-sdk`` (issue 14).
+
+In-memory span exporter and metric reader: span names, kinds, attributes and status,
+the ``mcp.client.operation.duration`` points, and the ``traceparent`` the server
+received.  Off (no ``telemetry=``): sansmcp imports no ``opentelemetry`` module (a
+subprocess checks ``sys.modules``) and makes no OpenTelemetry call (counted).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from opentelemetry import baggage, context, propagate, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from sansmcp import CallerError, Config, ServerAnswered
+from sansmcp.otel import DURATION_BUCKETS, Telemetry
+
+from .conftest import REPO, Backend, Launcher, Server
+
+ERAS = {"modern": ("--observe",), "legacy": ("--observe", "--legacy-only")}
+
+
+class Sdk:
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.telemetry = Telemetry(
+            tracer_provider=self.tracer_provider, meter_provider=self.meter_provider
+        )
+
+    def points(self) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        found = []
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == "mcp.client.operation.duration":
+                        assert metric.unit == "s"
+                        found.extend(metric.data.data_points)
+        return found
+
+
+@pytest.fixture(params=sorted(ERAS))
+def observed(request: pytest.FixtureRequest, launch: Launcher) -> tuple[str, Server]:
+    return request.param, launch(*ERAS[request.param])
+
+
+def test_spans_metrics_and_the_traceparent_the_server_received(
+    backend: Backend, observed: tuple[str, Server]
+) -> None:
+    era, server = observed
+    sdk = Sdk()
+    outer_tracer = sdk.tracer_provider.get_tracer("the-platform")
+
+    async def main() -> tuple[str, str]:
+        config = Config(url=server.url())
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client,
+            client.connect(config) as conn,
+        ):
+            with outer_tracer.start_as_current_span("work item") as outer:
+                token = context.attach(baggage.set_baggage("tenant", "t1"))
+                try:
+                    seen = await conn.call_tool("meta_seen")
+                finally:
+                    context.detach(token)
+                await conn.call_tool("fail")  # isError
+                with pytest.raises(ServerAnswered):
+                    await conn.call_tool("rpc_error")
+                carrier: dict[str, str] = {}
+                propagate.inject(carrier, context=trace.set_span_in_context(outer))
+        return str(seen.content[0].text), carrier["traceparent"]
+
+    seen_text, outer_traceparent = backend.run(main)
+    meta = json.loads(seen_text)
+    assert meta["traceparent"] == outer_traceparent  # the caller's active span
+    assert meta["baggage"] == "tenant=t1"
+
+    spans = {span.name: span for span in sdk.spans.get_finished_spans()}
+    call = spans["tools/call meta_seen"]
+    assert call.kind is SpanKind.CLIENT
+    attrs = dict(call.attributes or {})
+    version = "2026-07-28" if era == "modern" else "2025-11-25"
+    expected = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "meta_seen",
+        "gen_ai.operation.name": "execute_tool",
+        "mcp.protocol.version": version,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+        "server.address": "127.0.0.1",
+        "server.port": server.port,
+    }
+    assert {k: attrs.get(k) for k in expected} == expected
+    assert attrs["jsonrpc.request.id"].isdigit()
+    assert ("mcp.session.id" in attrs) == (era == "legacy")
+    assert "error.type" not in attrs and call.status.status_code is StatusCode.UNSET
+    assert call.parent is not None and call.parent.span_id == spans["work item"].context.span_id
+    assert call.start_time <= call.end_time
+
+    failed = spans["tools/call fail"]
+    assert failed.attributes["error.type"] == "tool_error"
+    assert failed.status.status_code is StatusCode.ERROR
+    rpc = spans["tools/call rpc_error"]
+    assert rpc.attributes["error.type"] == "-32602"
+    assert rpc.attributes["rpc.response.status_code"] == "-32602"
+    assert rpc.status.status_code is StatusCode.ERROR
+    assert rpc.status.description == "rpc_error always answers -32602"
+    first = "server/discover" if era == "modern" else "initialize"
+    assert spans[first].attributes["mcp.method.name"] == first
+    assert "gen_ai.tool.name" not in spans[first].attributes
+
+    points = sdk.points()
+    calls = [p for p in points if p.attributes.get("mcp.method.name") == "tools/call"]
+    assert sum(p.count for p in calls) == 3
+    assert all(tuple(p.explicit_bounds) == DURATION_BUCKETS for p in points)
+    for point in points:
+        assert "jsonrpc.request.id" not in point.attributes
+        assert "mcp.session.id" not in point.attributes
+    errors = {p.attributes.get("error.type") for p in calls}
+    assert errors == {None, "tool_error", "-32602"}
+
+
+def test_config_traceparent_wins(backend: Backend, launch: Launcher) -> None:
+    server = launch(*ERAS["modern"])
+    sdk = Sdk()
+    mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    async def main() -> str:
+        config = Config(url=server.url(), meta={"traceparent": mine})
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client,
+            client.connect(config) as conn,
+        ):
+            with sdk.tracer_provider.get_tracer("p").start_as_current_span("outer"):
+                seen = await conn.call_tool("meta_seen")
+        return str(seen.content[0].text)
+
+    assert json.loads(backend.run(main))["traceparent"] == mine
+
+
+def test_a_raising_callback_ends_the_open_span(backend: Backend, launch: Launcher) -> None:
+    server = launch(*ERAS["modern"])
+    sdk = Sdk()
+
+    class Boom(Exception):
+        pass
+
+    def boom(*args: Any) -> None:
+        raise Boom("no")
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client,
+            client.connect(Config(url=server.url())) as conn,
+        ):
+            with pytest.raises(Boom):
+                await conn.call_tool("report", b'{"steps": 2}', on_progress=boom)
+
+    backend.run(main)
+    span = next(s for s in sdk.spans.get_finished_spans() if s.name == "tools/call report")
+    assert span.attributes["error.type"] == "Boom"
+    assert span.status.status_code is StatusCode.ERROR
+
+
+def test_off_no_opentelemetry_call(
+    backend: Backend, launch: Launcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = launch(*ERAS["modern"])
+    calls: list[str] = []
+    for module, name in ((propagate, "inject"), (trace, "get_tracer"), (trace, "get_current_span")):
+        original = getattr(module, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original, **kw: Any) -> Any:
+            calls.append(_name)
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(module, name, counted)
+
+    async def work_item(telemetry: Telemetry | None) -> None:
+        async with (
+            backend.Client(allow_loopback=True, telemetry=telemetry) as client,
+            client.connect(Config(url=server.url())) as conn,
+        ):
+            await conn.list_tools()
+            await conn.call_tool("whoami")
+
+    backend.run(lambda: work_item(None))
+    assert calls == []
+    sdk = Sdk()
+    backend.run(lambda: work_item(sdk.telemetry))
+    assert "inject" in calls  # the counter sees the calls telemetry makes
+
+
+def test_off_imports_no_opentelemetry_module(launch: Launcher) -> None:
+    server = launch(*ERAS["modern"])
+    program = (
+        "import asyncio, sys\n"
+        "import sansmcp, sansmcp.cli\n"
+        "from sansmcp.io_adapters import asyncio as adapter\n"
+        "async def main():\n"
+        "    async with adapter.Client(allow_loopback=True) as client:\n"
+        f"        async with client.connect(sansmcp.Config(url={server.url()!r})) as conn:\n"
+        "            await conn.list_tools()\n"
+        "            await conn.call_tool('report', b'{}', on_progress=lambda *a: None)\n"
+        "asyncio.run(main())\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_telemetry_hook_carrier_is_checked(backend: Backend, launch: Launcher) -> None:
+    server = launch(*ERAS["modern"])
+
+    class Bad:
+        def carrier(self) -> Any:
+            return {"traceparent": 5}
+
+        def observe(self, conn: object, item: Any, now: float) -> None:
+            pass
+
+        def abandon(self, conn: object, error: BaseException) -> None:
+            pass
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True, telemetry=Bad()) as client:
+            with pytest.raises(CallerError, match="carrier"):
+                async with client.connect(Config(url=server.url())):
+                    pass
+
+    backend.run(main)
