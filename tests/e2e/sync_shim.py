@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import threading
@@ -24,8 +25,11 @@ from sansmcp.io_adapters import sync
 
 
 async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a new daemon thread; its result or exception, awaited here."""
+    """``fn(*args)`` in a new daemon thread, in a copy of the awaiting task's context (so
+    the caller's active span is the thread's, as a blocking caller's would be); its result
+    or exception, awaited here."""
     loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
     future: asyncio.Future[Any] = loop.create_future()
 
     def settle(result: Any, exc: BaseException | None) -> None:
@@ -37,7 +41,7 @@ async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
 
     def run() -> None:
         try:
-            result, exc = fn(*args), None
+            result, exc = context.run(fn, *args), None
         except BaseException as caught:
             result, exc = None, caught
         with contextlib.suppress(RuntimeError):  # the loop has ended: nobody awaits it
