@@ -16,6 +16,7 @@ from .errors import CallerError
 from .jsonvalue import JsonError, dumps_compact
 from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
+from .oauth.store import OAuth
 from .url import is_loopback_host, parse_endpoint
 
 __all__ = ["Config", "conn_settings"]
@@ -29,7 +30,8 @@ class Config:
     ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
     name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
     headers go out without a listing; ``protocol_versions`` restricts and orders the
-    revisions sansmcp may negotiate.
+    revisions sansmcp may negotiate.  ``oauth`` authorizes with OAuth 2.1 when the server
+    answers 401 (or 403 ``insufficient_scope``); without it those raise ``Unauthorized``.
     """
 
     url: str
@@ -39,6 +41,7 @@ class Config:
     tool_schemas: Mapping[str, bytes | Mapping[str, Any]] | None = None
     protocol_versions: Sequence[str] | None = None
     reissue_calls: bool = False
+    oauth: OAuth | None = None
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
@@ -87,6 +90,8 @@ def conn_settings(
             )
         if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
             raise CallerError("the bearer token must be non-empty visible ASCII")
+    if config.oauth is not None and not isinstance(config.oauth, OAuth):
+        raise CallerError(f"Config.oauth must be an OAuth, not {type(config.oauth).__name__}")
     for field_name in ("headers", "tool_schemas"):
         value = getattr(config, field_name)
         if value is not None and not isinstance(value, Mapping):

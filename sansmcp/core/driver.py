@@ -67,7 +67,7 @@ from typing import Any, Literal, assert_never
 
 from . import config as config_module
 from .config import Config
-from .errors import ConnectionFailed, McpError, UsageError
+from .errors import CallerError, ConnectionFailed, McpError, UsageError
 from .http import ExchangeFailed, ResponseEnded
 from .limits import Limits
 from .mcp import (
@@ -84,6 +84,7 @@ from .mcp import (
 )
 from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
+from .oauth.store import AuthorizationNeeded
 from .results import CallResult
 from .tools import SkippedTool, Tool
 from .url import Origin
@@ -151,10 +152,12 @@ class CloseSocket:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deliver:
     """Show ``item`` to the embedder in the caller's task (an input request: call the
-    input handler, bounded by ``deadline``, and ``answer`` it)."""
+    input handler, bounded by ``deadline``, and ``answer`` it; an authorization a person
+    must make: call ``Config.oauth.authorize`` -- outside every deadline -- and pass its
+    answer to ``authorized``)."""
 
     conn_id: int
-    item: InputRequired
+    item: InputRequired | AuthorizationNeeded
     deadline: float  # math.inf when none
 
 
@@ -282,8 +285,10 @@ class ClientDriver:
         answers_input: bool = False,
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
+        random_bytes: Callable[[int], bytes] | None = None,
     ) -> None:
         self.limits = limits or Limits()
+        self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
         self.allow_loopback = allow_loopback
         self.allow_private = allow_private
         self.capabilities = (capabilities or {}) if answers_input else None
@@ -346,7 +351,11 @@ class ClientDriver:
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
             settings = dataclasses.replace(settings, era_hint=hint)
-        machine = McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids)
+        machine: McpMachine
+        if config.oauth is None:
+            machine = McpMachine(settings, limits=self.limits, exchange_ids=self._exchange_ids)
+        else:
+            machine = _oauth_machine(self, settings, config)
         view = ConnView(next(self._conn_ids), machine)
         self._conns[view.conn_id] = _Conn(view)
         return view
@@ -378,6 +387,20 @@ class ClientDriver:
         if conn is None:
             return
         conn.machine.answer_input(input_id, answers, now=now)
+        self._drive(conn, now)
+
+    def authorized(self, conn_id: int, auth_id: int, answer: object, *, now: float) -> None:
+        """The embedder's answer to a :class:`Deliver`\\ ed ``AuthorizationNeeded``: the
+        redirect URL, a mapping of ``code`` / ``state`` / ``iss``, or None (no step);
+        ``CallerError`` for anything else."""
+        conn = self._conns.get(conn_id)
+        if conn is None:
+            return
+        from .oauth.machine import OAuthMachine
+
+        machine = conn.machine
+        assert isinstance(machine, OAuthMachine)  # only its Conns get AuthorizationNeeded
+        machine.authorized(auth_id, answer, now=now)
         self._drive(conn, now)
 
     def abandon(self, conn_id: int, *, now: float) -> None:
@@ -545,6 +568,10 @@ class ClientDriver:
                     self._start(conn, output, now)
                 case CancelExchange(exchange_id=exchange_id):
                     self._cancel(exchange_id, now)
+                case AuthorizationNeeded():  # the embedder's wait: no deadline
+                    self._outbox.append(
+                        Deliver(conn_id=conn.view.conn_id, item=output, deadline=math.inf)
+                    )
                 case InputRequired():
                     deadline = machine.next_deadline()
                     item = Deliver(
@@ -597,7 +624,8 @@ class ClientDriver:
         if self.closed:
             self._fail(conn, start.exchange_id, _client_closed(), now)
             return
-        self._serve(conn, start, self.pool.checkout(conn.origin, now=now), now)
+        origin = start.origin or conn.origin
+        self._serve(conn, start, self.pool.checkout(origin, now=now), now)
 
     def _serve(
         self, conn: _Conn, start: StartExchange, checkout: Grant | MustWait, now: float
@@ -820,3 +848,19 @@ class ClientDriver:
         if len(heap) > 64 + 2 * (len(self._conns) + len(self._dials)):
             self._heap = [entry for entry in heap if entry[2].heap_seq == entry[1]]
             heapq.heapify(self._heap)
+
+
+def _oauth_machine(driver: ClientDriver, settings: Any, config: Config) -> McpMachine:
+    """The machine of a Conn with ``Config.oauth`` (imported only then)."""
+    from .oauth.machine import OAuthMachine
+
+    if driver.random_bytes is None:
+        raise CallerError("Config.oauth needs randomness: ClientDriver(random_bytes=...)")
+    assert config.oauth is not None
+    return OAuthMachine(
+        settings,
+        oauth=config.oauth,
+        random_bytes=driver.random_bytes,
+        limits=driver.limits,
+        exchange_ids=driver._exchange_ids,
+    )

@@ -125,6 +125,9 @@ _RULES: dict[str, _Rule] = {
     "max_recorded_skips": _ALLOWANCE,
     "max_unowned_bytes_per_socket": _COUNT,
     "h1_max_small_chunks": _COUNT,
+    "auth_timeout": _TIME,
+    "max_auth_attempts": _COUNT,
+    "max_auth_document_bytes": _COUNT,
 }
 
 
@@ -207,3 +210,9 @@ class Limits:
     # ~30 us: the twin of h2_max_small_data_frames, lower because one 64 KiB read holds
     # ~10,000 of them and is parsed in one step); past it the exchange fails as a budget
     h1_max_small_chunks: int = 4_096  # >= 1
+    # OAuth (Config.oauth): all machine-to-machine fetches of one authorization (the
+    # embedder's own authorization step is outside it), authorizations per operation
+    # (step-up, re-authorization), bytes of one metadata / registration / token document
+    auth_timeout: float = 30.0  # > 0
+    max_auth_attempts: int = 3  # >= 1
+    max_auth_document_bytes: int = 64 << 10  # >= 1

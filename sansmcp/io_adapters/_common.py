@@ -17,6 +17,7 @@ callback abandons the Conn and propagates unchanged.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -26,6 +27,7 @@ from ..core.config import Config
 from ..core.driver import ClientDriver, ConnView, Deliver, Finished, Resolve
 from ..core.limits import Limits
 from ..core.net.pool import Pool
+from ..core.oauth.store import AuthorizationNeeded
 from ..core.results import CallResult
 from ..core.tools import SkippedTool, Tool
 
@@ -77,6 +79,7 @@ class ClientBase(Generic[ConnT]):
             answers_input=input_handler is not None,
             capabilities=capabilities,
             client_info=client_info,
+            random_bytes=secrets.token_bytes,
         )
         self._ssl = ssl_context
         self._resolver = resolver
@@ -212,13 +215,30 @@ class ConnBase:
         return command.value
 
     async def _ask(self, command: Deliver) -> None:
+        item = command.item
+        if isinstance(item, AuthorizationNeeded):
+            await self._authorize(item)
+            return
         client, handler = self.client, self.client.input_handler
         answers: Mapping[str, Any] | None = None
         if handler is not None:
-            done, answers = await client._within(command.deadline, handler(command.item.requests))
+            done, answers = await client._within(command.deadline, handler(item.requests))
             if not done:
                 return  # the operation's deadline: the driver's timer reports it
-        client._driver.answer(self.view.conn_id, command.item.input_id, answers, now=client._now())
+        client._driver.answer(self.view.conn_id, item.input_id, answers, now=client._now())
+        client._pump()
+
+    async def _authorize(self, item: AuthorizationNeeded) -> None:
+        """The embedder's authorization step (``Config.oauth.authorize``), unbounded: a
+        person may take minutes.  Without one, the driver fails the operation with
+        ``Unauthorized(cause="authorization_required")`` carrying the URL."""
+        from ..core.oauth.machine import OAuthMachine
+
+        client, machine = self.client, self.machine
+        assert isinstance(machine, OAuthMachine)  # the only machine that asks this
+        step = machine.oauth.authorize
+        answer = None if step is None else await step(item.url)
+        client._driver.authorized(self.view.conn_id, item.auth_id, answer, now=client._now())
         client._pump()
 
     # what each runtime provides

@@ -14,6 +14,7 @@ from ..errors import McpError
 from ..http import HttpRequest
 from ..results import CallResult
 from ..tools import SkippedTool, Tool
+from ..url import Origin
 
 __all__ = [
     "CancelExchange",
@@ -30,11 +31,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartExchange:
-    """Send ``request`` on a pooled connection; report its events with ``exchange_id``."""
+    """Send ``request`` on a pooled connection; report its events with ``exchange_id``.
+
+    ``origin`` is None for the Conn's own endpoint, else where the request goes (an
+    OAuth authorization server: the same pool, guard and flags)."""
 
     exchange_id: int
     request: HttpRequest
     deadline: float
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

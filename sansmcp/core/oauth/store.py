@@ -1,0 +1,131 @@
+"""What the embedder configures for OAuth, and where tokens and registrations are kept.
+
+``OAuth`` goes in ``Config.oauth``: the client's identity at authorization servers
+(pre-registered credentials, a client ID metadata document URL, or the metadata
+sent for dynamic registration), the redirect URI, and the embedder's two hooks --
+the :class:`TokenStore` and the authorization step.  Both are the embedder's code:
+what they return is checked before use.
+
+Secrets (access and refresh tokens, client secrets) never appear in a ``repr``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "AuthorizationNeeded",
+    "ClientRegistration",
+    "MemoryTokenStore",
+    "OAuth",
+    "TokenStore",
+    "Tokens",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tokens:
+    """What a token endpoint granted for one resource (the MCP server's URL)."""
+
+    access_token: str = field(repr=False)
+    token_type: str = "Bearer"
+    refresh_token: str | None = field(default=None, repr=False)
+    expires_at: float | None = None  # on the driver's clock; None when not given
+    scope: str | None = None
+    issuer: str = ""  # the authorization server that issued them
+    token_endpoint: str = ""  # where a refresh goes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientRegistration:
+    """The client's identity at one authorization server (keyed by its issuer)."""
+
+    client_id: str
+    client_secret: str | None = field(default=None, repr=False)
+    auth_method: str = "none"  # none | client_secret_basic | client_secret_post
+
+
+class TokenStore(Protocol):
+    """Where tokens (by resource) and client registrations (by issuer) are kept.
+
+    Called synchronously by the core; a store backed by a file or a database does its
+    own I/O.  Every value it returns is checked (anything else is ignored, as absent).
+    """
+
+    def tokens(self, resource: str) -> Tokens | None: ...
+
+    def save_tokens(self, resource: str, tokens: Tokens | None) -> None: ...
+
+    def registration(self, issuer: str) -> ClientRegistration | None: ...
+
+    def save_registration(self, issuer: str, registration: ClientRegistration) -> None: ...
+
+
+class MemoryTokenStore:
+    """The default :class:`TokenStore`: two dicts, for the life of the ``OAuth`` value."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, Tokens] = {}
+        self._registrations: dict[str, ClientRegistration] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryTokenStore({len(self._tokens)} tokens, {len(self._registrations)} clients)"
+
+    def tokens(self, resource: str) -> Tokens | None:
+        return self._tokens.get(resource)
+
+    def save_tokens(self, resource: str, tokens: Tokens | None) -> None:
+        if tokens is None:
+            self._tokens.pop(resource, None)
+        else:
+            self._tokens[resource] = tokens
+
+    def registration(self, issuer: str) -> ClientRegistration | None:
+        return self._registrations.get(issuer)
+
+    def save_registration(self, issuer: str, registration: ClientRegistration) -> None:
+        self._registrations[issuer] = registration
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OAuth:
+    """OAuth 2.1 for one MCP endpoint (``Config.oauth``).
+
+    * ``client_id`` / ``client_secret``: pre-registered credentials (used at every
+      authorization server unless ``issuer`` names the one they belong to);
+    * ``client_metadata_url``: an https URL the embedder hosts, holding the client's
+      metadata document; used as the client id where the server supports it;
+    * otherwise the client registers dynamically (RFC 7591) with ``client_name``;
+    * ``redirect_uri``: where the authorization server sends the user back;
+    * ``scope``: scopes to ask for when the server names none;
+    * ``authorize``: the embedder's authorization step, given the authorization URL,
+      returns the redirect URL it received (a ``str``) or a mapping with ``code``,
+      ``state`` and ``iss`` -- an ``async`` callable on the async adapters, a plain one
+      on the blocking adapter.  Without it, an authorization that needs a person fails
+      with ``Unauthorized(cause="authorization_required")`` carrying the URL;
+    * ``store``: tokens and registrations (default: in memory, for this value's life).
+    """
+
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    issuer: str | None = None
+    client_metadata_url: str | None = None
+    client_name: str = "sansmcp"
+    redirect_uri: str = "http://127.0.0.1/callback"
+    scope: str | None = None
+    authorize: Callable[[str], Any] | None = None
+    store: TokenStore = field(default_factory=MemoryTokenStore)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthorizationNeeded:
+    """A person must authorize at ``url``; answer with ``ClientDriver.authorized``
+    (the redirect URL, a mapping of ``code`` / ``state`` / ``iss``, or None)."""
+
+    auth_id: int
+    url: str
+
+
+Answer = str | Mapping[str, Any] | None
