@@ -90,8 +90,11 @@ def conn_settings(
             )
         if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
             raise CallerError("the bearer token must be non-empty visible ASCII")
-    if config.oauth is not None and not isinstance(config.oauth, OAuth):
-        raise CallerError(f"Config.oauth must be an OAuth, not {type(config.oauth).__name__}")
+    if config.oauth is not None:
+        if not isinstance(config.oauth, OAuth):
+            raise CallerError(f"Config.oauth must be an OAuth, not {type(config.oauth).__name__}")
+        if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
+            raise CallerError("OAuth tokens are never sent over plain http except to loopback")
     for field_name in ("headers", "tool_schemas"):
         value = getattr(config, field_name)
         if value is not None and not isinstance(value, Mapping):

@@ -135,6 +135,8 @@ class OAuthMachine(McpMachine):
     def wanted(self, output: Output | AuthorizationNeeded) -> bool:
         if isinstance(output, AuthorizationNeeded):
             return output.auth_id == self._asking
+        if isinstance(output, StartExchange) and output.exchange_id == self._fetch_id:
+            return True
         return McpMachine.wanted(self, output)
 
     def next_deadline(self) -> float | None:
@@ -244,12 +246,14 @@ class OAuthMachine(McpMachine):
         )
 
     def _abort(self, error: McpError) -> None:
-        if self._fetch_id is not None:
-            self._extra.append(CancelExchange(exchange_id=self._fetch_id))
-            self._fetch_id = None
-        if self._flow is not None:
-            self._flow.close()
-            self._flow = None
+        """End the authorization while its fetch is outstanding (the only time a bound
+        can fire: between fetches the flow runs synchronously, and the person's step
+        has no deadline)."""
+        assert self._fetch_id is not None and self._flow is not None
+        self._extra.append(CancelExchange(exchange_id=self._fetch_id))
+        self._fetch_id = None
+        self._flow.close()
+        self._flow = None
         self._deadline = None
         self._replay = None
         self._extra.append(OperationFailed(error=error))
