@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import http.client
 import json
 import os
 import resource
@@ -37,11 +38,12 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.parse
 from typing import Any
 
 import trio
 
-from sansmcp import Config, Limits, McpError
+from sansmcp import Config, Limits, McpError, OAuth
 from sansmcp.io_adapters import asyncio as asyncio_adapter
 from sansmcp.io_adapters import trio as trio_adapter
 
@@ -97,12 +99,33 @@ async def scenario(client_cls: Any, sleep: Any, spec: dict[str, Any]) -> dict[st
 
         kwargs["input_handler"] = handler
         kwargs["capabilities"] = {"elicitation": {}}
-    config = Config(url=spec["url"], protocol_versions=spec.get("versions"))
+    oauth = OAuth(redirect_uri="http://127.0.0.1:9/callback", authorize=_authorize)
+    config = Config(
+        url=spec["url"],
+        protocol_versions=spec.get("versions"),
+        oauth=oauth if spec.get("oauth") else None,
+    )
     async with client_cls(**kwargs) as client:
         await _first_conn(client, config, spec, sleep, report)
         if spec.get("reconnect"):
             report["second"] = await _second_conn(client, config)
     return report
+
+
+async def _authorize(url: str) -> str:
+    """The embedder's authorization step: GET the authorization URL (loopback only),
+    never follow its redirect, hand back the ``Location`` (blocking: the server runs in
+    another thread of the host)."""
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname == "127.0.0.1", url
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+    try:
+        connection.request("GET", f"{parts.path}?{parts.query}")
+        response = connection.getresponse()
+        response.read()
+        return response.getheader("location") or ""
+    finally:
+        connection.close()
 
 
 async def _first_conn(
