@@ -1870,10 +1870,6 @@ def table() -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":
-    print(table())
-
-
 # ---------------------------------------------------------------- OAuth (Config.oauth)
 # The MCP server and its authorization server share the loopback origin; the client's
 # authorization step GETs /authorize (one more GET) and hands back the redirect.
@@ -2044,3 +2040,7 @@ CASES += [
         fast=True,
     ),
 ]
+
+
+if __name__ == "__main__":
+    print(table())
