@@ -286,9 +286,11 @@ class ClientDriver:
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
         random_bytes: Callable[[int], bytes] | None = None,
+        wall_clock: Callable[[], float] | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
+        self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
         self.allow_loopback = allow_loopback
         self.allow_private = allow_private
         self.capabilities = (capabilities or {}) if answers_input else None
@@ -861,6 +863,7 @@ def _oauth_machine(driver: ClientDriver, settings: Any, config: Config) -> McpMa
         settings,
         oauth=config.oauth,
         random_bytes=driver.random_bytes,
+        wall_clock=driver.wall_clock,
         limits=driver.limits,
         exchange_ids=driver._exchange_ids,
     )

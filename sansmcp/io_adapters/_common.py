@@ -20,6 +20,7 @@ import contextlib
 import secrets
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Generic, Self, TypeVar, assert_never, cast
 
@@ -80,6 +81,7 @@ class ClientBase(Generic[ConnT]):
             capabilities=capabilities,
             client_info=client_info,
             random_bytes=secrets.token_bytes,
+            wall_clock=time.time,
         )
         self._ssl = ssl_context
         self._resolver = resolver

@@ -236,11 +236,27 @@ AUTH_SCENARIOS = (
     "auth/iss-unexpected",
     "auth/iss-normalized",
     "auth/metadata-issuer-mismatch",
+    "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
 )
 
 
 def oauth_for(scenario: str, context: Mapping[str, Any]) -> OAuth:
     """The embedder's OAuth configuration for one auth scenario."""
+    if scenario == "auth/client-credentials-basic":
+        return OAuth(
+            grant="client_credentials",
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+        )
+    if scenario == "auth/client-credentials-jwt":
+        from sansmcp.oauth_keys import Es256Key
+
+        return OAuth(
+            grant="client_credentials",
+            client_id=context["client_id"],
+            signer=Es256Key.from_pem(context["private_key_pem"]),
+        )
     if scenario == "auth/pre-registration":
         return OAuth(
             client_id=context["client_id"],

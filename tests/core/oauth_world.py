@@ -175,6 +175,7 @@ class Runner:
         answer: Callable[[str], object] | None = None,
         chunk: int | None = None,
         url: str = MCP,
+        wall_clock: Callable[[], float] | None = None,
         **limits: Any,
     ) -> None:
         from sansmcp.core.limits import Limits
@@ -191,6 +192,7 @@ class Runner:
             ConnSettings(endpoint=parse_endpoint(url)),
             oauth=self.oauth,
             random_bytes=counter_bytes(),
+            wall_clock=wall_clock,
             limits=Limits(**limits),
             exchange_ids=iter(range(1, 1 << 30)),
         )

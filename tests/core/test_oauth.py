@@ -588,3 +588,74 @@ def test_reauthorizing_for_the_same_scope_asks_it_once() -> None:
     error = runner.fail(runner.run(runner.machine.connect))
     assert isinstance(error, Unauthorized) and error.cause == "token_rejected"
     assert [query_of(url)["scope"] for url in runner.asked] == ["a", "a", "a"]
+
+
+# ------------------------------------------------------------------ client credentials
+
+
+class FakeSigner:
+    alg = "ES256"
+
+    def __init__(self, signature: object = b"sig") -> None:
+        self.signed: list[bytes] = []
+        self.signature = signature
+
+    def sign(self, data: bytes) -> Any:
+        self.signed.append(data)
+        return self.signature
+
+    def public_jwk(self) -> dict[str, Any]:
+        return {"kty": "EC"}
+
+
+def _claims(assertion: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    import base64
+
+    def part(text: str) -> dict[str, Any]:
+        return dict(json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))))
+
+    head, body, _ = assertion.split(".")
+    return part(head), part(body)
+
+
+def test_client_credentials_with_a_secret_needs_no_person() -> None:
+    world = World(challenge='Bearer scope="m2m"')
+    oauth = OAuth(grant="client_credentials", client_id="svc", client_secret="s")
+    runner = connected(world, oauth)
+    assert runner.asked == []
+    form = world.forms[0]
+    assert form["grant_type"] == "client_credentials"
+    assert form["scope"] == "m2m" and form["resource"] == MCP
+
+
+def test_client_credentials_with_private_key_jwt() -> None:
+    signer = FakeSigner()
+    world = World(meta_extra={"token_endpoint_auth_methods_supported": ["private_key_jwt"]})
+    oauth = OAuth(grant="client_credentials", client_id="svc", signer=signer)
+    runner = Runner(world, oauth, wall_clock=lambda: 1_700_000_000.5)
+    assert isinstance(runner.run(runner.machine.connect), Connected)
+    form = world.forms[0]
+    assert form["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    header, claims = _claims(form["client_assertion"])
+    assert header == {"alg": "ES256", "typ": "JWT"}
+    assert claims["iss"] == claims["sub"] == "svc" and claims["aud"] == AS
+    assert claims["iat"] == 1_700_000_000 and claims["exp"] == 1_700_000_300
+    assert form["client_assertion"].rsplit(".", 1)[0].encode() == signer.signed[0]
+    assert "resource" in form and "scope" not in form
+
+
+def test_a_signer_is_not_used_where_the_server_does_not_take_it() -> None:
+    world = World(meta_extra={"token_endpoint_auth_methods_supported": ["client_secret_post"]})
+    oauth = OAuth(
+        grant="client_credentials", client_id="svc", client_secret="s", signer=FakeSigner()
+    )
+    connected(world, oauth)
+    assert "client_assertion" not in world.forms[0] and world.forms[0]["client_secret"] == "s"
+
+
+def test_a_signer_returning_no_bytes_is_a_caller_error() -> None:
+    world = World()
+    oauth = OAuth(grant="client_credentials", client_id="svc", signer=FakeSigner(signature="x"))
+    runner = Runner(world, oauth)
+    with pytest.raises(CallerError, match="signer"):
+        runner.run(runner.machine.connect)

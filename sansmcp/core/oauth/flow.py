@@ -86,6 +86,7 @@ class Context:
     limits: Limits
     random_bytes: Callable[[int], bytes]
     now: Callable[[], float]
+    wall_clock: Callable[[], float] = lambda: 0.0  # seconds since the epoch (JWT claims)
     granted_scopes: tuple[str, ...] = ()  # asked for by earlier authorizations (step-up)
 
     @property
@@ -290,8 +291,10 @@ def _discover_server(
     )
 
 
-def _choose_method(server: _Server, has_secret: bool) -> str:
+def _choose_method(server: _Server, has_secret: bool, signer: object = None) -> str:
     supported = _str_list(server.metadata, "token_endpoint_auth_methods_supported")
+    if signer is not None and (not supported or "private_key_jwt" in supported):
+        return "private_key_jwt"
     if not has_secret:
         return "none"
     if not supported or "client_secret_basic" in supported:
@@ -310,7 +313,7 @@ def _register(
         return ClientRegistration(
             client_id=oauth.client_id,
             client_secret=secret,
-            auth_method=_choose_method(server, secret is not None),
+            auth_method=_choose_method(server, secret is not None, oauth.signer),
         )
     if (
         oauth.client_metadata_url is not None
@@ -400,10 +403,42 @@ def _scope(
     return " ".join(wanted) or None
 
 
+def jws(ctx: Context, claims: Mapping[str, Any], typ: str = "JWT") -> str:
+    """A compact JWS of ``claims``, signed by ``ctx.oauth.signer``."""
+    from ..jsonvalue import dumps_compact
+
+    signer = ctx.oauth.signer
+    assert signer is not None
+    header = {"alg": signer.alg, "typ": typ}
+    head = b64url(dumps_compact(header)) + "." + b64url(dumps_compact(dict(claims)))
+    signature = signer.sign(head.encode("ascii"))
+    if not isinstance(signature, bytes) or not signature:
+        raise CallerError("the OAuth signer must return the signature as bytes")
+    return head + "." + b64url(signature)
+
+
+def _assertion(ctx: Context, client_id: str, audience: str) -> str:
+    issued = int(ctx.wall_clock())
+    claims = {
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": issued,
+        "exp": issued + 300,
+        "jti": b64url(ctx.random_bytes(16)),
+    }
+    return jws(ctx, claims)
+
+
 def _client_auth(
-    registration: ClientRegistration, form: dict[str, str]
+    ctx: Context, registration: ClientRegistration, form: dict[str, str], audience: str
 ) -> tuple[tuple[bytes, bytes], ...]:
     method, secret = registration.auth_method, registration.client_secret
+    if method == "private_key_jwt":
+        form["client_id"] = registration.client_id
+        form["client_assertion_type"] = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        form["client_assertion"] = _assertion(ctx, registration.client_id, audience)
+        return ()
     if method == "client_secret_basic" and secret is not None:
         pair = f"{quote(registration.client_id, safe='')}:{quote(secret, safe='')}"
         return ((b"authorization", b"Basic " + base64.b64encode(pair.encode())),)
@@ -423,7 +458,7 @@ def _token_request(
     cause: AuthCause,
     previous: Tokens | None = None,
 ) -> Generator[Fetch, Any, Tokens]:
-    extra = _client_auth(registration, form)
+    extra = _client_auth(ctx, registration, form, issuer)
     fetched: Fetched = yield Fetch(
         method=b"POST",
         endpoint=endpoint,
@@ -529,6 +564,23 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
     server, resource = yield from _discover_server(ctx, prm, status)
     registration = yield from _register(ctx, server, status)
     scope = _scope(ctx, params, prm, server)
+    if ctx.oauth.grant == "client_credentials":
+        form = {"grant_type": "client_credentials"}
+        if scope is not None:
+            form["scope"] = scope
+        if resource is not None:
+            form["resource"] = resource
+        return (
+            yield from _token_request(
+                ctx,
+                server.token_endpoint,
+                registration,
+                form,
+                server.issuer,
+                status,
+                "token_failed",
+            )
+        )
     verifier = b64url(ctx.random_bytes(32))
     challenge = b64url(hashlib.sha256(verifier.encode("ascii")).digest())
     state = b64url(ctx.random_bytes(16))

@@ -61,6 +61,7 @@ class OAuthMachine(McpMachine):
         *,
         oauth: OAuth,
         random_bytes: Callable[[int], bytes],
+        wall_clock: Callable[[], float] | None = None,
         limits: Limits | None = None,
         exchange_ids: Iterator[int],
     ) -> None:
@@ -75,6 +76,8 @@ class OAuthMachine(McpMachine):
             random_bytes=random_bytes,
             now=lambda: self._now,
         )
+        if wall_clock is not None:
+            self._ctx.wall_clock = wall_clock
         self._extra: deque[Output | AuthorizationNeeded] = deque()
         self._replay: Callable[[float], None] | None = None
         self._attempts = 0

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 __all__ = [
     "AuthorizationNeeded",
     "ClientRegistration",
     "MemoryTokenStore",
     "OAuth",
+    "Signer",
     "TokenStore",
     "Tokens",
 ]
@@ -89,6 +90,18 @@ class MemoryTokenStore:
         self._registrations[issuer] = registration
 
 
+class Signer(Protocol):
+    """A private key the embedder holds (e.g. ``sansmcp.oauth_keys.Es256Key``): the core
+    assembles a JWS and asks it to sign; it never sees the key or a crypto library."""
+
+    @property
+    def alg(self) -> str: ...  # the JWS "alg", e.g. "ES256"
+
+    def sign(self, data: bytes) -> bytes: ...  # the raw JWS signature of data
+
+    def public_jwk(self) -> Mapping[str, Any]: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OAuth:
     """OAuth 2.1 for one MCP endpoint (``Config.oauth``).
@@ -105,7 +118,10 @@ class OAuth:
       ``state`` and ``iss`` -- an ``async`` callable on the async adapters, a plain one
       on the blocking adapter.  Without it, an authorization that needs a person fails
       with ``Unauthorized(cause="authorization_required")`` carrying the URL;
-    * ``store``: tokens and registrations (default: in memory, for this value's life).
+    * ``store``: tokens and registrations (default: in memory, for this value's life);
+    * ``grant``: ``"client_credentials"`` for a machine client (no person: the
+      pre-registered ``client_id`` authenticates with ``client_secret`` or, with
+      ``signer``, an RFC 7523 ``private_key_jwt`` assertion).
     """
 
     client_id: str | None = None
@@ -117,6 +133,8 @@ class OAuth:
     scope: str | None = None
     authorize: Callable[[str], Any] | None = None
     store: TokenStore = field(default_factory=MemoryTokenStore)
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    signer: Signer | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
