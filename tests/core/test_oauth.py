@@ -659,3 +659,16 @@ def test_a_signer_returning_no_bytes_is_a_caller_error() -> None:
     runner = Runner(world, oauth)
     with pytest.raises(CallerError, match="signer"):
         runner.run(runner.machine.connect)
+
+
+def test_client_credentials_without_prm_names_no_resource() -> None:
+    world = World()
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-authorization-server",
+    ):
+        world.overrides[path] = lambda r: Response(status=404)
+    connected(world, OAuth(grant="client_credentials", client_id="svc", client_secret="s"))
+    assert "resource" not in world.forms[0]
+    assert world.log[-2][:3] == ("mcp.example.com", "POST", "/token")
