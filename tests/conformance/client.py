@@ -238,6 +238,7 @@ AUTH_SCENARIOS = (
     "auth/metadata-issuer-mismatch",
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
+    "auth/wif-jwt-bearer",
 )
 
 
@@ -248,6 +249,10 @@ def oauth_for(scenario: str, context: Mapping[str, Any]) -> OAuth:
             grant="client_credentials",
             client_id=context["client_id"],
             client_secret=context["client_secret"],
+        )
+    if scenario == "auth/wif-jwt-bearer":
+        return OAuth(
+            grant="jwt_bearer", client_id=context["client_id"], assertion=context["valid_jwt"]
         )
     if scenario == "auth/client-credentials-jwt":
         from sansmcp.oauth_keys import Es256Key

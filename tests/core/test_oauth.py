@@ -672,3 +672,20 @@ def test_client_credentials_without_prm_names_no_resource() -> None:
     connected(world, OAuth(grant="client_credentials", client_id="svc", client_secret="s"))
     assert "resource" not in world.forms[0]
     assert world.log[-2][:3] == ("mcp.example.com", "POST", "/token")
+
+
+def test_jwt_bearer_trades_the_workload_assertion() -> None:
+    world = World()
+    oauth = OAuth(grant="jwt_bearer", client_id="workload", assertion="a.b.c")
+    runner = connected(world, oauth)
+    assert runner.asked == []
+    form = world.forms[0]
+    assert form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    assert form["assertion"] == "a.b.c" and form["client_id"] == "workload"
+    assert "a.b.c" not in repr(oauth)
+
+
+def test_jwt_bearer_without_an_assertion_is_a_caller_error() -> None:
+    runner = Runner(World(), OAuth(grant="jwt_bearer", client_id="workload"))
+    with pytest.raises(CallerError, match="assertion"):
+        runner.run(runner.machine.connect)

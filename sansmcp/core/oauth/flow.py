@@ -49,6 +49,7 @@ from .store import ClientRegistration, OAuth, Tokens
 
 __all__ = ["AskUser", "Context", "Fetch", "Fetched", "Flow", "authorize", "check_url"]
 
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FORM = b"application/x-www-form-urlencoded"
 JSON = b"application/json"
 
@@ -564,8 +565,14 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
     server, resource = yield from _discover_server(ctx, prm, status)
     registration = yield from _register(ctx, server, status)
     scope = _scope(ctx, params, prm, server)
-    if ctx.oauth.grant == "client_credentials":
-        form = {"grant_type": "client_credentials"}
+    if ctx.oauth.grant != "authorization_code":
+        if ctx.oauth.grant == "jwt_bearer":
+            assertion = ctx.oauth.assertion
+            if not isinstance(assertion, str) or not assertion:
+                raise CallerError("OAuth(grant='jwt_bearer') needs the assertion (a JWT string)")
+            form = {"grant_type": JWT_BEARER, "assertion": assertion}
+        else:
+            form = {"grant_type": "client_credentials"}
         if scope is not None:
             form["scope"] = scope
         if resource is not None:

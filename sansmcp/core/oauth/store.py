@@ -121,7 +121,8 @@ class OAuth:
     * ``store``: tokens and registrations (default: in memory, for this value's life);
     * ``grant``: ``"client_credentials"`` for a machine client (no person: the
       pre-registered ``client_id`` authenticates with ``client_secret`` or, with
-      ``signer``, an RFC 7523 ``private_key_jwt`` assertion).
+      ``signer``, an RFC 7523 ``private_key_jwt`` assertion); ``"jwt_bearer"`` trades
+      ``assertion`` (a workload identity JWT, RFC 7523 §2.1) for the token.
     """
 
     client_id: str | None = None
@@ -133,8 +134,9 @@ class OAuth:
     scope: str | None = None
     authorize: Callable[[str], Any] | None = None
     store: TokenStore = field(default_factory=MemoryTokenStore)
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
     signer: Signer | None = None
+    assertion: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
