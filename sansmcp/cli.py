@@ -6,7 +6,9 @@
                       [--backend asyncio|trio] [--protocol-version V ...]
     sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options]
 
-The token may also come from ``SANSMCP_TOKEN``.  Output is for people by default
+The token may also come from ``SANSMCP_TOKEN``; ``--oauth`` uses the tokens
+``sansmcp login URL`` stored (``sansmcp logout URL`` forgets them; see
+:mod:`sansmcp.cli_oauth`).  Output is for people by default
 (a table of tools; a call's content blocks; the negotiated protocol version) and
 for machines with ``--json`` (one JSON document on one line).
 
@@ -47,6 +49,7 @@ from .core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered
 from .core.jsonvalue import JsonError, parse_json_object_strict
 from .core.limits import Limits
 from .core.messages import SUPPORTED_VERSIONS
+from .core.oauth.store import OAuth
 from .core.results import CallResult, Content
 from .core.tools import SkippedTool, Tool
 
@@ -126,6 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sansmcp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common.add_argument(
+        "--oauth",
+        action="store_true",
+        help="use (and refresh) the tokens `sansmcp login URL` stored",
+    )
     commands.add_parser("tools", parents=[common], help="list the server's tools")
     call = commands.add_parser("call", parents=[common], help="call one tool")
     call.add_argument("tool", metavar="TOOL")
@@ -136,6 +144,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="one JSON object (default {}); '-' reads it from stdin",
     )
+    login = commands.add_parser(
+        "login", parents=[common], help="authorize with OAuth (a loopback redirect listener)"
+    )
+    login.add_argument("--open", action="store_true", help="open the URL in a browser")
+    login.add_argument("--client-id", help="a pre-registered client id (default: register)")
+    commands.add_parser("logout", parents=[common], help="forget the stored tokens for URL")
     return parser
 
 
@@ -246,7 +260,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = os.environ.get(TOKEN_ENV) or None
     client_options = {"allow_loopback": args.allow_loopback, "allow_private": args.allow_private}
     try:
-        config = Config(url=args.url, bearer_token=token, protocol_versions=args.protocol_versions)
+        if args.command in ("login", "logout"):
+            return _login(args, client_options) if args.command == "login" else _logout(args)
+        oauth = None
+        if args.oauth:
+            from .cli_oauth import FileTokenStore, token_file
+
+            oauth = OAuth(store=FileTokenStore(token_file()))
+        config = Config(
+            url=args.url,
+            bearer_token=token,
+            protocol_versions=args.protocol_versions,
+            oauth=oauth,
+        )
         if args.command == "tools":
             listing = _run(args.backend, client_options, config, _list)
             _emit(out, _listing_json(listing) if args.json else _listing_text(listing))
@@ -277,6 +303,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_status(exc)
 
 
+def _login(args: argparse.Namespace, client_options: dict[str, Any]) -> int:
+    """``sansmcp login URL``: authorize, list the tools once, keep the tokens."""
+    from .cli_oauth import FileTokenStore, RedirectListener, announce, token_file
+
+    listener = RedirectListener()
+    try:
+        store = FileTokenStore(token_file())
+        backend = args.backend
+
+        async def authorize(url: str) -> str | None:
+            announce(url, open_browser=args.open)
+            if backend == "trio":
+                import trio
+
+                return await trio.to_thread.run_sync(listener.wait)
+            import asyncio
+
+            return await asyncio.to_thread(listener.wait)
+
+        oauth = OAuth(
+            client_id=args.client_id,
+            client_name="sansmcp command line",
+            redirect_uri=listener.redirect_uri,
+            authorize=authorize,
+            store=store,
+        )
+        config = Config(url=args.url, protocol_versions=args.protocol_versions, oauth=oauth)
+        listing = _run(backend, client_options, config, _list)
+    finally:
+        listener.close()
+    _emit(sys.stderr, f"sansmcp: logged in; {len(listing.tools)} tools; tokens in {store.path}")
+    return EXIT_OK
+
+
+def _logout(args: argparse.Namespace) -> int:
+    from .cli_oauth import FileTokenStore, token_file
+    from .core.url import parse_endpoint
+
+    store = FileTokenStore(token_file())
+    found = store.forget(parse_endpoint(args.url).url)
+    _emit(sys.stderr, "sansmcp: logged out" if found else "sansmcp: no stored tokens for URL")
+    return EXIT_OK
+
+
 def exit_status(exc: BaseException) -> int:
     """The exit status for a failure of the public API."""
     if isinstance(exc, CallerError):
@@ -300,6 +370,8 @@ def describe_error(exc: CallerError | McpError) -> str:
             fields.append(f"location={_clip(exc.location, _CHALLENGE_WIDTH)}")
     elif isinstance(exc, Unauthorized):
         fields.append(f"status={exc.status}")
+        if exc.cause is not None:
+            fields.append(f"cause={exc.cause}")
         if exc.www_authenticate:
             fields.append(f"www-authenticate={_clip(exc.www_authenticate, _CHALLENGE_WIDTH)}")
     elif isinstance(exc, ServerAnswered):
@@ -311,6 +383,8 @@ def describe_error(exc: CallerError | McpError) -> str:
     if fields:
         label += " [" + " ".join(fields) + "]"
     message = exc.message if isinstance(exc, McpError) else str(exc)
+    if isinstance(exc, Unauthorized) and exc.cause == "authorization_required":
+        message += " (run `sansmcp login URL`)"
     return _line(f"sansmcp: {label}: {message}")
 
 
