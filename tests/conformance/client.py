@@ -239,6 +239,7 @@ AUTH_SCENARIOS = (
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
     "auth/wif-jwt-bearer",
+    "auth/enterprise-managed-authorization",
 )
 
 
@@ -249,6 +250,15 @@ def oauth_for(scenario: str, context: Mapping[str, Any]) -> OAuth:
             grant="client_credentials",
             client_id=context["client_id"],
             client_secret=context["client_secret"],
+        )
+    if scenario == "auth/enterprise-managed-authorization":
+        return OAuth(
+            grant="enterprise",
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            assertion=context["idp_id_token"],
+            idp_token_endpoint=context["idp_token_endpoint"],
+            idp_client_id=context["idp_client_id"],
         )
     if scenario == "auth/wif-jwt-bearer":
         return OAuth(

@@ -689,3 +689,73 @@ def test_jwt_bearer_without_an_assertion_is_a_caller_error() -> None:
     runner = Runner(World(), OAuth(grant="jwt_bearer", client_id="workload"))
     with pytest.raises(CallerError, match="assertion"):
         runner.run(runner.machine.connect)
+
+
+# ------------------------------------------------------------------ enterprise-managed
+
+IDP = "https://idp.example.com/token"
+JAG = "urn:ietf:params:oauth:token-type:id-jag"
+
+
+def _enterprise(world: World, answer: Response, **extra: Any) -> Runner:
+    seen: list[dict[str, str]] = []
+
+    def idp(request: Any) -> Response:
+        seen.append({k: v[0] for k, v in parse_qs(request.body.decode()).items()})
+        return answer
+
+    world.overrides["/idp-token"] = idp
+    oauth = OAuth(
+        grant="enterprise",
+        client_id="xaa",
+        client_secret="s",
+        assertion="id.token.jwt",
+        idp_token_endpoint="https://idp.example.com/idp-token",
+        **extra,
+    )
+    runner = Runner(world, oauth)
+    runner.seen = seen  # type: ignore[attr-defined]
+    return runner
+
+
+def test_enterprise_exchanges_the_id_token_for_an_id_jag_then_trades_it() -> None:
+    world = World()
+    answer = json_response({"access_token": "the.id.jag", "issued_token_type": JAG})
+    runner = _enterprise(world, answer, idp_client_id="idp-client")
+    assert isinstance(runner.run(runner.machine.connect), Connected)
+    (exchange,) = runner.seen  # type: ignore[attr-defined]
+    assert exchange["grant_type"] == "urn:ietf:params:oauth:grant-type:token-exchange"
+    assert exchange["subject_token"] == "id.token.jwt" and exchange["audience"] == AS
+    assert exchange["resource"] == MCP and exchange["client_id"] == "idp-client"
+    form = world.forms[0]
+    assert form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    assert form["assertion"] == "the.id.jag"
+
+
+def test_enterprise_without_prm_names_the_server_as_resource() -> None:
+    world = World(issuer="https://mcp.example.com")
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-authorization-server",
+    ):
+        world.overrides[path] = lambda r: Response(status=404)
+    answer = json_response({"access_token": "jag", "issued_token_type": JAG})
+    runner = _enterprise(world, answer)
+    assert isinstance(runner.run(runner.machine.connect), Connected)
+    (exchange,) = runner.seen  # type: ignore[attr-defined]
+    assert exchange["resource"] == MCP and "client_id" not in exchange
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        (json_response({"error": "invalid_grant"}, 400), "token_failed"),
+        (json_response({"access_token": "x", "issued_token_type": "other"}), "bad_document"),
+        (json_response({"issued_token_type": JAG}), "bad_document"),
+    ],
+)
+def test_enterprise_refusals(answer: Response, kind: str) -> None:
+    runner = _enterprise(World(), answer)
+    error = runner.fail(runner.run(runner.machine.connect))
+    assert getattr(error, "cause", None) == kind, error

@@ -505,6 +505,44 @@ def _token_request(
     return tokens
 
 
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
+ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
+
+
+def _id_jag(
+    ctx: Context, id_token: str, audience: str, resource: str | None, status: int
+) -> Generator[Fetch, Any, str]:
+    """RFC 8693 at the enterprise IdP: the user's ID token -> an ID-JAG for ``audience``."""
+    endpoint = check_url(ctx.oauth.idp_token_endpoint, "OAuth.idp_token_endpoint")
+    form = {
+        "grant_type": TOKEN_EXCHANGE,
+        "requested_token_type": ID_JAG,
+        "subject_token": id_token,
+        "subject_token_type": ID_TOKEN,
+        "audience": audience,
+        "resource": resource or ctx.endpoint.url,
+    }
+    if ctx.oauth.idp_client_id is not None:
+        form["client_id"] = ctx.oauth.idp_client_id
+    fetched: Fetched = yield Fetch(
+        method=b"POST",
+        endpoint=endpoint,
+        what="the identity provider's token endpoint",
+        headers=((b"content-type", FORM), (b"accept", JSON)),
+        body=urlencode(form).encode("ascii"),
+    )
+    if fetched.status != 200:
+        raise _unauthorized(
+            "token_failed", status, f"the identity provider answered HTTP {fetched.status}"
+        )
+    doc = _document(fetched, "the token exchange answer", ctx.limits)
+    jag = doc.get("access_token")
+    if not isinstance(jag, str) or not jag or doc.get("issued_token_type") != ID_JAG:
+        raise ConnectionFailed("the token exchange answer has no ID-JAG", cause="bad_document")
+    return jag
+
+
 def refresh(ctx: Context, tokens: Tokens, status: int) -> Flow:
     """Trade ``tokens.refresh_token`` for new tokens (``refresh_failed`` when refused)."""
     assert tokens.refresh_token is not None
@@ -566,10 +604,12 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
     registration = yield from _register(ctx, server, status)
     scope = _scope(ctx, params, prm, server)
     if ctx.oauth.grant != "authorization_code":
-        if ctx.oauth.grant == "jwt_bearer":
+        if ctx.oauth.grant in ("jwt_bearer", "enterprise"):
             assertion = ctx.oauth.assertion
             if not isinstance(assertion, str) or not assertion:
-                raise CallerError("OAuth(grant='jwt_bearer') needs the assertion (a JWT string)")
+                raise CallerError(f"OAuth(grant={ctx.oauth.grant!r}) needs the assertion (a JWT)")
+            if ctx.oauth.grant == "enterprise":
+                assertion = yield from _id_jag(ctx, assertion, server.issuer, resource, status)
             form = {"grant_type": JWT_BEARER, "assertion": assertion}
         else:
             form = {"grant_type": "client_credentials"}

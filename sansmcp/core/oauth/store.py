@@ -122,7 +122,10 @@ class OAuth:
     * ``grant``: ``"client_credentials"`` for a machine client (no person: the
       pre-registered ``client_id`` authenticates with ``client_secret`` or, with
       ``signer``, an RFC 7523 ``private_key_jwt`` assertion); ``"jwt_bearer"`` trades
-      ``assertion`` (a workload identity JWT, RFC 7523 §2.1) for the token.
+      ``assertion`` (a workload identity JWT, RFC 7523 §2.1) for the token;
+      ``"enterprise"`` (enterprise-managed authorization) first exchanges ``assertion``
+      (the user's ID token) at ``idp_token_endpoint`` (RFC 8693, as ``idp_client_id``)
+      for an ID-JAG, then trades that as a jwt-bearer assertion.
     """
 
     client_id: str | None = None
@@ -134,9 +137,13 @@ class OAuth:
     scope: str | None = None
     authorize: Callable[[str], Any] | None = None
     store: TokenStore = field(default_factory=MemoryTokenStore)
-    grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "jwt_bearer", "enterprise"] = (
+        "authorization_code"
+    )
     signer: Signer | None = None
     assertion: str | None = field(default=None, repr=False)
+    idp_token_endpoint: str | None = None
+    idp_client_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
