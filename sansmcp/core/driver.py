@@ -391,6 +391,19 @@ class ClientDriver:
         conn.machine.answer_input(input_id, answers, now=now)
         self._drive(conn, now)
 
+    def complete_authorization(self, conn_id: int, redirect: object, *, now: float) -> None:
+        """Start the Conn (a ``Config.oauth`` one) by finishing an authorization a person
+        made after an ``Unauthorized(cause="authorization_required")``; ends, connected,
+        with :class:`Finished`."""
+        from .oauth.machine import OAuthMachine
+
+        def start(machine: McpMachine) -> None:
+            if not isinstance(machine, OAuthMachine):
+                raise CallerError("complete_authorization needs a Config with oauth")
+            machine.complete_authorization(redirect, now=now)
+
+        self._operate(conn_id, start, now)
+
     def authorized(self, conn_id: int, auth_id: int, answer: object, *, now: float) -> None:
         """The embedder's answer to a :class:`Deliver`\\ ed ``AuthorizationNeeded``: the
         redirect URL, a mapping of ``code`` / ``state`` / ``iss``, or None (no step);

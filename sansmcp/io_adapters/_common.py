@@ -117,6 +117,22 @@ class ClientBase(Generic[ConnT]):
         finally:
             await conn.aclose()
 
+    async def complete_authorization(self, config: Config, redirect: str) -> None:
+        """Finish an authorization a person made after
+        ``Unauthorized(cause="authorization_required")``: ``redirect`` is the URL they came
+        back with.  The tokens go to ``config.oauth.store``; the next ``connect`` uses them."""
+        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
+        self._conns[conn.view.conn_id] = conn
+        driver = self._driver
+
+        def start(conn_id: int, *, now: float) -> None:
+            driver.complete_authorization(conn_id, redirect, now=now)
+
+        try:
+            await conn._run(start)
+        finally:
+            await conn.aclose()
+
     def tls_context(self, alpn: tuple[str, ...]) -> ssl.SSLContext:
         """The SSL context, built once (loading the system CA store costs ~35 ms)."""
         if self._ssl is None:

@@ -759,3 +759,75 @@ def test_enterprise_refusals(answer: Response, kind: str) -> None:
     runner = _enterprise(World(), answer)
     error = runner.fail(runner.run(runner.machine.connect))
     assert getattr(error, "cause", None) == kind, error
+
+
+# ------------------------------------------------------------------ completing later
+
+
+def test_an_authorization_completed_later_from_the_redirect() -> None:
+    store = MemoryTokenStore()
+    world = World()
+    first = Runner(world, OAuth(redirect_uri=REDIRECT, store=store), answer=lambda url: None)
+    error = first.fail(first.run(first.machine.connect))
+    assert isinstance(error, Unauthorized) and error.cause == "authorization_required"
+    assert error.authorization_url is not None
+    redirect = world.person(error.authorization_url)  # the person, minutes later
+    later = Runner(world, OAuth(redirect_uri=REDIRECT, store=store))
+    assert isinstance(later.run(later.machine.complete_authorization, redirect), Connected)
+    assert store.tokens(MCP) is not None and later.asked == []
+    # the pending authorization is used once
+    again = Runner(world, OAuth(redirect_uri=REDIRECT, store=store))
+    error = again.fail(again.run(again.machine.complete_authorization, redirect))
+    assert isinstance(error, Unauthorized) and error.cause == "state_mismatch"
+
+
+class BareStore:
+    """A TokenStore without the optional pending-authorization methods."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryTokenStore()
+
+    def tokens(self, resource: str) -> Tokens | None:
+        return self.inner.tokens(resource)
+
+    def save_tokens(self, resource: str, tokens: Tokens | None) -> None:
+        self.inner.save_tokens(resource, tokens)
+
+    def registration(self, issuer: str) -> ClientRegistration | None:
+        return self.inner.registration(issuer)
+
+    def save_registration(self, issuer: str, registration: ClientRegistration) -> None:
+        self.inner.save_registration(issuer, registration)
+
+
+def test_a_store_without_pending_support_cannot_complete_later() -> None:
+    world = World()
+    oauth = OAuth(redirect_uri=REDIRECT, store=BareStore())
+    first = Runner(world, oauth, answer=lambda url: None)
+    error = first.fail(first.run(first.machine.connect))
+    assert isinstance(error, Unauthorized) and error.cause == "authorization_required"
+    assert error.authorization_url is not None
+    later = Runner(world, oauth)
+    redirect = world.person(error.authorization_url)
+    error = later.fail(later.run(later.machine.complete_authorization, redirect))
+    assert isinstance(error, Unauthorized) and error.cause == "state_mismatch"
+
+
+def test_the_memory_store_keeps_at_most_64_pending() -> None:
+    from sansmcp.core.oauth.store import PendingAuthorization
+
+    store = MemoryTokenStore()
+    for n in range(70):
+        store.save_pending(
+            PendingAuthorization(
+                state=str(n),
+                verifier="v",
+                issuer=AS,
+                iss_required=False,
+                token_endpoint=f"{AS}/token",
+                resource=None,
+                registration=ClientRegistration(client_id="c"),
+                redirect_uri=REDIRECT,
+            )
+        )
+    assert store.take_pending("5") is None and store.take_pending("69") is not None

@@ -140,3 +140,19 @@ def test_without_oauth_a_401_raises_as_before() -> None:
     error = net.failure("connect", view)
     assert isinstance(error, Unauthorized) and error.cause is None and error.status == 401
     assert len(world.log) == 1
+
+
+def test_complete_authorization_through_the_driver() -> None:
+    world = oauth_world()
+    net = make_net(world, has_step=False)
+    oauth = OAuth(redirect_uri=REDIRECT)
+    view = net.open(MCP_URL, oauth=oauth)
+    error = net.failure("connect", view)
+    assert isinstance(error, Unauthorized) and error.authorization_url is not None
+    redirect = world.person(error.authorization_url)
+    later = net.open(MCP_URL, oauth=oauth)
+    assert net.run("complete_authorization", later, redirect).error is None
+    assert net.ok("list_tools", later)
+    plain = net.open(MCP_URL)
+    with pytest.raises(CallerError, match="needs a Config with oauth"):
+        net.driver.complete_authorization(plain.conn_id, redirect, now=net.now)

@@ -129,3 +129,26 @@ def test_the_step_raising_propagates_unchanged(backend: Backend, gated: Server) 
                     pass  # pragma: no cover - the connect fails
 
     backend.run(main)
+
+
+def test_an_authorization_completed_later_from_the_redirect(
+    backend: Backend, gated: Server, auth_server: AuthServer
+) -> None:
+    store = MemoryTokenStore()
+    config = Config(url=gated.url(), oauth=OAuth(redirect_uri=REDIRECT, store=store))
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(Unauthorized) as caught:
+                async with client.connect(config):
+                    pass  # pragma: no cover - the connect fails
+            url = caught.value.authorization_url
+            assert url is not None
+            redirect = follow(url)  # the person, at the platform's own callback
+            await client.complete_authorization(config, redirect)
+            async with client.connect(config) as conn:
+                assert await conn.list_tools()
+
+    backend.run(main)
+    tokens = store.tokens(gated.url())
+    assert tokens is not None and tokens.access_token.startswith("e2e-")

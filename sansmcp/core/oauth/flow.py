@@ -1,5 +1,10 @@
 """One OAuth 2.1 authorization as a generator script: discovery, registration, PKCE, tokens.
 
+(Over ~600 lines on purpose: one script whose steps -- discovery, registration, the
+authorization code, refresh and the machine grants -- share the same few helpers for
+fetching, checking and refusing; splitting them would scatter one reading order over
+modules that import each other.)
+
 Theory of operation
 -------------------
 :func:`authorize` is a generator.  It yields a :class:`Fetch` (one HTTP request to
@@ -45,9 +50,18 @@ from ..http import Headers, header_value
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
 from ..url import Endpoint, is_loopback_host, parse_endpoint
-from .store import ClientRegistration, OAuth, Tokens
+from .store import ClientRegistration, OAuth, PendingAuthorization, Tokens
 
-__all__ = ["AskUser", "Context", "Fetch", "Fetched", "Flow", "authorize", "check_url"]
+__all__ = [
+    "AskUser",
+    "Context",
+    "Fetch",
+    "Fetched",
+    "Flow",
+    "authorize",
+    "check_url",
+    "complete",
+]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FORM = b"application/x-www-form-urlencoded"
@@ -645,32 +659,59 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
         query["resource"] = resource
     base = server.authorization_endpoint.url
     url = base + ("&" if "?" in base else "?") + urlencode(query)
+    pending = PendingAuthorization(
+        state=state,
+        verifier=verifier,
+        issuer=server.issuer,
+        iss_required=server.metadata.get("authorization_response_iss_parameter_supported") is True,
+        token_endpoint=server.token_endpoint.url,
+        resource=resource,
+        registration=registration,
+        redirect_uri=ctx.oauth.redirect_uri,
+    )
     answer = yield AskUser(url=url)
     if answer is None:
+        keep = getattr(ctx.oauth.store, "save_pending", None)
+        if callable(keep):
+            keep(pending)
         raise _unauthorized(
             "authorization_required",
             status,
             "a person must authorize this client at authorization_url",
             authorization_url=url,
         )
-    got = _redirect_params(answer)
+    return (yield from _redeem(ctx, pending, _redirect_params(answer), status))
+
+
+def complete(ctx: Context, redirect: object) -> Flow:
+    """Finish an authorization a person made later: ``redirect`` is what they came back
+    with; the pending authorization is found by its ``state``."""
+    got = _redirect_params(redirect)
+    take = getattr(ctx.oauth.store, "take_pending", None)
+    pending = take(got.get("state", "")) if callable(take) else None
+    if not isinstance(pending, PendingAuthorization):
+        raise _unauthorized(
+            "state_mismatch", 401, "no pending authorization has the redirect's state"
+        )
+    return (yield from _redeem(ctx, pending, got, 401))
+
+
+def _redeem(ctx: Context, pending: PendingAuthorization, got: dict[str, str], status: int) -> Flow:
+    """Check the redirect's parameters (RFC 9207 ``iss``, ``state``) and trade the code."""
     if "error" in got:
         raise _unauthorized(
             "authorization_denied",
             status,
             f"the authorization server answered error {got['error'][:100]!r}",
         )
-    if got.get("state") != state:
+    if got.get("state") != pending.state:
         raise _unauthorized("state_mismatch", status, "the redirect's state is not the one sent")
     iss = got.get("iss")
-    if iss is not None and iss != server.issuer:
+    if iss is not None and iss != pending.issuer:
         raise _unauthorized(
-            "iss_mismatch", status, f"the redirect's iss {iss[:200]!r} is not {server.issuer!r}"
+            "iss_mismatch", status, f"the redirect's iss {iss[:200]!r} is not {pending.issuer!r}"
         )
-    if (
-        iss is None
-        and server.metadata.get("authorization_response_iss_parameter_supported") is True
-    ):
+    if iss is None and pending.iss_required:
         raise _unauthorized(
             "iss_mismatch", status, "the authorization server advertises iss, the redirect has none"
         )
@@ -680,14 +721,15 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
     form = {
         "grant_type": "authorization_code",
         "code": code,
-        "redirect_uri": ctx.oauth.redirect_uri,
-        "code_verifier": verifier,
+        "redirect_uri": pending.redirect_uri,
+        "code_verifier": pending.verifier,
     }
-    if resource is not None:
-        form["resource"] = resource
+    if pending.resource is not None:
+        form["resource"] = pending.resource
+    endpoint = check_url(pending.token_endpoint, "the token endpoint")
     return (
         yield from _token_request(
-            ctx, server.token_endpoint, registration, form, server.issuer, status, "token_failed"
+            ctx, endpoint, pending.registration, form, pending.issuer, status, "token_failed"
         )
     )
 

@@ -44,7 +44,7 @@ from ..mcp import (
     ToolsListed,
 )
 from ..mcp.settings import ConnSettings
-from .flow import AskUser, Context, Fetch, Fetched, Flow, authorize, location_of
+from .flow import AskUser, Context, Fetch, Fetched, Flow, authorize, complete, location_of
 from .store import AuthorizationNeeded, OAuth, Tokens
 
 __all__ = ["OAuthMachine"]
@@ -111,6 +111,16 @@ class OAuthMachine(McpMachine):
 
     def call_tool(self, name: str, arguments: bytes = b"", *, now: float) -> None:
         self._operation(lambda at: McpMachine.call_tool(self, name, arguments, now=at), now)
+
+    def complete_authorization(self, redirect: object, *, now: float) -> None:
+        """Finish an authorization a person made later (``redirect``: the URL they came
+        back with, or a mapping of ``code`` / ``state`` / ``iss``), then connect."""
+        self._now = self._t.now = now
+        self._replay = lambda at: McpMachine.connect(self, now=at)
+        self._attempts = 1
+        self._deadline = now + self.limits.auth_timeout
+        self._flow = complete(self._ctx, redirect)
+        self._step(None)
 
     @property
     def busy(self) -> bool:

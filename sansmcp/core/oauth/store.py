@@ -20,6 +20,7 @@ __all__ = [
     "ClientRegistration",
     "MemoryTokenStore",
     "OAuth",
+    "PendingAuthorization",
     "Signer",
     "TokenStore",
     "Tokens",
@@ -37,6 +38,21 @@ class Tokens:
     scope: str | None = None
     issuer: str = ""  # the authorization server that issued them
     token_endpoint: str = ""  # where a refresh goes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingAuthorization:
+    """An authorization a person has yet to make (kept by ``state`` until the embedder
+    completes it from the redirect with ``complete_authorization``)."""
+
+    state: str
+    verifier: str = field(repr=False)
+    issuer: str
+    iss_required: bool
+    token_endpoint: str
+    resource: str | None
+    registration: ClientRegistration
+    redirect_uri: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +86,7 @@ class MemoryTokenStore:
     def __init__(self) -> None:
         self._tokens: dict[str, Tokens] = {}
         self._registrations: dict[str, ClientRegistration] = {}
+        self._pending: dict[str, PendingAuthorization] = {}
 
     def __repr__(self) -> str:
         return f"MemoryTokenStore({len(self._tokens)} tokens, {len(self._registrations)} clients)"
@@ -88,6 +105,16 @@ class MemoryTokenStore:
 
     def save_registration(self, issuer: str, registration: ClientRegistration) -> None:
         self._registrations[issuer] = registration
+
+    def save_pending(self, pending: PendingAuthorization) -> None:
+        """Optional in a :class:`TokenStore`: without it, an authorization cannot be
+        completed later (the URL is still carried by the error)."""
+        if len(self._pending) >= 64:  # abandoned ones: the oldest goes
+            del self._pending[next(iter(self._pending))]
+        self._pending[pending.state] = pending
+
+    def take_pending(self, state: str) -> PendingAuthorization | None:
+        return self._pending.pop(state, None)
 
 
 class Signer(Protocol):
