@@ -4,7 +4,7 @@ Usage: ``python tests/conformance/run.py [--only SCENARIO] [--timeout SECONDS] [
 (``make conformance`` installs the suite into ``.conformance/`` and runs this).
 
 Each (scenario, revision) below is one run of ``conformance client`` with
-``tests/conformance/client.py`` as the client: the 13 non-auth runs (``RUNS``), then
+``tests/conformance/client.py`` as the client: the 13 non-auth runs (``NON_AUTH_RUNS``), then
 the 50 ``auth/*`` runs of 0.2.0-alpha.12 (``AUTH_RUNS``: 39 required -- 14 at
 2025-11-25, 25 at 2026-07-28 --, 5 unscored, 6 extensions, which run without
 ``--spec-version``); the closing lines count each group.  A run PASSES only when all of these
@@ -44,8 +44,8 @@ EXPECTED_FAILURES = Path(__file__).resolve().with_name("expected-failures.txt")
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 
-#: (scenario, revision) in the order they run.
-RUNS: tuple[tuple[str, str], ...] = (
+#: (scenario, revision) of the non-auth runs, in the order they run.
+NON_AUTH_RUNS: tuple[tuple[str, str], ...] = (
     ("initialize", LEGACY),
     ("tools_call", LEGACY),
     ("sse-retry", LEGACY),
@@ -122,7 +122,8 @@ AUTH_RUNS: tuple[tuple[str, str, str], ...] = (
         )
     ),
 )
-ALL_RUNS: tuple[tuple[str, str], ...] = RUNS + tuple((s, r) for s, r, _ in AUTH_RUNS)
+#: every (scenario, revision), in the order they run.
+RUNS: tuple[tuple[str, str], ...] = NON_AUTH_RUNS + tuple((s, r) for s, r, _ in AUTH_RUNS)
 KIND = {(s, r): kind for s, r, kind in AUTH_RUNS}
 
 
@@ -252,7 +253,7 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="print the suite's output")
     parser.add_argument("--strict", action="store_true", help="ignore expected-failures.txt")
     args = parser.parse_args()
-    runs = [run for run in ALL_RUNS if not args.only or run[0] in args.only]
+    runs = [run for run in RUNS if not args.only or run[0] in args.only]
     if not runs:
         print(f"no scenario matches {args.only}", file=sys.stderr)
         return 2
