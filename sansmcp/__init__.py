@@ -17,19 +17,25 @@ from .core.errors import (
     UsageError,
 )
 from .core.limits import Limits
+from .core.oauth.store import ClientRegistration, MemoryTokenStore, OAuth, Tokens, TokenStore
 from .core.results import CallResult, Content
 from .core.tools import SkippedTool, Tool
 
 __all__ = [
     "CallResult",
     "CallerError",
+    "ClientRegistration",
     "Config",
     "ConnectionFailed",
     "Content",
     "Limits",
     "McpError",
+    "MemoryTokenStore",
+    "OAuth",
     "ServerAnswered",
     "SkippedTool",
+    "TokenStore",
+    "Tokens",
     "Tool",
     "Unauthorized",
     "UsageError",

@@ -7,7 +7,9 @@
                       [--log-level LEVEL]
     sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options] [--progress | --no-progress]
 
-The token may also come from ``SANSMCP_TOKEN``.  Output is for people by default
+The token may also come from ``SANSMCP_TOKEN``; ``--oauth`` uses the tokens
+``sansmcp login URL`` stored (``sansmcp logout URL`` forgets them; see
+:mod:`sansmcp.cli_oauth`).  Output is for people by default
 (a table of tools; a call's content blocks; the negotiated protocol version) and
 for machines with ``--json`` (one JSON document on one line).  ``--log-level LEVEL``
 asks the server for log messages at or above LEVEL and prints each on stderr.  While
@@ -54,6 +56,7 @@ from .core.jsonvalue import JsonError, parse_json_object_strict
 from .core.limits import Limits
 from .core.mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .core.messages import SUPPORTED_VERSIONS
+from .core.oauth.store import OAuth
 from .core.results import CallResult, Content
 from .core.tools import SkippedTool, Tool
 
@@ -140,6 +143,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sansmcp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common.add_argument(
+        "--oauth",
+        action="store_true",
+        help="use (and refresh) the tokens `sansmcp login URL` stored",
+    )
     commands.add_parser("tools", parents=[common], help="list the server's tools")
     call = commands.add_parser("call", parents=[common], help="call one tool")
     call.add_argument("tool", metavar="TOOL")
@@ -156,6 +164,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="show the call's progress on stderr (default: when stderr is a terminal)",
     )
+    login = commands.add_parser(
+        "login", parents=[common], help="authorize with OAuth (a loopback redirect listener)"
+    )
+    login.add_argument("--open", action="store_true", help="open the URL in a browser")
+    login.add_argument("--client-id", help="a pre-registered client id (default: register)")
+    commands.add_parser("logout", parents=[common], help="forget the stored tokens for URL")
     return parser
 
 
@@ -393,12 +407,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _emit(err, text)
 
     try:
+        if args.command in ("login", "logout"):
+            return _login(args, client_options) if args.command == "login" else _logout(args)
+        oauth = None
+        if args.oauth:
+            from .cli_oauth import FileTokenStore, token_file
+
+            oauth = OAuth(store=FileTokenStore(token_file()))
         config = Config(
             url=args.url,
             bearer_token=token,
             protocol_versions=args.protocol_versions,
             on_notification=on_notification if args.log_level else None,
             log_level=args.log_level,
+            oauth=oauth,
         )
         if args.command == "tools":
             listing = _run(args.backend, client_options, config, _list)
@@ -437,6 +459,54 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
+def _login(args: argparse.Namespace, client_options: dict[str, Any]) -> int:
+    """``sansmcp login URL``: authorize, list the tools once, keep the tokens."""
+    from .cli_oauth import FileTokenStore, RedirectListener, announce, token_file
+
+    listener = RedirectListener()
+    try:
+        store = FileTokenStore(token_file())
+        backend = args.backend
+
+        def wait(url: str) -> str | None:
+            announce(url, open_browser=args.open)
+            return listener.wait()
+
+        async def authorize(url: str) -> str | None:
+            announce(url, open_browser=args.open)
+            if backend == "trio":
+                import trio
+
+                return await trio.to_thread.run_sync(listener.wait)
+            import asyncio
+
+            return await asyncio.to_thread(listener.wait)
+
+        oauth = OAuth(
+            client_id=args.client_id,
+            client_name="sansmcp command line",
+            redirect_uri=listener.redirect_uri,
+            authorize=wait if backend == "sync" else authorize,
+            store=store,
+        )
+        config = Config(url=args.url, protocol_versions=args.protocol_versions, oauth=oauth)
+        listing = _run(backend, client_options, config, _list)
+    finally:
+        listener.close()
+    _emit(sys.stderr, f"sansmcp: logged in; {len(listing.tools)} tools; tokens in {store.path}")
+    return EXIT_OK
+
+
+def _logout(args: argparse.Namespace) -> int:
+    from .cli_oauth import FileTokenStore, token_file
+    from .core.url import parse_endpoint
+
+    store = FileTokenStore(token_file())
+    found = store.forget(parse_endpoint(args.url).url)
+    _emit(sys.stderr, "sansmcp: logged out" if found else "sansmcp: no stored tokens for URL")
+    return EXIT_OK
+
+
 def exit_status(exc: BaseException) -> int:
     """The exit status for a failure of the public API."""
     if isinstance(exc, CallerError):
@@ -460,6 +530,8 @@ def describe_error(exc: CallerError | McpError) -> str:
             fields.append(f"location={_clip(exc.location, _CHALLENGE_WIDTH)}")
     elif isinstance(exc, Unauthorized):
         fields.append(f"status={exc.status}")
+        if exc.cause is not None:
+            fields.append(f"cause={exc.cause}")
         if exc.www_authenticate:
             fields.append(f"www-authenticate={_clip(exc.www_authenticate, _CHALLENGE_WIDTH)}")
     elif isinstance(exc, ServerAnswered):
@@ -471,6 +543,8 @@ def describe_error(exc: CallerError | McpError) -> str:
     if fields:
         label += " [" + " ".join(fields) + "]"
     message = exc.message if isinstance(exc, McpError) else str(exc)
+    if isinstance(exc, Unauthorized) and exc.cause == "authorization_required":
+        message += " (run `sansmcp login URL`)"
     return _line(f"sansmcp: {label}: {message}")
 
 

@@ -17,6 +17,7 @@ from .jsonvalue import JsonError, dumps_compact
 from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
+from .oauth.store import OAuth
 from .url import is_loopback_host, parse_endpoint
 
 __all__ = ["Config", "conn_settings"]
@@ -37,6 +38,8 @@ class Config:
     ``on_notification`` receives the server's notifications that are not progress (a
     ``LogMessage`` or a ``Notification``), in the caller's task; ``log_level`` (one of
     ``LOG_LEVELS``) asks for log messages at or above it (nothing is asked when it is None).
+    ``oauth`` authorizes with OAuth 2.1 when the server answers 401 (or 403
+    ``insufficient_scope``); without it those raise ``Unauthorized``.
     """
 
     url: str
@@ -50,6 +53,7 @@ class Config:
     validate_structured_content: bool = True
     on_notification: Callable[[LogMessage | Notification], object] | None = None
     log_level: str | None = None
+    oauth: OAuth | None = None
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
@@ -120,6 +124,11 @@ def conn_settings(
             )
         if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
             raise CallerError("the bearer token must be non-empty visible ASCII")
+    if config.oauth is not None:
+        if not isinstance(config.oauth, OAuth):
+            raise CallerError(f"Config.oauth must be an OAuth, not {type(config.oauth).__name__}")
+        if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
+            raise CallerError("OAuth tokens are never sent over plain http except to loopback")
     for field_name in ("headers", "tool_schemas", "output_schemas"):
         value = getattr(config, field_name)
         if value is not None and not isinstance(value, Mapping):

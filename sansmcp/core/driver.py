@@ -79,7 +79,7 @@ from typing import Any, Literal, assert_never
 from . import config as config_module
 from .cache import CallerCache, ListingCache
 from .config import Config
-from .errors import ConnectionFailed, McpError, UsageError
+from .errors import CallerError, ConnectionFailed, McpError, UsageError
 from .http import ExchangeFailed, ResponseEnded
 from .limits import Limits
 from .mcp import (
@@ -98,6 +98,7 @@ from .mcp import (
 from .mcp.notifications import OBSERVATIONS, RequestEnded
 from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
+from .oauth.store import AuthorizationNeeded
 from .results import CallResult
 from .tools import SkippedTool, Tool
 from .url import Origin
@@ -167,10 +168,12 @@ class CloseSocket:
 class Deliver:
     """Show ``item`` to the embedder in the caller's task (an input request: call the
     input handler, bounded by ``deadline``, and ``answer`` it; an observation: hand it
-    to its callback, or to telemetry)."""
+    to its callback, or to telemetry; an authorization a person must make: call
+    ``Config.oauth.authorize`` -- outside every deadline -- and pass its answer to
+    ``authorized``)."""
 
     conn_id: int
-    item: InputRequired | Observation
+    item: InputRequired | Observation | AuthorizationNeeded
     deadline: float  # math.inf when none
 
 
@@ -316,9 +319,13 @@ class ClientDriver:
         client_info: Mapping[str, Any] | None = None,
         cache_salt: bytes = b"",
         observe: bool = False,
+        random_bytes: Callable[[int], bytes] | None = None,
+        wall_clock: Callable[[], float] | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.observe = observe
+        self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
+        self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
         self.allow_loopback = allow_loopback
         self.allow_private = allow_private
         self.capabilities = (capabilities or {}) if answers_input else None
@@ -391,12 +398,14 @@ class ClientDriver:
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
             settings = dataclasses.replace(settings, era_hint=hint)
-        machine = McpMachine(
-            settings,
-            limits=self.limits,
-            exchange_ids=self._exchange_ids,
-            cache=CallerCache(self.cache, settings, self._cache_salt),
-        )
+        machine: McpMachine
+        cache = CallerCache(self.cache, settings, self._cache_salt)
+        if config.oauth is None:
+            machine = McpMachine(
+                settings, limits=self.limits, exchange_ids=self._exchange_ids, cache=cache
+            )
+        else:
+            machine = _oauth_machine(self, settings, config, cache)
         view = ConnView(next(self._conn_ids), machine)
         view.on_notification = config.on_notification
         self._conns[view.conn_id] = _Conn(view)
@@ -464,6 +473,33 @@ class ClientDriver:
         if conn is None:
             return
         conn.machine.answer_input(input_id, answers, now=now)
+        self._drive(conn, now)
+
+    def complete_authorization(self, conn_id: int, redirect: object, *, now: float) -> None:
+        """Start the Conn (a ``Config.oauth`` one) by finishing an authorization a person
+        made after an ``Unauthorized(cause="authorization_required")``; ends, connected,
+        with :class:`Finished`."""
+        from .oauth.machine import OAuthMachine
+
+        def start(machine: McpMachine) -> None:
+            if not isinstance(machine, OAuthMachine):
+                raise CallerError("complete_authorization needs a Config with oauth")
+            machine.complete_authorization(redirect, now=now)
+
+        self._operate(conn_id, start, now)
+
+    def authorized(self, conn_id: int, auth_id: int, answer: object, *, now: float) -> None:
+        """The embedder's answer to a :class:`Deliver`\\ ed ``AuthorizationNeeded``: the
+        redirect URL, a mapping of ``code`` / ``state`` / ``iss``, or None (no step);
+        ``CallerError`` for anything else."""
+        conn = self._conns.get(conn_id)
+        if conn is None:
+            return
+        from .oauth.machine import OAuthMachine
+
+        machine = conn.machine
+        assert isinstance(machine, OAuthMachine)  # only its Conns get AuthorizationNeeded
+        machine.authorized(auth_id, answer, now=now)
         self._drive(conn, now)
 
     def abandon(self, conn_id: int, *, now: float) -> None:
@@ -631,6 +667,10 @@ class ClientDriver:
                     self._start(conn, output, now)
                 case CancelExchange(exchange_id=exchange_id):
                     self._cancel(exchange_id, now)
+                case AuthorizationNeeded():  # the embedder's wait: no deadline
+                    self._outbox.append(
+                        Deliver(conn_id=conn.view.conn_id, item=output, deadline=math.inf)
+                    )
                 case InputRequired():
                     deadline = machine.next_deadline()
                     item = Deliver(
@@ -701,11 +741,12 @@ class ClientDriver:
         if self.closed:
             self._fail(conn, start.exchange_id, _client_closed(), now)
             return
-        if start.needs_room and not self._room(conn.origin):
+        origin = start.origin or conn.origin
+        if start.needs_room and not self._room(origin):
             failure = ConnectionFailed("no socket to spare for the stream", cause="refused")
             self._fail(conn, start.exchange_id, failure, now)
             return
-        self._serve(conn, start, self.pool.checkout(conn.origin, now=now), now)
+        self._serve(conn, start, self.pool.checkout(origin, now=now), now)
 
     def _room(self, origin: Origin) -> bool:
         """A stream re-opened to ``origin`` would still leave a socket for an operation:
@@ -958,3 +999,23 @@ class ClientDriver:
         if len(heap) > 64 + 2 * (len(self._conns) + len(self._dials)):
             self._heap = [entry for entry in heap if entry[2].heap_seq == entry[1]]
             heapq.heapify(self._heap)
+
+
+def _oauth_machine(
+    driver: ClientDriver, settings: Any, config: Config, cache: CallerCache
+) -> McpMachine:
+    """The machine of a Conn with ``Config.oauth`` (imported only then)."""
+    from .oauth.machine import OAuthMachine
+
+    if driver.random_bytes is None:
+        raise CallerError("Config.oauth needs randomness: ClientDriver(random_bytes=...)")
+    assert config.oauth is not None
+    return OAuthMachine(
+        settings,
+        oauth=config.oauth,
+        random_bytes=driver.random_bytes,
+        wall_clock=driver.wall_clock,
+        limits=driver.limits,
+        exchange_ids=driver._exchange_ids,
+        cache=cache,
+    )

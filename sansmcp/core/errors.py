@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 __all__ = [
+    "AuthCause",
     "CallerError",
     "Cause",
     "ConnectionFailed",
@@ -47,8 +48,25 @@ Cause = Literal[
     "not_jsonrpc",
     "stream_broken",
     "session_expired",
+    "bad_document",
 ]
 """Every value of ``ConnectionFailed.cause``; each is described in that class's docstring."""
+
+AuthCause = Literal[
+    "authorization_required",
+    "authorization_denied",
+    "state_mismatch",
+    "iss_mismatch",
+    "issuer_mismatch",
+    "resource_mismatch",
+    "discovery_failed",
+    "registration_failed",
+    "token_failed",
+    "refresh_failed",
+    "insufficient_scope",
+    "token_rejected",
+]
+"""Every value of ``Unauthorized.cause`` (None when OAuth is not configured)."""
 
 Reason = Literal[
     "jsonrpc_error",
@@ -109,7 +127,9 @@ class ConnectionFailed(McpError):
     * ``"stream_broken"`` -- an event stream ended without the response, too many times
       in a row (``bound="max_stream_retries"``) or for good;
     * ``"session_expired"`` -- the server expired the session again at once (404) after
-      it was renewed.
+      it was renewed;
+    * ``"bad_document"`` -- an OAuth document (metadata, registration or token answer)
+      is malformed, not JSON, or names a URL that is not https (except on loopback).
 
     For a deadline or a budget, ``bound`` names the ``Limits`` field and ``limit`` /
     ``observed`` give the figures.
@@ -142,6 +162,17 @@ class Unauthorized(McpError):
 
     ``challenges`` is the parsed ``WWW-Authenticate`` header: a list of
     ``(scheme, {param: value})`` pairs, lower-cased parameter names.
+
+    With ``Config.oauth``, an authorization that cannot finish sets ``cause`` (one of
+    :data:`AuthCause`): ``"authorization_required"`` (no authorization step; the URL to
+    send a person to is ``authorization_url``), ``"authorization_denied"`` (the
+    redirect carried an ``error``), ``"state_mismatch"``, ``"iss_mismatch"`` (RFC 9207:
+    missing when advertised, or not the issuer exactly), ``"issuer_mismatch"`` (the
+    metadata's ``issuer``), ``"resource_mismatch"`` (the protected resource metadata
+    names another resource), ``"discovery_failed"``, ``"registration_failed"``,
+    ``"token_failed"``, ``"refresh_failed"``, ``"insufficient_scope"`` (step-up past
+    ``Limits.max_auth_attempts``) or ``"token_rejected"`` (a fresh token refused again,
+    as many times).  ``status`` is the MCP server's answer that started the flow.
     """
 
     def __init__(
@@ -151,11 +182,15 @@ class Unauthorized(McpError):
         status: int,
         www_authenticate: str | None = None,
         challenges: list[tuple[str, dict[str, str]]] | None = None,
+        cause: AuthCause | None = None,
+        authorization_url: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.www_authenticate = www_authenticate
         self.challenges = challenges or []
+        self.cause = cause
+        self.authorization_url = authorization_url
 
 
 class ServerAnswered(McpError):

@@ -133,6 +133,9 @@ _RULES: dict[str, _Rule] = {
     "max_validation_steps": _COUNT,
     "max_validation_depth": _DEPTH,
     "max_notifications": _ALLOWANCE,
+    "auth_timeout": _TIME,
+    "max_auth_attempts": _COUNT,
+    "max_auth_document_bytes": _COUNT,
 }
 
 
@@ -230,3 +233,9 @@ class Limits:
     # notifications (progress, log messages, list-changed...) delivered per request; past
     # it they are dropped and counted (Conn.notifications_dropped), never fatal
     max_notifications: int = 1_000  # >= 0
+    # OAuth (Config.oauth): all machine-to-machine fetches of one authorization (the
+    # embedder's own authorization step is outside it), authorizations per operation
+    # (step-up, re-authorization), bytes of one metadata / registration / token document
+    auth_timeout: float = 30.0  # > 0
+    max_auth_attempts: int = 3  # >= 1
+    max_auth_document_bytes: int = 64 << 10  # >= 1

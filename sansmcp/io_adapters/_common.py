@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Generic, Protocol, Self, TypeVar, assert_never, cast
 
@@ -41,6 +43,7 @@ from ..core.mcp import (
     RequestStarted,
 )
 from ..core.net.pool import Pool
+from ..core.oauth.store import AuthorizationNeeded
 from ..core.results import CallResult
 from ..core.tools import SkippedTool, Tool
 
@@ -133,6 +136,8 @@ class ClientFace(Generic[ConnT]):
             client_info=client_info,
             cache_salt=os.urandom(16),
             observe=telemetry is not None,
+            random_bytes=secrets.token_bytes,
+            wall_clock=time.time,
         )
         self._ssl = ssl_context
         self._resolver = resolver
@@ -185,6 +190,17 @@ class ClientBase(ClientFace[AsyncConnT]):
         try:
             await conn._run(self._driver.connect, traced=True)
             yield conn
+        finally:
+            await conn.aclose()
+
+    async def complete_authorization(self, config: Config, redirect: str) -> None:
+        """Finish an authorization a person made after
+        ``Unauthorized(cause="authorization_required")``: ``redirect`` is the URL they came
+        back with.  The tokens go to ``config.oauth.store``; the next ``connect`` uses them."""
+        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
+        self._conns[conn.view.conn_id] = conn
+        try:
+            await conn._run(conn._completing(redirect))
         finally:
             await conn.aclose()
 
@@ -266,6 +282,22 @@ class ConnFace:
 
         return start
 
+    def _completing(self, redirect: str) -> Callable[..., None]:
+        driver = self.client._driver
+
+        def start(conn_id: int, *, now: float) -> None:
+            driver.complete_authorization(conn_id, redirect, now=now)
+
+        return start
+
+    def _authorization_step(self) -> Callable[[str], Any] | None:
+        """``Config.oauth.authorize`` of this Conn (only an OAuth Conn is asked)."""
+        from ..core.oauth.machine import OAuthMachine
+
+        machine = self.machine
+        assert isinstance(machine, OAuthMachine)  # the only machine that asks this
+        return machine.oauth.authorize
+
     def _trace(self, traced: bool) -> dict[str, Any]:
         """The ``trace=`` argument of an operation's start: the telemetry's carrier."""
         telemetry = self._telemetry
@@ -339,6 +371,8 @@ class ConnBase(ConnFace):
                     case Deliver(item=item):
                         if isinstance(item, InputRequired):
                             await self._ask(command, item)
+                        elif isinstance(item, AuthorizationNeeded):
+                            await self._authorize(item)
                         else:
                             self.observe(item, client._now())
                     case Finished():
@@ -362,6 +396,15 @@ class ConnBase(ConnFace):
             if not done:
                 return  # the operation's deadline: the driver's timer reports it
         client._driver.answer(self.view.conn_id, item.input_id, answers, now=client._now())
+        client._pump()
+
+    async def _authorize(self, item: AuthorizationNeeded) -> None:
+        """The embedder's authorization step (``Config.oauth.authorize``), unbounded: a
+        person may take minutes.  Without one, the driver fails the operation with
+        ``Unauthorized(cause="authorization_required")`` carrying the URL."""
+        client, step = self.client, self._authorization_step()
+        answer = None if step is None else await step(item.url)
+        client._driver.authorized(self.view.conn_id, item.auth_id, answer, now=client._now())
         client._pump()
 
     # what each runtime provides

@@ -43,6 +43,7 @@ from typing import Any, Self, assert_never, cast
 from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Phase, Resolve, Write
 from ..core.mcp import InputRequired
+from ..core.oauth.store import AuthorizationNeeded
 from ..core.results import CallResult
 from ..core.tools import Tool
 from ._common import READ_SIZE, ClientFace, ConnFace, ProgressCallback, numeric_socket
@@ -120,6 +121,16 @@ class Client(ClientFace["Conn"]):
         with conn:
             conn._run(self._driver.connect, traced=True)
             yield conn
+
+    def complete_authorization(self, config: Config, redirect: str) -> None:
+        """Finish an authorization a person made after
+        ``Unauthorized(cause="authorization_required")``: ``redirect`` is the URL they came
+        back with.  The tokens go to ``config.oauth.store``; the next ``connect`` uses them."""
+        with self._lock:
+            conn = Conn(self, self._driver.open(config, now=self._now()))
+            self._conns[conn.view.conn_id] = conn
+        with conn:
+            conn._run(conn._completing(redirect))
 
     def _pump(self, now: float | None = None) -> None:
         """Execute the driver's commands, then fire its due timers once (under the lock)."""
@@ -436,6 +447,8 @@ class Conn(ConnFace):
             while isinstance(command := self._take(), Deliver):
                 if isinstance(item := command.item, InputRequired):
                     self._ask(command, item)
+                elif isinstance(item, AuthorizationNeeded):
+                    self._authorize(item)
                 else:
                     self.observe(item, client._now())
         except BaseException as exc:
@@ -454,6 +467,17 @@ class Conn(ConnFace):
             if self.view.closed and isinstance(command, Finished):
                 self.client._conns.pop(self.view.conn_id, None)
             return command
+
+    def _authorize(self, item: AuthorizationNeeded) -> None:
+        """The embedder's authorization step (``Config.oauth.authorize``, a plain callable
+        here), unbounded: a person may take minutes."""
+        step = self._authorization_step()
+        answer = None if step is None else step(item.url)
+        with self.client._lock:
+            self.client._driver.authorized(
+                self.view.conn_id, item.auth_id, answer, now=self.client._now()
+            )
+            self.client._pump()
 
     def _ask(self, command: Deliver, item: InputRequired) -> None:
         client, handler = self.client, self.client.input_handler

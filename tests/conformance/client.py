@@ -19,13 +19,15 @@ completed; the suite itself judges what went over the wire.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import sys
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from sansmcp import CallResult, Config, McpError, Tool
+from sansmcp import CallResult, Config, McpError, OAuth, Tool, Unauthorized
 from sansmcp.io_adapters.asyncio import Client, Conn
 
 #: Capabilities declared by scenarios whose server asks for input (elicitation).
@@ -160,6 +162,135 @@ async def request_state(conn: Conn, context: Mapping[str, Any]) -> None:
         expect_ok(name, await conn.call_tool(name))
 
 
+async def auth_steps(conn: Conn, context: Mapping[str, Any]) -> None:
+    """List the tools, then call ``test-tool`` (a step-up scenario asks more scope for it)."""
+    tools = await conn.list_tools()
+    log(f"listed {[tool.name for tool in tools]} ({conn.protocol_version})")
+    if any(tool.name == "test-tool" for tool in tools):
+        expect_ok("test-tool", await conn.call_tool("test-tool"))
+
+
+def follow_once(url: str) -> str:
+    """The embedder's authorization step, as the suite's mock expects it: GET the
+    authorization URL, do not follow its redirect, hand back the ``Location``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname not in ("localhost", "127.0.0.1"):
+        raise SystemExit(f"refusing to visit a non-loopback authorization URL {url!r}")
+    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=10)
+    try:
+        connection.request("GET", parts.path + ("?" + parts.query if parts.query else ""))
+        response = connection.getresponse()
+        location = response.getheader("location")
+        response.read()
+    finally:
+        connection.close()
+    if not location:
+        raise SystemExit(f"the authorization endpoint answered {response.status} without Location")
+    log(f"authorized: redirected to {location[:120]}")
+    return location
+
+
+async def authorize_step(url: str) -> str:
+    return await asyncio.to_thread(follow_once, url)
+
+
+#: auth scenarios whose correct outcome is a refusal: scenario -> Unauthorized.cause
+AUTH_REFUSALS: dict[str, str] = {
+    "auth/resource-mismatch": "resource_mismatch",
+    "auth/scope-retry-limit": "insufficient_scope",
+    "auth/iss-supported-missing": "iss_mismatch",
+    "auth/iss-wrong-issuer": "iss_mismatch",
+    "auth/iss-unexpected": "iss_mismatch",
+    "auth/iss-normalized": "iss_mismatch",
+    "auth/metadata-issuer-mismatch": "issuer_mismatch",
+}
+
+#: the client ID metadata document URL the suite's basic-cimd scenario expects
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+AUTH_SCENARIOS = (
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+    "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
+    "auth/wif-jwt-bearer",
+    "auth/enterprise-managed-authorization",
+    # no DPoP in sansmcp yet: these run the plain flow and fail (expected-failures.txt)
+    "auth/dpop",
+    "auth/dpop-nonce",
+)
+
+
+def oauth_for(scenario: str, context: Mapping[str, Any]) -> OAuth:
+    """The embedder's OAuth configuration for one auth scenario."""
+    if scenario == "auth/client-credentials-basic":
+        return OAuth(
+            grant="client_credentials",
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+        )
+    if scenario == "auth/enterprise-managed-authorization":
+        return OAuth(
+            grant="enterprise",
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            assertion=context["idp_id_token"],
+            idp_token_endpoint=context["idp_token_endpoint"],
+            idp_client_id=context["idp_client_id"],
+        )
+    if scenario == "auth/wif-jwt-bearer":
+        return OAuth(
+            grant="jwt_bearer", client_id=context["client_id"], assertion=context["valid_jwt"]
+        )
+    if scenario == "auth/client-credentials-jwt":
+        from sansmcp.oauth_keys import Es256Key
+
+        return OAuth(
+            grant="client_credentials",
+            client_id=context["client_id"],
+            signer=Es256Key.from_pem(context["private_key_pem"]),
+        )
+    if scenario == "auth/pre-registration":
+        return OAuth(
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            issuer=context.get("issuer"),
+            redirect_uri="http://localhost:3000/callback",
+            authorize=authorize_step,
+        )
+    return OAuth(
+        client_name="sansmcp conformance client",
+        client_metadata_url=CIMD_URL if scenario == "auth/basic-cimd" else None,
+        redirect_uri="http://localhost:3000/callback",
+        authorize=authorize_step,
+    )
+
+
 #: scenario name -> (steps, whether the embedder answers elicitations)
 SCENARIOS: dict[str, tuple[Scenario, bool]] = {
     "initialize": (list_only, False),
@@ -173,6 +304,7 @@ SCENARIOS: dict[str, tuple[Scenario, bool]] = {
     "json-schema-ref-no-deref": (list_only, False),
     "json-schema-2020-12-preservation": (schema_preservation, False),
     "sep-2322-client-request-state": (request_state, True),
+    **{name: (auth_steps, False) for name in AUTH_SCENARIOS},
 }
 
 
@@ -187,7 +319,8 @@ async def run(url: str, scenario: str, version: str | None, context: Mapping[str
         if answers_input
         else Client(allow_loopback=True)
     )
-    config = Config(url=url, protocol_versions=[version] if version else None)
+    oauth = oauth_for(scenario, context) if scenario.startswith("auth/") else None
+    config = Config(url=url, protocol_versions=[version] if version else None, oauth=oauth)
     async with client, client.connect(config) as conn:
         log(f"connected to {url} at {conn.protocol_version}")
         await steps(conn, context)
@@ -206,8 +339,18 @@ def main(argv: list[str]) -> int:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     try:
         asyncio.run(run(url, scenario, version, context))
+    except Unauthorized as error:
+        expected = AUTH_REFUSALS.get(scenario)
+        if expected is not None and error.cause == expected:
+            log(f"{scenario}: refused as expected: {error.cause}: {error}")
+            return 0
+        log(f"{scenario}: Unauthorized(cause={error.cause!r}): {error!r}")
+        return 1
     except McpError as error:
         log(f"{scenario}: {type(error).__name__}: {error!r}")
+        return 1
+    if scenario in AUTH_REFUSALS:
+        log(f"{scenario}: expected a refusal ({AUTH_REFUSALS[scenario]}), the steps completed")
         return 1
     return 0
 

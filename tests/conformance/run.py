@@ -4,7 +4,10 @@ Usage: ``python tests/conformance/run.py [--only SCENARIO] [--timeout SECONDS] [
 (``make conformance`` installs the suite into ``.conformance/`` and runs this).
 
 Each (scenario, revision) below is one run of ``conformance client`` with
-``tests/conformance/client.py`` as the client.  A run PASSES only when all of these
+``tests/conformance/client.py`` as the client: the 13 non-auth runs (``NON_AUTH_RUNS``), then
+the 50 ``auth/*`` runs of 0.2.0-alpha.12 (``AUTH_RUNS``: 39 required -- 14 at
+2025-11-25, 25 at 2026-07-28 --, 5 unscored, 6 extensions, which run without
+``--spec-version``); the closing lines count each group.  A run PASSES only when all of these
 hold, because the suite's own verdict has traps:
 
 * the suite exited 0 and wrote its ``checks.json``;
@@ -41,8 +44,8 @@ EXPECTED_FAILURES = Path(__file__).resolve().with_name("expected-failures.txt")
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 
-#: (scenario, revision) in the order they run.
-RUNS: tuple[tuple[str, str], ...] = (
+#: (scenario, revision) of the non-auth runs, in the order they run.
+NON_AUTH_RUNS: tuple[tuple[str, str], ...] = (
     ("initialize", LEGACY),
     ("tools_call", LEGACY),
     ("sse-retry", LEGACY),
@@ -57,6 +60,71 @@ RUNS: tuple[tuple[str, str], ...] = (
     ("json-schema-2020-12-preservation", MODERN),
     ("sep-2322-client-request-state", MODERN),
 )
+
+V0618 = "2025-06-18"
+V0326 = "2025-03-26"
+EXTENSION = "extension"
+_BOTH = (LEGACY, MODERN)
+
+#: (scenario, revision, kind) of every auth run: "required" (14 at 2025-11-25, 25 at
+#: 2026-07-28), "unscored" (5) or "extension" (6), as conformance 0.2.0-alpha.12 lists them.
+AUTH_RUNS: tuple[tuple[str, str, str], ...] = (
+    *(
+        (f"auth/{name}", revision, "required")
+        for name in (
+            "metadata-default",
+            "metadata-var1",
+            "metadata-var2",
+            "metadata-var3",
+            "basic-cimd",
+            "scope-from-www-authenticate",
+            "scope-from-scopes-supported",
+            "scope-omitted-when-undefined",
+            "scope-step-up",
+            "scope-retry-limit",
+            "pre-registration",
+            "token-endpoint-auth-basic",
+            "token-endpoint-auth-post",
+            "token-endpoint-auth-none",
+        )
+        for revision in _BOTH
+    ),
+    *(
+        (f"auth/{name}", MODERN, "required")
+        for name in (
+            "resource-mismatch",
+            "offline-access-scope",
+            "offline-access-not-supported",
+            "authorization-server-migration",
+            "iss-supported",
+            "iss-not-advertised",
+            "iss-supported-missing",
+            "iss-wrong-issuer",
+            "iss-unexpected",
+            "iss-normalized",
+            "metadata-issuer-mismatch",
+        )
+    ),
+    ("auth/token-endpoint-auth-basic", V0618, "unscored"),
+    ("auth/token-endpoint-auth-post", V0618, "unscored"),
+    ("auth/token-endpoint-auth-none", V0618, "unscored"),
+    ("auth/2025-03-26-oauth-metadata-backcompat", V0326, "unscored"),
+    ("auth/2025-03-26-oauth-endpoint-fallback", V0326, "unscored"),
+    *(
+        (f"auth/{name}", EXTENSION, "extension")
+        for name in (
+            "client-credentials-jwt",
+            "client-credentials-basic",
+            "enterprise-managed-authorization",
+            "dpop",
+            "dpop-nonce",
+            "wif-jwt-bearer",
+        )
+    ),
+)
+#: every (scenario, revision), in the order they run.
+RUNS: tuple[tuple[str, str], ...] = NON_AUTH_RUNS + tuple((s, r) for s, r, _ in AUTH_RUNS)
+KIND = {(s, r): kind for s, r, kind in AUTH_RUNS}
 
 
 @dataclass
@@ -124,8 +192,7 @@ def run_one(scenario: str, revision: str, timeout: float, keep: Path | None) -> 
             command,
             "--scenario",
             scenario,
-            "--spec-version",
-            revision,
+            *(() if revision == EXTENSION else ("--spec-version", revision)),
             "--timeout",
             str(int(timeout * 1000)),
             "-o",
@@ -145,7 +212,7 @@ def run_one(scenario: str, revision: str, timeout: float, keep: Path | None) -> 
             outcome.notes.append(f"suite did not finish within {timeout + 30:.0f}s")
             return outcome
         outcome.suite_output = proc.stdout + proc.stderr
-        results = sorted(out_dir.glob("*/checks.json"))
+        results = sorted(out_dir.glob("**/checks.json"))
         if not results:
             outcome.notes.append("no checks.json written")
             return outcome
@@ -192,10 +259,16 @@ def main() -> int:
         return 2
     known = {} if args.strict else expected_failures()
     passed = failed = xfailed = 0
+    tally: dict[str, list[int]] = {}  # group -> [passed, runs]
     for scenario, revision in runs:
         outcome = run_one(scenario, revision, args.timeout, args.keep)
         expected = known.get((scenario, revision))
         print(outcome.line(expected), flush=True)
+        kind = KIND.get((scenario, revision), "non-auth")
+        group = f"auth {kind} {revision}" if kind == "required" else f"{kind}"
+        counts = tally.setdefault(group, [0, 0])
+        counts[0] += outcome.passed
+        counts[1] += 1
         if outcome.passed and expected is None:
             passed += 1
         elif not outcome.passed and expected is not None:
@@ -211,6 +284,8 @@ def main() -> int:
             if args.verbose or not (outcome.problems or tail):
                 for text in outcome.suite_output.strip().splitlines()[-40:]:
                     print(f"    suite| {text}")
+    for group, (ok, total) in tally.items():
+        print(f"conformance: {group}: {ok}/{total} pass")
     if xfailed:
         print(f"conformance: {xfailed} expected failures (tests/conformance/expected-failures.txt)")
     print(f"conformance: {passed} passed, {failed} failed")

@@ -41,6 +41,7 @@ CAUSES = frozenset(
         "not_jsonrpc",
         "stream_broken",
         "session_expired",
+        "bad_document",
     }
 )
 REASONS = frozenset(

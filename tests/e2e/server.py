@@ -227,6 +227,47 @@ def add_observe_tools(server: Any) -> None:
         return json.dumps(ctx.request_context.meta)
 
 
+class BearerGate:
+    """ASGI middleware (``--oauth AS_URL``): a resource server in front of the app.
+
+    Serves protected resource metadata (RFC 9728) at the path-based well-known location,
+    naming ``AS_URL``; answers a request to ``/mcp`` without a bearer token the test
+    authorization server issued (``e2e-`` tokens) with 401 and ``resource_metadata``.
+    """
+
+    PRM = "/.well-known/oauth-protected-resource/mcp"
+
+    def __init__(self, app: Any, issuer: str) -> None:
+        self.app = app
+        self.issuer = issuer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        base = f"http://{headers.get(b'host', b'').decode()}"
+        if scope["path"] == self.PRM:
+            body = json.dumps({"resource": f"{base}/mcp", "authorization_servers": [self.issuer]})
+            await RequestLog._answer(send, 200, body.encode())
+            return
+        if scope["path"] == "/mcp" and not headers.get(b"authorization", b"").startswith(
+            b"Bearer e2e-"
+        ):
+            await RequestLog._drain(receive)
+            challenge = f'Bearer resource_metadata="{base}{self.PRM}"'.encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"www-authenticate", challenge), (b"content-length", b"0")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await self.app(scope, receive, send)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
@@ -244,6 +285,7 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=0)
     parser.add_argument("--output-schemas", action="store_true")
     parser.add_argument("--observe", action="store_true")
+    parser.add_argument("--oauth", metavar="AS_URL")
     args = parser.parse_args()
 
     server = build(args.tools)
@@ -374,6 +416,8 @@ def main() -> None:
         ),
         legacy_only=args.legacy_only,
     )
+    if args.oauth:
+        app = BearerGate(app, args.oauth)  # type: ignore[assignment]
     if args.h2c or args.tls:
         from hypercorn.asyncio import serve
         from hypercorn.config import Config

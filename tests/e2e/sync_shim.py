@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import contextvars
 import functools
 import inspect
@@ -130,7 +131,19 @@ class Client:
         await blocking(self.client.close)
 
     def connect(self, config: Config) -> contextlib.AbstractAsyncContextManager[Conn]:
-        return _connected(self.client.connect(config))
+        return _connected(self.client.connect(_plain_oauth(config)))
+
+    async def complete_authorization(self, config: Config, redirect: str) -> None:
+        await blocking(self.client.complete_authorization, _plain_oauth(config), redirect)
+
+
+def _plain_oauth(config: Config) -> Config:
+    """``config`` with its OAuth authorization step (async in the tests) a plain callable."""
+    oauth = config.oauth
+    if oauth is None or oauth.authorize is None:
+        return config
+    step = _plain(oauth.authorize, asyncio.get_running_loop(), bounded=False)
+    return dataclasses.replace(config, oauth=dataclasses.replace(oauth, authorize=step))
 
 
 def connect(config: Config) -> contextlib.AbstractAsyncContextManager[Conn]:

@@ -2077,5 +2077,177 @@ def table() -> str:
     return "\n".join(rows)
 
 
+# ---------------------------------------------------------------- OAuth (Config.oauth)
+# The MCP server and its authorization server share the loopback origin; the client's
+# authorization step GETs /authorize (one more GET) and hands back the redirect.
+from . import oauth as oa  # noqa: E402
+
+_OAUTH = {"oauth": True}
+_OAUTH_LIMITS = {"auth_timeout": 1.0, "max_auth_document_bytes": 16 << 10}
+_FULL_FLOW = {D: 2, L: 1, C: 1, "GET": 3, "POST": 2}  # PRM, AS metadata, authorize; DCR, token
+_AUTH_CF = "ConnectionFailed"
+CASES += [
+    Case(
+        "oauth_well_behaved",
+        "a correct server behind OAuth: 401, PRM, AS metadata, DCR, PKCE, token",
+        "-",
+        oa.oauth_h1(),
+        Expect("ok", requests=_FULL_FLOW),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_prm_names_metadata_address",
+        "the PRM names an authorization server on 169.254.169.254 (cloud metadata)",
+        "the dial guard (refused before any packet to it)",
+        oa.oauth_h1(prm={"authorization_servers": ["https://169.254.169.254"]}),
+        Expect(
+            _AUTH_CF,
+            "connect",
+            {"cause": "refused_address"},
+            requests={D: 1, "GET": 1},
+            connections=(1, 1),
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_prm_names_private_address",
+        "the PRM names an authorization server on 10.0.0.7",
+        "the dial guard",
+        oa.oauth_h1(prm={"authorization_servers": ["https://10.0.0.7"]}),
+        Expect(_AUTH_CF, "connect", {"cause": "refused_address"}, requests={D: 1, "GET": 1}),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+    ),
+    Case(
+        "oauth_token_endpoint_link_local",
+        "the AS metadata names a token endpoint on [fe80::1]",
+        "the dial guard (the code never leaves)",
+        oa.oauth_h1(metadata={"token_endpoint": "https://[fe80::1]/token"}),
+        Expect(
+            _AUTH_CF, "connect", {"cause": "refused_address"}, requests={D: 1, "GET": 3, "POST": 1}
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_registration_endpoint_private",
+        "the AS metadata names a registration endpoint on 192.168.1.1",
+        "the dial guard",
+        oa.oauth_h1(metadata={"registration_endpoint": "https://192.168.1.1/register"}),
+        Expect(_AUTH_CF, "connect", {"cause": "refused_address"}, requests={D: 1, "GET": 2}),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+    ),
+    Case(
+        "oauth_http_endpoint_elsewhere",
+        "the AS metadata names a plain-http token endpoint off loopback",
+        "https required except on loopback",
+        oa.oauth_h1(metadata={"token_endpoint": "http://auth.example.com/token"}),
+        Expect(_AUTH_CF, "connect", {"cause": "bad_document"}, requests={D: 1, "GET": 2}),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+    ),
+    Case(
+        "oauth_oversized_metadata",
+        "the AS metadata is 64 KiB",
+        "max_auth_document_bytes",
+        oa.oauth_h1(bends={"/.well-known/oauth-authorization-server": oa.oversized(64 << 10)}),
+        Expect(
+            _AUTH_CF,
+            "connect",
+            {"cause": "budget", "bound": "max_auth_document_bytes", "limit": 16 << 10},
+            over_limit=True,
+            requests={D: 1, "GET": 2},
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_slow_token_endpoint",
+        "the token endpoint never answers",
+        "auth_timeout (all fetches of one authorization)",
+        oa.oauth_h1(bends={"/token": oa.stall}),
+        Expect(
+            _AUTH_CF,
+            "connect",
+            {"cause": "timeout", "bound": "auth_timeout", "limit": 1.0},
+            deadline=1.0,
+            requests={D: 1, "GET": 3, "POST": 2},
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_metadata_redirect",
+        "the AS metadata answers 302 to another host",
+        "redirects are never followed",
+        oa.oauth_h1(
+            bends={"/.well-known/oauth-authorization-server": oa.redirect_to("https://evil.test/")}
+        ),
+        Expect(
+            _AUTH_CF,
+            "connect",
+            {"cause": "redirect", "status": 302, "location": "https://evil.test/"},
+            requests={D: 1, "GET": 2},
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_endless_step_up",
+        "every token is answered 403 insufficient_scope",
+        "max_auth_attempts (3 authorizations per operation)",
+        oa.oauth_h1(forbid=True),
+        Expect(
+            "Unauthorized",
+            "connect",
+            {"cause": "insufficient_scope", "status": 403},
+            requests={D: 4, "GET": 9, "POST": 4},
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_state_mismatch",
+        "the redirect carries another state",
+        "state checked (no token request)",
+        oa.oauth_h1(redirect={"state": "forged"}),
+        Expect(
+            "Unauthorized",
+            "connect",
+            {"cause": "state_mismatch", "status": 401},
+            requests={D: 1, "GET": 3, "POST": 1},
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+    Case(
+        "oauth_iss_mismatch",
+        "the redirect's iss is the issuer with a trailing slash",
+        "RFC 9207 iss compared exactly (no token request)",
+        oa.oauth_h1(redirect={"iss": "{base}/"}),
+        Expect(
+            "Unauthorized",
+            "connect",
+            {"cause": "iss_mismatch", "status": 401},
+            requests={D: 1, "GET": 3, "POST": 1},
+        ),
+        client=_OAUTH,
+        limits=_OAUTH_LIMITS,
+        fast=True,
+    ),
+]
+
+
 if __name__ == "__main__":
     print(table())

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import http.client
 import json
 import os
 import resource
@@ -40,11 +41,12 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.parse
 from typing import Any
 
 import trio
 
-from sansmcp import Config, Limits, McpError
+from sansmcp import Config, Limits, McpError, OAuth
 from sansmcp.io_adapters import asyncio as asyncio_adapter
 from sansmcp.io_adapters import trio as trio_adapter
 from tests.e2e import sync_shim
@@ -105,10 +107,12 @@ async def scenario(client_cls: Any, sleep: Any, spec: dict[str, Any]) -> dict[st
     def noticed(note: Any) -> None:
         report["notifications"] += 1
 
+    oauth = OAuth(redirect_uri="http://127.0.0.1:9/callback", authorize=_authorize)
     config = Config(
         url=spec["url"],
         protocol_versions=spec.get("versions"),
         on_notification=noticed if spec.get("observe") else None,
+        oauth=oauth if spec.get("oauth") else None,
     )
     if spec.get("observe"):
         report["notifications"] = 0
@@ -117,6 +121,22 @@ async def scenario(client_cls: Any, sleep: Any, spec: dict[str, Any]) -> dict[st
         if spec.get("reconnect"):
             report["second"] = await _second_conn(client, config)
     return report
+
+
+async def _authorize(url: str) -> str:
+    """The embedder's authorization step: GET the authorization URL (loopback only),
+    never follow its redirect, hand back the ``Location`` (blocking: the server runs in
+    another thread of the host)."""
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname == "127.0.0.1", url
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+    try:
+        connection.request("GET", f"{parts.path}?{parts.query}")
+        response = connection.getresponse()
+        response.read()
+        return response.getheader("location") or ""
+    finally:
+        connection.close()
 
 
 async def _first_conn(

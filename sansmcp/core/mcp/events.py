@@ -15,6 +15,7 @@ from ..errors import McpError
 from ..http import HttpRequest
 from ..results import CallResult
 from ..tools import SkippedTool, Tool
+from ..url import Origin
 from .notifications import LogMessage, Notification, Progress, RequestEnded, RequestStarted
 
 __all__ = [
@@ -36,13 +37,16 @@ class StartExchange:
 
     ``preemptible``: a legacy session's standalone stream, which yields its socket to an
     operation that waits for one (``McpMachine.yield_listen``); ``needs_room``: its
-    re-opening after that, started only when the origin has a socket to spare."""
+    re-opening after that, started only when the origin has a socket to spare.
+    ``origin`` is None for the Conn's own endpoint, else where the request goes (an
+    OAuth authorization server: the same pool, guard and flags)."""
 
     exchange_id: int
     request: HttpRequest
     deadline: float
     preemptible: bool = False
     needs_room: bool = False
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -43,6 +43,7 @@ later operation fails at once with the same error.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, assert_never
@@ -52,6 +53,7 @@ from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
 from ..http import ExchangeEvent
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
+from ..oauth.store import AuthorizationNeeded
 from ..tools import Tool
 from . import rules
 from .budget import Budget
@@ -114,6 +116,7 @@ class McpMachine:
         self._session = session = Session()
         self._budget = budget = Budget(limits)
         requests = Requests(settings, session)
+        self._requests = requests
         self._t = transport = Transport(
             limits=limits,
             budget=budget,
@@ -358,15 +361,23 @@ class McpMachine:
 
     # ------------------------------------------------------------ driver interface
 
+    def use_bearer_token(self, token: str | None) -> None:
+        """Send ``token`` (None: none) as the bearer credential from the next request on."""
+        self.settings = dataclasses.replace(self.settings, bearer_token=token)
+        self._requests.settings = self.settings
+        self._requests.forget_headers()
+
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
 
-    def wanted(self, output: Output) -> bool:
+    def wanted(self, output: Output | AuthorizationNeeded) -> bool:
         """Whether an output the driver set aside is still to be acted on: False for an
         exchange cancelled meanwhile or an ask whose operation or connection ended."""
         if isinstance(output, OBSERVATIONS):
             return True
         match output:
+            case AuthorizationNeeded():
+                return False  # only an OAuthMachine asks for it
             case StartExchange():
                 return output.exchange_id in self._t.exchanges
             case InputRequired():

@@ -104,6 +104,10 @@ class Requests:
             body=body,
         )
 
+    def forget_headers(self) -> None:
+        """The settings changed (a new bearer token): build the headers again."""
+        self._static = None
+
     def base_headers(self) -> list[tuple[bytes, bytes]]:
         """Accept and Content-Type first (requests edit those two in place), then the rest."""
         if self._static is None:

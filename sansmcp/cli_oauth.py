@@ -1,0 +1,195 @@
+"""The command line's OAuth: a token file and the loopback redirect listener of ``login``.
+
+``sansmcp login URL`` authorizes with authorization code + PKCE: the redirect URI is a
+listener on 127.0.0.1 (a free port) that takes exactly one ``GET /callback``; the URL
+to open is printed (``--open`` opens a browser).  Tokens and client registrations go
+to ``$XDG_STATE_HOME/sansmcp/tokens.json`` (``~/.local/state`` without it; the
+``SANSMCP_TOKEN_FILE`` variable overrides the path), written with mode 0600.
+``sansmcp tools|call URL --oauth`` uses (and refreshes) them; ``sansmcp logout URL``
+removes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .core.oauth.store import ClientRegistration, Tokens
+
+__all__ = ["FileTokenStore", "RedirectListener", "token_file"]
+
+TOKEN_FILE_ENV = "SANSMCP_TOKEN_FILE"
+
+
+def token_file() -> Path:
+    explicit = os.environ.get(TOKEN_FILE_ENV)
+    if explicit:
+        return Path(explicit)
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "sansmcp" / "tokens.json"
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class FileTokenStore:
+    """A :class:`~sansmcp.core.oauth.store.TokenStore` in one JSON file (mode 0600).
+
+    A file that cannot be read or parsed counts as empty; writes replace it atomically.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"FileTokenStore({str(self.path)!r})"
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {"tokens": {}, "registrations": {}}
+        if not isinstance(data, dict):
+            return {"tokens": {}, "registrations": {}}
+        for key in ("tokens", "registrations"):
+            if not isinstance(data.get(key), dict):
+                data[key] = {}
+        return data
+
+    def _save(self, data: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tokens-")
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as sink:
+                json.dump(data, sink, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def tokens(self, resource: str) -> Tokens | None:
+        entry = self._load()["tokens"].get(resource)
+        if not isinstance(entry, dict) or _str(entry.get("access_token")) is None:
+            return None
+        # no expires_at: it was on another process's clock
+        return Tokens(
+            access_token=entry["access_token"],
+            refresh_token=_str(entry.get("refresh_token")),
+            scope=_str(entry.get("scope")),
+            issuer=_str(entry.get("issuer")) or "",
+            token_endpoint=_str(entry.get("token_endpoint")) or "",
+        )
+
+    def save_tokens(self, resource: str, tokens: Tokens | None) -> None:
+        data = self._load()
+        if tokens is None:
+            data["tokens"].pop(resource, None)
+        else:
+            data["tokens"][resource] = {
+                "access_token": tokens.access_token,
+                "refresh_token": tokens.refresh_token,
+                "scope": tokens.scope,
+                "issuer": tokens.issuer,
+                "token_endpoint": tokens.token_endpoint,
+            }
+        self._save(data)
+
+    def registration(self, issuer: str) -> ClientRegistration | None:
+        entry = self._load()["registrations"].get(issuer)
+        if not isinstance(entry, dict) or _str(entry.get("client_id")) is None:
+            return None
+        return ClientRegistration(
+            client_id=entry["client_id"],
+            client_secret=_str(entry.get("client_secret")),
+            auth_method=_str(entry.get("auth_method")) or "none",
+        )
+
+    def save_registration(self, issuer: str, registration: ClientRegistration) -> None:
+        data = self._load()
+        data["registrations"][issuer] = {
+            "client_id": registration.client_id,
+            "client_secret": registration.client_secret,
+            "auth_method": registration.auth_method,
+        }
+        self._save(data)
+
+    def forget(self, resource: str) -> bool:
+        """Remove the tokens of ``resource``; whether there were any."""
+        data = self._load()
+        found = data["tokens"].pop(resource, None) is not None
+        if found:
+            self._save(data)
+        return found
+
+
+PAGE = b"sansmcp: authorized; you can close this window.\n"
+
+
+class RedirectListener:
+    """One ``GET /callback`` on 127.0.0.1 (a free port), in a thread: the redirect URL."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(4)
+        self.port = int(self._sock.getsockname()[1])
+        self.redirect_uri = f"http://127.0.0.1:{self.port}/callback"
+        self.received: str | None = None
+        self._done = threading.Event()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def wait(self, timeout: float = 600.0) -> str | None:
+        """Serve until the redirect comes (or ``timeout``); the full redirect URL."""
+        self._sock.settimeout(timeout)
+        while self.received is None:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return None
+            with conn:
+                conn.settimeout(10)
+                head = b""
+                with contextlib.suppress(OSError):
+                    while b"\r\n\r\n" not in head and len(head) < 16384:
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            break
+                        head += chunk
+                line = head.split(b"\r\n", 1)[0].decode("latin-1")
+                parts = line.split(" ")
+                target = parts[1] if len(parts) >= 2 else ""
+                if parts[0] == "GET" and urlsplit(target).path == "/callback":
+                    self.received = f"http://127.0.0.1:{self.port}{target}"
+                    status = b"200 OK"
+                else:
+                    status = b"404 Not Found"
+                with contextlib.suppress(OSError):
+                    conn.sendall(
+                        b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain\r\n"
+                        b"connection: close\r\ncontent-length: "
+                        + str(len(PAGE)).encode()
+                        + b"\r\n\r\n"
+                        + PAGE
+                    )
+        return self.received
+
+
+def announce(url: str, *, open_browser: bool) -> None:
+    print(f"sansmcp: open this URL to authorize:\n{url}", file=sys.stderr, flush=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)

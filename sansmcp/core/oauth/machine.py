@@ -1,0 +1,329 @@
+"""The MCP machine of a Conn with ``Config.oauth``: a 401 / 403 runs an authorization.
+
+Theory of operation
+-------------------
+:class:`OAuthMachine` is an :class:`~sansmcp.core.mcp.McpMachine` whose operation,
+when it ends in ``Unauthorized`` (a 401, or a 403 ``insufficient_scope``), is not
+over: the failure is held back, an authorization (:func:`.flow.authorize`) runs,
+and with the new token the operation starts again from the top -- at most
+``Limits.max_auth_attempts`` authorizations per operation.  The authorization's
+fetches are ordinary :class:`~sansmcp.core.mcp.StartExchange` outputs that name
+their own ``origin`` (the authorization server): the driver sends them through the
+pool and the same dial guard as the MCP endpoint; a 3xx is never followed.  All
+fetches of one authorization share ``Limits.auth_timeout``; the person's step
+(:class:`~.store.AuthorizationNeeded`, delivered to the embedder) is outside it.
+
+A Conn without ``Config.oauth`` never meets this class: 401 and 403 raise as before.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..cache import CallerCache
+from ..errors import AuthCause, ConnectionFailed, McpError, Unauthorized
+from ..http import (
+    DataReceived,
+    ExchangeEvent,
+    ExchangeFailed,
+    HttpRequest,
+    ResponseEnded,
+    ResponseReceived,
+)
+from ..limits import Limits
+from ..mcp import (
+    CancelExchange,
+    Closed,
+    Connected,
+    McpMachine,
+    OperationFailed,
+    Output,
+    StartExchange,
+    ToolCalled,
+    ToolsListed,
+)
+from ..mcp.settings import ConnSettings
+from .flow import AskUser, Context, Fetch, Fetched, Flow, authorize, complete, location_of
+from .store import AuthorizationNeeded, OAuth, Tokens
+
+__all__ = ["OAuthMachine"]
+
+_TERMINAL = (Connected, ToolsListed, ToolCalled, OperationFailed, Closed)
+
+
+class OAuthMachine(McpMachine):
+    """An MCP machine that authorizes (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: ConnSettings,
+        *,
+        oauth: OAuth,
+        random_bytes: Callable[[int], bytes],
+        wall_clock: Callable[[], float] | None = None,
+        limits: Limits | None = None,
+        exchange_ids: Iterator[int],
+        cache: CallerCache | None = None,
+    ) -> None:
+        super().__init__(settings, limits=limits, exchange_ids=exchange_ids, cache=cache)
+        self._ids = exchange_ids
+        self.oauth = oauth
+        self._now = 0.0
+        self._ctx = Context(
+            oauth=oauth,
+            endpoint=settings.endpoint,
+            limits=self.limits,
+            random_bytes=random_bytes,
+            now=lambda: self._now,
+        )
+        if wall_clock is not None:
+            self._ctx.wall_clock = wall_clock
+        self._extra: deque[Output | AuthorizationNeeded] = deque()
+        self._replay: Callable[[float], None] | None = None
+        self._attempts = 0
+        self._flow: Flow | None = None
+        self._started_by: Unauthorized | None = None
+        self._deadline: float | None = None  # of the authorization's fetches
+        self._remaining = 0.0  # of that budget, while a person authorizes
+        self._fetch_id: int | None = None
+        self._fetch: Fetch | None = None
+        self._status = 0
+        self._headers: tuple[tuple[bytes, bytes], ...] = ()
+        self._body = bytearray()
+        self._asking: int | None = None
+        self._ask_ids = iter(range(1, 1 << 62))
+        stored = oauth.store.tokens(self._ctx.resource_key)
+        if isinstance(stored, Tokens) and isinstance(stored.access_token, str):
+            self.use_bearer_token(stored.access_token)
+
+    # ------------------------------------------------------------ operations
+
+    def _operation(self, run: Callable[[float], None], now: float) -> None:
+        run(now)  # CallerError / UsageError before anything is kept
+        self._replay = run
+        self._attempts = 0
+
+    def connect(self, *, now: float) -> None:
+        self._operation(lambda at: McpMachine.connect(self, now=at), now)
+
+    def list_tools(self, *, now: float, fresh: bool = False) -> None:
+        self._operation(lambda at: McpMachine.list_tools(self, now=at, fresh=fresh), now)
+
+    def call_tool(
+        self, name: str, arguments: bytes = b"", *, now: float, progress: bool = False
+    ) -> None:
+        self._operation(
+            lambda at: McpMachine.call_tool(self, name, arguments, now=at, progress=progress), now
+        )
+
+    def complete_authorization(self, redirect: object, *, now: float) -> None:
+        """Finish an authorization a person made later (``redirect``: the URL they came
+        back with, or a mapping of ``code`` / ``state`` / ``iss``), then connect."""
+        self._now = self._t.now = now
+        self._replay = lambda at: McpMachine.connect(self, now=at)
+        self._attempts = 1
+        self._deadline = now + self.limits.auth_timeout
+        self._flow = complete(self._ctx, redirect)
+        self._step(None)
+
+    @property
+    def busy(self) -> bool:
+        return self._flow is not None or super().busy
+
+    # ------------------------------------------------------------ outputs
+
+    def next_output(self) -> Any:
+        while True:
+            if self._extra:
+                return self._extra.popleft()
+            output = McpMachine.next_output(self)
+            if (
+                isinstance(output, OperationFailed)
+                and isinstance(output.error, Unauthorized)
+                and output.error.cause is None
+                and self._replay is not None
+            ):
+                self._begin(output.error)
+                continue
+            if isinstance(output, _TERMINAL):
+                self._replay = None
+            return output
+
+    def wanted(self, output: Output | AuthorizationNeeded) -> bool:
+        if isinstance(output, AuthorizationNeeded):
+            return output.auth_id == self._asking
+        if isinstance(output, StartExchange) and output.exchange_id == self._fetch_id:
+            return True
+        return McpMachine.wanted(self, output)
+
+    def next_deadline(self) -> float | None:
+        own = McpMachine.next_deadline(self)
+        if self._deadline is None:
+            return own
+        return self._deadline if own is None else min(own, self._deadline)
+
+    def handle_timer(self, *, now: float) -> None:
+        self._now = now
+        if self._deadline is not None and now >= self._deadline:
+            limit = self.limits.auth_timeout
+            self._abort(
+                ConnectionFailed(
+                    f"the authorization's fetches took over {limit:g}s (Limits.auth_timeout)",
+                    cause="timeout",
+                    bound="auth_timeout",
+                    limit=limit,
+                )
+            )
+            return
+        McpMachine.handle_timer(self, now=now)
+
+    # ------------------------------------------------------------ the authorization
+
+    def _begin(self, error: Unauthorized) -> None:
+        self._attempts += 1
+        if self._attempts > self.limits.max_auth_attempts:
+            cause: AuthCause = "insufficient_scope" if error.status == 403 else "token_rejected"
+            self._replay = None
+            self._extra.append(
+                OperationFailed(
+                    error=Unauthorized(
+                        f"the server refused the token after {self._attempts - 1} "
+                        f"authorizations (Limits.max_auth_attempts): {error.message}",
+                        status=error.status,
+                        www_authenticate=error.www_authenticate,
+                        challenges=error.challenges,
+                        cause=cause,
+                    )
+                )
+            )
+            return
+        self._started_by = error
+        self._deadline = self._now_of() + self.limits.auth_timeout
+        self._flow = authorize(self._ctx, error)
+        self._step(None)
+
+    def _now_of(self) -> float:
+        return self._t.now
+
+    def _step(self, value: object, failure: BaseException | None = None) -> None:
+        flow = self._flow
+        assert flow is not None
+        try:
+            request = flow.send(value) if failure is None else flow.throw(failure)
+        except StopIteration as stop:
+            self._flow = None
+            self._deadline = None
+            tokens: Tokens = stop.value
+            self.use_bearer_token(tokens.access_token)
+            replay = self._replay
+            assert replay is not None
+            replay(self._now_of())
+            return
+        except McpError as error:
+            self._flow = None
+            self._deadline = None
+            self._replay = None
+            self._extra.append(OperationFailed(error=error))
+            return
+        except BaseException:
+            self._flow = None
+            self._deadline = None
+            self._replay = None
+            raise
+        if isinstance(request, AskUser):
+            self._asking = next(self._ask_ids)
+            assert self._deadline is not None
+            self._remaining = max(self._deadline - self._now_of(), 0.0)
+            self._deadline = None  # the person's time is the embedder's
+            self._extra.append(AuthorizationNeeded(auth_id=self._asking, url=request.url))
+            return
+        self._send(request)
+
+    def _send(self, fetch: Fetch) -> None:
+        endpoint = fetch.endpoint
+        exchange_id = next(self._ids)
+        self._fetch_id, self._fetch = exchange_id, fetch
+        self._status, self._headers, self._body = 0, (), bytearray()
+        request = HttpRequest(
+            method=fetch.method,
+            scheme=endpoint.origin.scheme.encode(),
+            authority=endpoint.authority,
+            target=endpoint.target,
+            headers=((b"user-agent", self.settings.user_agent.encode()), *fetch.headers),
+            body=fetch.body,
+        )
+        assert self._deadline is not None
+        self._extra.append(
+            StartExchange(
+                exchange_id=exchange_id,
+                request=request,
+                deadline=self._deadline,
+                origin=endpoint.origin,
+            )
+        )
+
+    def _abort(self, error: McpError) -> None:
+        """End the authorization while its fetch is outstanding (the only time a bound
+        can fire: between fetches the flow runs synchronously, and the person's step
+        has no deadline)."""
+        assert self._fetch_id is not None and self._flow is not None
+        self._extra.append(CancelExchange(exchange_id=self._fetch_id))
+        self._fetch_id = None
+        self._flow.close()
+        self._flow = None
+        self._deadline = None
+        self._replay = None
+        self._extra.append(OperationFailed(error=error))
+
+    def authorized(self, auth_id: int, answer: object, *, now: float) -> None:
+        """The embedder's answer to :class:`AuthorizationNeeded` ``auth_id``."""
+        self._now = now
+        if auth_id != self._asking or self._flow is None:
+            return
+        self._asking = None
+        self._deadline = now + self._remaining
+        self._t.now = now
+        self._step(answer)
+
+    def receive(self, event: ExchangeEvent, *, now: float) -> None:
+        if event.exchange_id != self._fetch_id:
+            McpMachine.receive(self, event, now=now)
+            return
+        self._now = now
+        self._t.now = now
+        fetch = self._fetch
+        assert fetch is not None
+        if isinstance(event, ResponseReceived):
+            self._status, self._headers = event.status, event.headers
+            if 300 <= event.status < 400:
+                where = location_of(event.headers)
+                self._abort(
+                    ConnectionFailed(
+                        f"{fetch.what} answered HTTP {event.status} redirecting to {where!r}; "
+                        "redirects are never followed",
+                        cause="redirect",
+                        status=event.status,
+                        location=where,
+                    )
+                )
+        elif isinstance(event, DataReceived):
+            self._body += event.data
+            limit = self.limits.max_auth_document_bytes
+            if len(self._body) > limit:
+                self._abort(
+                    ConnectionFailed(
+                        f"{fetch.what} sent over {limit:,} bytes (Limits.max_auth_document_bytes)",
+                        cause="budget",
+                        bound="max_auth_document_bytes",
+                        limit=limit,
+                        observed=len(self._body),
+                    )
+                )
+        elif isinstance(event, ResponseEnded):
+            self._fetch_id = None
+            self._step(Fetched(status=self._status, headers=self._headers, body=bytes(self._body)))
+        elif isinstance(event, ExchangeFailed):
+            self._fetch_id = None
+            self._step(None, event.error)

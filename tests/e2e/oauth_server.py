@@ -1,0 +1,119 @@
+"""A small OAuth 2.1 authorization server for the e2e suite, in a thread on loopback.
+
+RFC 8414 metadata at ``/.well-known/oauth-authorization-server``, dynamic registration
+at ``/register``, ``/authorize`` redirecting straight back (code, state, iss: the
+person always consents), ``/token`` for ``authorization_code`` (PKCE S256 checked)
+and ``refresh_token``.  Access tokens start with ``e2e-``, which the e2e server's
+``--oauth`` gate accepts.  ``requests`` records every (method, path).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+
+class AuthServer:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+        self.challenges: dict[str, str] = {}  # code -> code_challenge
+        self.minted = 0
+        self.forms: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.get(self)
+
+            def do_POST(self) -> None:
+                outer.post(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> AuthServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _send(
+        self, handler: BaseHTTPRequestHandler, status: int, body: Any = None, **headers: str
+    ) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        handler.send_response(status)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def get(self, handler: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(handler.path)
+        self.requests.append(("GET", parts.path))
+        if parts.path == "/.well-known/oauth-authorization-server":
+            self._send(
+                handler,
+                200,
+                {
+                    "issuer": self.url,
+                    "authorization_endpoint": f"{self.url}/authorize",
+                    "token_endpoint": f"{self.url}/token",
+                    "registration_endpoint": f"{self.url}/register",
+                    "code_challenge_methods_supported": ["S256"],
+                    "authorization_response_iss_parameter_supported": True,
+                },
+            )
+        elif parts.path == "/authorize":
+            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            code = f"code-{len(self.challenges) + 1}"
+            self.challenges[code] = query.get("code_challenge", "")
+            back = urlencode({"code": code, "state": query.get("state", ""), "iss": self.url})
+            self._send(handler, 302, None, location=f"{query['redirect_uri']}?{back}")
+        else:
+            self._send(handler, 404, {"error": "not_found"})
+
+    def post(self, handler: BaseHTTPRequestHandler) -> None:
+        path = urlsplit(handler.path).path
+        self.requests.append(("POST", path))
+        body = handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        if path == "/register":
+            self._send(handler, 201, {"client_id": "e2e-client"})
+            return
+        if path != "/token":
+            self._send(handler, 404, {"error": "not_found"})
+            return
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        self.forms.append(form)
+        if form.get("grant_type") == "authorization_code":
+            verifier = form.get("code_verifier", "").encode()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=")
+            if self.challenges.get(form.get("code", "")) != digest.decode():
+                self._send(handler, 400, {"error": "invalid_grant"})
+                return
+        elif form.get("grant_type") != "refresh_token":
+            self._send(handler, 400, {"error": "unsupported_grant_type"})
+            return
+        self.minted += 1
+        self._send(
+            handler,
+            200,
+            {
+                "access_token": f"e2e-{self.minted}",
+                "token_type": "Bearer",
+                "expires_in": 3600,
+                "refresh_token": "e2e-refresh",
+            },
+        )

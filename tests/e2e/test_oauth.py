@@ -1,0 +1,154 @@
+"""OAuth on real sockets, every backend: the official SDK server behind a bearer gate
+(``tests/e2e/server.py --oauth``) and a small authorization server on loopback
+(``tests/e2e/oauth_server.py``)."""
+
+from __future__ import annotations
+
+import http.client
+import urllib.parse
+from collections.abc import Iterator
+
+import pytest
+
+from sansmcp import Config, MemoryTokenStore, OAuth, Unauthorized
+
+from .conftest import Backend, Launcher, Server
+from .oauth_server import AuthServer
+
+REDIRECT = "http://127.0.0.1:9/callback"
+
+
+@pytest.fixture(scope="module")
+def auth_server() -> Iterator[AuthServer]:
+    with AuthServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gated(launch: Launcher, auth_server: AuthServer) -> Server:
+    return launch("--stateless", "--json", "--oauth", auth_server.url)
+
+
+def follow(url: str) -> str:
+    """The embedder's step: GET the authorization URL, hand back its redirect."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+    try:
+        connection.request("GET", f"{parts.path}?{parts.query}")
+        response = connection.getresponse()
+        response.read()
+        return response.getheader("location") or ""
+    finally:
+        connection.close()
+
+
+def test_authorizes_then_lists_and_calls_and_a_second_conn_reuses_the_token(
+    backend: Backend, gated: Server, auth_server: AuthServer
+) -> None:
+    store = MemoryTokenStore()
+    asked: list[str] = []
+
+    async def step(url: str) -> str:
+        asked.append(url)
+        return follow(url)
+
+    oauth = OAuth(redirect_uri=REDIRECT, authorize=step, store=store)
+    config = Config(url=gated.url(), oauth=oauth)
+    before = len(auth_server.requests)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            async with client.connect(config) as conn:
+                tools = await conn.list_tools()
+                assert "echo" in [tool.name for tool in tools]
+                result = await conn.call_tool("echo", b'{"text": "hi"}')
+                assert not result.is_error
+            async with client.connect(config) as conn:  # the stored token, at once
+                assert await conn.list_tools()
+
+    backend.run(main)
+    assert len(asked) == 1
+    assert auth_server.requests[before:] == [
+        ("GET", "/.well-known/oauth-authorization-server"),
+        ("POST", "/register"),
+        ("GET", "/authorize"),
+        ("POST", "/token"),
+    ]
+    tokens = store.tokens(gated.url())
+    assert tokens is not None and tokens.access_token.startswith("e2e-")
+    assert tokens.access_token not in repr(tokens) and "e2e-refresh" not in repr(tokens)
+
+
+def test_without_an_authorization_step_the_url_comes_back(
+    backend: Backend, gated: Server, auth_server: AuthServer
+) -> None:
+    config = Config(url=gated.url(), oauth=OAuth(redirect_uri=REDIRECT))
+
+    async def main() -> Unauthorized:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(Unauthorized) as caught:
+                async with client.connect(config):
+                    pass  # pragma: no cover - the connect fails
+            return caught.value
+
+    error = backend.run(main)
+    assert error.cause == "authorization_required" and error.status == 401
+    assert error.authorization_url is not None
+    assert error.authorization_url.startswith(f"{auth_server.url}/authorize?")
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(error.authorization_url).query)
+    assert query["resource"] == [gated.url()]
+    assert query["code_challenge_method"] == ["S256"]
+
+
+def test_without_oauth_the_401_raises_as_before(backend: Backend, gated: Server) -> None:
+    async def main() -> Unauthorized:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(Unauthorized) as caught:
+                async with client.connect(Config(url=gated.url())):
+                    pass  # pragma: no cover - the connect fails
+            return caught.value
+
+    error = backend.run(main)
+    assert error.cause is None and error.status == 401
+    assert error.challenges[0][0] == "bearer"
+
+
+def test_the_step_raising_propagates_unchanged(backend: Backend, gated: Server) -> None:
+    class Declined(Exception):
+        pass
+
+    async def step(url: str) -> str:
+        raise Declined("the user closed the window")
+
+    config = Config(url=gated.url(), oauth=OAuth(redirect_uri=REDIRECT, authorize=step))
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(Declined):
+                async with client.connect(config):
+                    pass  # pragma: no cover - the connect fails
+
+    backend.run(main)
+
+
+def test_an_authorization_completed_later_from_the_redirect(
+    backend: Backend, gated: Server, auth_server: AuthServer
+) -> None:
+    store = MemoryTokenStore()
+    config = Config(url=gated.url(), oauth=OAuth(redirect_uri=REDIRECT, store=store))
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(Unauthorized) as caught:
+                async with client.connect(config):
+                    pass  # pragma: no cover - the connect fails
+            url = caught.value.authorization_url
+            assert url is not None
+            redirect = follow(url)  # the person, at the platform's own callback
+            await client.complete_authorization(config, redirect)
+            async with client.connect(config) as conn:
+                assert await conn.list_tools()
+
+    backend.run(main)
+    tokens = store.tokens(gated.url())
+    assert tokens is not None and tokens.access_token.startswith("e2e-")
