@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import contextvars
+import dataclasses
 import functools
 import inspect
 import threading

@@ -54,7 +54,7 @@ def browser(url: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["sync", "asyncio", "trio"])
 def test_login_then_tools_with_oauth_then_logout(
     backend: str,
     gated: Server,
