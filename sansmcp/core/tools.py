@@ -292,13 +292,27 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
 # dataclass's __init__ does through object.__setattr__, at less than half the cost).
 # test_tools checks that a Tool built so equals one built by __init__, field by field.
 _new_tool: Any = object.__new__
-_set_name: Any = Tool.name.__set__  # type: ignore[attr-defined]
-_set_description: Any = Tool.description.__set__  # type: ignore[attr-defined]
-_set_input_schema: Any = Tool.input_schema.__set__  # type: ignore[attr-defined]
-_set_title: Any = Tool.title.__set__  # type: ignore[attr-defined]
-_set_annotations: Any = Tool.annotations.__set__  # type: ignore[attr-defined]
-_set_output_schema: Any = Tool.output_schema.__set__  # type: ignore[attr-defined]
-_set_header_params: Any = Tool.header_params.__set__  # type: ignore[attr-defined]
+_SLOT_SETTERS: tuple[Any, ...] = tuple(
+    Tool.__dict__[field].__set__
+    for field in (
+        "name",
+        "description",
+        "input_schema",
+        "title",
+        "annotations",
+        "output_schema",
+        "header_params",
+    )
+)
+(
+    _set_name,
+    _set_description,
+    _set_input_schema,
+    _set_title,
+    _set_annotations,
+    _set_output_schema,
+    _set_header_params,
+) = _SLOT_SETTERS
 
 
 # ------------------------------------------------------------------ x-mcp-header
