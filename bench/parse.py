@@ -11,7 +11,9 @@ official server sent it.  Measured in one process, each for the same number of r
   accounting, JSON-RPC matching, parse, validation, ``Tool`` values;
 * ``SDK: pydantic`` -- what the official client does with a JSON response body:
   ``jsonrpc_message_adapter.validate_json``, ``validate_server_result`` for the
-  negotiated revision, ``ListToolsResult.model_validate``.
+  negotiated revision, ``ListToolsResult.model_validate``;
+* ``prototype`` -- not the library: the typed one-pass msgspec design of issue 16 item 2
+  (see ``_typed_prototype`` for what it does not check yet); an error row without msgspec.
 
 Each variant runs in its own process (``VARIANT_INDEX``) and prints one JSON line:
 milliseconds of process CPU per listing.
@@ -119,11 +121,81 @@ def _sdk(body: bytes, expected: int) -> Callable[[], Any]:
     return run
 
 
+def _typed_prototype(body: bytes, expected: int) -> Callable[[], Any]:
+    """Not the library: what the issue-16 design (one typed msgspec pass, each schema kept
+    as the server's bytes) costs here.  It checks what validate_tool checks on this
+    body's shape (name, description, title, the schema roots' ``type``, a bracket bound on
+    each schema's depth, the size bound, x-mcp-header only where the bytes hold it) and
+    builds the same Tool values; it does *not* yet give today's exact refusals (numbers
+    over the digit limit or overflowing a double inside a skipped schema, lone
+    surrogates, duplicate keys kept in the bytes, whitespace counted in the size), which
+    is what a library version must add.  Needs ``pip install msgspec``."""
+    import msgspec
+
+    from sansmcp.core.limits import Limits
+    from sansmcp.core.tools import Tool, header_params_of
+
+    limits = Limits()
+    raw_default = msgspec.Raw(b"")
+
+    # defstruct: this module's annotations are strings, which msgspec would resolve in
+    # the module's globals, where a local class is not
+    entry_fields = [
+        ("name", Any, None),
+        ("description", Any, ""),
+        ("title", Any, None),
+        ("inputSchema", msgspec.Raw, raw_default),
+        ("outputSchema", msgspec.Raw, raw_default),
+        ("annotations", Any, None),
+        ("execution", Any, None),
+    ]
+    entry = msgspec.defstruct("Entry", entry_fields)
+    result = msgspec.defstruct("Result", [("tools", list[entry])])
+    message = msgspec.defstruct("Message", [("result", result)])
+    head_type = msgspec.defstruct("Head", [("type", Any, "object")])
+
+    page = msgspec.json.Decoder(message).decode
+    head = msgspec.json.Decoder(head_type).decode
+    depth_left = limits.max_json_depth - 4  # message > result > tools > entry > schema
+
+    def run() -> Any:
+        tools = []
+        for entry in page(body).result.tools:
+            name, description, title = entry.name, entry.description, entry.title
+            assert isinstance(name, str) and name and isinstance(description, str)
+            schema = bytes(entry.inputSchema)
+            assert head(schema).type == "object"
+            assert schema.count(b"[") + schema.count(b"{") <= depth_left
+            output = bytes(entry.outputSchema) or None
+            if output is not None:
+                assert isinstance(head(output), head_type)
+            size = len(name) + len(description) + len(schema) + len(output or b"")
+            assert size <= limits.max_tool_bytes
+            params = ()
+            if b'"x-mcp-header"' in schema:
+                params = header_params_of(msgspec.json.decode(schema))
+            tools.append(
+                Tool(
+                    name=name,
+                    description=description,
+                    input_schema=schema,
+                    title=title if isinstance(title, str) else None,
+                    output_schema=output,
+                    header_params=params,
+                )
+            )
+        assert len(tools) == expected
+        return tools
+
+    return run
+
+
 VARIANTS: dict[str, Callable[[bytes, int], Callable[[], Any]]] = {
     "json.loads (floor)": _floor,
     "sansmcp core: parse + validate": _sansmcp_validate,
     "sansmcp core: whole exchange": _sansmcp_exchange,
     "SDK: pydantic validate": _sdk,
+    "prototype (not the library): msgspec typed, raw schemas": _typed_prototype,
 }
 
 

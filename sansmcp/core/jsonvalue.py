@@ -333,12 +333,6 @@ _FAST_ENCODE: Any = (
 )
 
 
-def _encode(value: Any) -> str:
-    if _FAST_ENCODE is None:  # pragma: no cover - an interpreter without the C accelerator
-        return _ENCODER.encode(value)
-    return "".join(_FAST_ENCODE(value, 0))
-
-
 def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:
     """Validate caller-supplied tool arguments: one JSON object, strictly.
 
@@ -378,7 +372,8 @@ def dumps_compact(value: Any) -> bytes:
     :class:`JsonError`.
     """
     try:
-        text = _encode(value)
+        # (inline, not a helper: a listing encodes two schemas per tool)
+        text = _ENCODER.encode(value) if _FAST_ENCODE is None else "".join(_FAST_ENCODE(value, 0))
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:

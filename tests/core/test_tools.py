@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from typing import Any
 
@@ -49,6 +50,52 @@ def prop(**kw: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ validate_tool
+
+
+_TEXTS = st.one_of(st.none(), st.text(max_size=8), st.integers())
+_SCHEMAS = st.dictionaries(
+    st.sampled_from(["type", "properties", "x", "é"]),
+    st.one_of(st.text(max_size=4), st.integers(), st.none()),
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=8),
+    description=_TEXTS,
+    title=_TEXTS,
+    output=st.one_of(st.none(), _SCHEMAS),
+    annotations=st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.booleans())),
+    modern=st.booleans(),
+)
+def test_validated_tool_equals_one_built_by_init(
+    name: str, description: Any, title: Any, output: Any, annotations: Any, modern: bool
+) -> None:
+    """validate_tool fills its Tool through the slots, not __init__: every field is set, and
+    the value equals (and reads like) the Tool that __init__ builds from the same fields."""
+    raw: dict[str, Any] = {"name": name, "inputSchema": {"type": "object"}}
+    for key, value in (("description", description), ("title", title)):
+        if value is not None:
+            raw[key] = value
+    if output is not None:
+        raw["outputSchema"] = {**output, "type": "object"}
+    if annotations is not None:
+        raw["annotations"] = annotations
+    tool = validate_tool(3, raw, modern=modern, max_tool_bytes=BIG)
+    if not isinstance(tool, Tool):
+        assert isinstance(description, int) or any(0xD800 <= ord(c) < 0xE000 for c in name)
+        return
+    fields = {f.name: getattr(tool, f.name) for f in dataclasses.fields(Tool)}
+    assert tool == Tool(**fields)
+    assert repr(tool) == repr(Tool(**fields))
+    assert fields["name"] == name
+    assert fields["description"] == ("" if description is None else description)
+    assert fields["title"] == (title if isinstance(title, str) else None)
+    assert fields["annotations"] == annotations
+    assert (fields["output_schema"] is None) == (output is None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tool.name = "other"  # type: ignore[misc]
 
 
 def test_minimal_tool() -> None:

@@ -519,21 +519,21 @@ class Operations:
                     limit=max_tools,
                 )
             tools_at, skipped_at, count_at = len(tools), len(skipped), skipped_count
+            max_tool_bytes = limits.max_tool_bytes
             for raw in raw_tools:
-                outcome = validate_tool(
-                    index, raw, modern=modern, max_tool_bytes=limits.max_tool_bytes
-                )
-                if isinstance(outcome, Tool) and outcome.name in names:
+                outcome = validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
+                if isinstance(outcome, Tool):
+                    if outcome.name not in names:
+                        names.add(outcome.name)
+                        tools.append(outcome)
+                        index += 1
+                        continue
                     outcome = SkippedTool(
                         index=index, name=outcome.name, reason="duplicate tool name"
                     )
-                if isinstance(outcome, Tool):
-                    names.add(outcome.name)
-                    tools.append(outcome)
-                else:
-                    skipped_count += 1
-                    if len(skipped) < limits.max_recorded_skips:
-                        skipped.append(outcome)
+                skipped_count += 1
+                if len(skipped) < limits.max_recorded_skips:
+                    skipped.append(outcome)
                 index += 1
             ttl, scope = rules.merge_cache(ttl, scope, result)
             sent = cursor
