@@ -110,7 +110,6 @@ from ..limits import Limits
 from ..url import Origin
 from ..wire import Wire
 from ..wire.h1 import H1Connection
-from ..wire.h2 import H2Connection
 
 __all__ = [
     "ALPN_OFFER",
@@ -237,6 +236,10 @@ class _Origin:
 def standard_wire(*, http2: bool, limits: Limits, now: float) -> Wire:
     """The default :class:`WireFactory`: ``H2Connection`` or ``H1Connection``."""
     if http2:
+        # imported on first use: h2 and hpack are ~25 % of `import sansmcp`, and most
+        # servers speak HTTP/1.1
+        from ..wire.h2 import H2Connection
+
         return H2Connection(limits=limits, now=now)
     return H1Connection(limits=limits, now=now)
 
