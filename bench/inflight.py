@@ -6,7 +6,9 @@ once, then ``rounds`` waves in which ``level`` workers each run ``per_worker`` i
 one after another.  Reported per (contender, level): CPU per item (``process_time``
 of the client process over the measured waves), p50 / p99 wall latency per item, and
 peak RSS per in-flight item (``ru_maxrss`` after the run minus the RSS before the
-warm-up, over ``level``).  Level 1 is the sequential figure.
+warm-up, over ``level``; "marginal" subtracts the level-1 run's growth first, so the
+one-time costs of a process's first item are not spread over the in-flight ones).
+Level 1 is the sequential figure.
 
 Contenders: ``sansmcp-asyncio`` / ``sansmcp-trio`` / ``sansmcp-sync`` (one ``Client``
 per process, ``Limits()`` unless ``--limits`` says otherwise; the sync one runs
@@ -212,6 +214,7 @@ def _child(name: str, level: int, per_worker: int, rounds: int, url: str, limits
         p50_ms=latencies[count // 2] * 1e3,
         p99_ms=latencies[min(count - 1, int(count * 0.99))] * 1e3,
         rss_kib_per_item=(peak - base_rss) / level,
+        rss_kib=peak - base_rss,
         dials=dials[0],
     )
     print(json.dumps(out), flush=True)
@@ -257,7 +260,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     for (name, level), runs in cells.items():
         row = {
             key: statistics.median(run[key] for run in runs)
-            for key in ("cpu_ms", "p50_ms", "p99_ms", "rss_kib_per_item", "dials")
+            for key in ("cpu_ms", "p50_ms", "p99_ms", "rss_kib_per_item", "rss_kib", "dials")
         }
         row.update(name=name, level=level, items=runs[0]["items"], runs=len(runs))
         rows.append(row)
@@ -270,8 +273,8 @@ def table(rows: list[dict[str, Any]], limits: str) -> str:
         f"limits: {limits or 'Limits()'}; load {os.getloadavg()[0]:.1f}",
         "",
         "| contender | in flight | CPU ms/item | x own sequential | p50 ms | p99 ms "
-        "| p99 x floor | RSS KiB / in-flight | dials |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| p99 x floor | RSS KiB / in-flight | marginal | dials |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in sorted(rows, key=lambda r: (CONTENDERS.index(r["name"]), r["level"])):
         seq = by.get((row["name"], 1))
@@ -279,9 +282,12 @@ def table(rows: list[dict[str, Any]], limits: str) -> str:
         ratio = f"{row['cpu_ms'] / seq['cpu_ms']:.2f}" if seq else "-"
         p99 = f"{row['p99_ms'] / floor['p99_ms']:.2f}" if floor else "-"
         rss = f"{row['rss_kib_per_item']:.1f}" if row["level"] > 1 else "-"
+        marginal = "-"
+        if seq and row["level"] > 1:  # what one more in-flight item costs, fixed costs apart
+            marginal = f"{(row['rss_kib'] - seq['rss_kib']) / (row['level'] - 1):.1f}"
         lines.append(
             f"| {row['name']} | {row['level']} | {row['cpu_ms']:.3f} | {ratio} "
-            f"| {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {p99} | {rss} | {row['dials']:.0f} |"
+            f"| {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {p99} | {rss} | {marginal} | {row['dials']:.0f} |"
         )
     return "\n".join(lines)
 
