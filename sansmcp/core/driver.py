@@ -855,6 +855,8 @@ class ClientDriver:
         wire = sock.wire
         routes = self._routes
         unarmed: _Conn | None = None
+        doomed: list[int] = []  # closed once every queued event is handed out: a broken
+        # wire's other exchanges get their own errors, not "closed mid-response"
         while (event := wire.next_event()) is not None:
             route = routes.get(event.exchange_id)
             if route is None:  # pragma: no cover - the wires drop a cancelled exchange's events
@@ -868,7 +870,7 @@ class ClientDriver:
                 conn.exchanges.discard(event.exchange_id)
                 sock.exchanges.discard(event.exchange_id)
                 machine.receive(event, now=now)
-                self._close_pool_ids(self.pool.release(sock.pool_id, now=now), now)
+                doomed += self.pool.release(sock.pool_id, now=now)
                 self._grants(now)
             else:
                 machine.receive(event, now=now)
@@ -876,6 +878,8 @@ class ClientDriver:
             unarmed = conn  # re-armed once, when the events move on to another Conn
         if unarmed is not None:
             self._rearm(unarmed)
+        if doomed:
+            self._close_pool_ids(doomed, now)
         if self._sockets.get(sock.socket_id) is sock:
             if ended or wire.is_broken:
                 self._close_socket(sock, now)

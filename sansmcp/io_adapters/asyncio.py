@@ -136,19 +136,20 @@ class Client(ClientBase["Conn"]):
         ssl_object = writer.get_extra_info("ssl_object")
         alpn_chosen = None if ssl_object is None else ssl_object.selected_alpn_protocol()
         self._writers[socket_id] = writer
+        clock = asyncio.get_running_loop().time  # one look-up per socket, not per read
         try:
-            driver.connected(socket_id, alpn=alpn_chosen, now=self._now())
+            driver.connected(socket_id, alpn=alpn_chosen, now=clock())
             self._pump()
             while data := await _read(reader):
-                driver.received(socket_id, data, now=self._now())
+                driver.received(socket_id, data, now=clock())
                 self._pump()
                 # StreamReader.read returns buffered bytes without yielding: a server that
                 # floods this socket would otherwise keep every other task waiting
                 await asyncio.sleep(0)
-            driver.eof(socket_id, now=self._now())
+            driver.eof(socket_id, now=clock())
         except Exception as exc:  # the reader must never die of one
             with contextlib.suppress(Exception):
-                driver.reader_failed(socket_id, exc, now=self._now())
+                driver.reader_failed(socket_id, exc, now=clock())
         with contextlib.suppress(Exception):
             self._pump()
 

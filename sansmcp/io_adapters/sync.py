@@ -234,13 +234,14 @@ class Client(ClientFace["Conn"]):
             finally:
                 self._lock.acquire()
                 self._selecting = False
+            now = self._now()  # once per wake-up: every socket's events carry it
             for key, mask in events:
                 if key.data is None:
                     with contextlib.suppress(OSError):
                         self._wake_r.recv(4096)
                 elif (entry := self._socks.get(key.data)) is not None:
-                    self._ready(key.data, entry, mask)
-            now = self._now()  # select may return a clock tick early: the deadline is due
+                    self._ready(key.data, entry, mask, now)
+            # select may return a clock tick early: the deadline is due
             self._pump(now if events or deadline is None else max(now, deadline))
 
     def _connect(self, command: Connect) -> None:
@@ -257,13 +258,13 @@ class Client(ClientFace["Conn"]):
             self._watcher.daemon = True
             self._watcher.start()
 
-    def _ready(self, socket_id: int, entry: _Sock, mask: int) -> None:
+    def _ready(self, socket_id: int, entry: _Sock, mask: int, now: float) -> None:
         """A socket is readable or writable: connect, shake hands, read, flush."""
-        driver, now = self._driver, self._now()
+        driver = self._driver
         try:
             if entry.open:
                 if mask & _R:
-                    self._read(socket_id, entry)
+                    self._read(socket_id, entry, now)
                 return self._flush(entry)
             if entry.tls is None:  # the TCP connect ended
                 if error := entry.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
@@ -287,7 +288,7 @@ class Client(ClientFace["Conn"]):
             self._flush(entry)
             if entry.open:
                 driver.connected(socket_id, alpn=entry.tls.selected_alpn_protocol(), now=now)
-                self._read(socket_id, entry, fresh=False)
+                self._read(socket_id, entry, now, fresh=False)
         except BlockingIOError:
             pass
         except OSError as exc:  # SSLError included
@@ -297,7 +298,7 @@ class Client(ClientFace["Conn"]):
             phase: Phase = "tls" if entry.tls is not None else "tcp"
             driver.connect_failed(socket_id, phase, exc, now=now)
 
-    def _read(self, socket_id: int, entry: _Sock, *, fresh: bool = True) -> None:
+    def _read(self, socket_id: int, entry: _Sock, now: float, *, fresh: bool = True) -> None:
         driver = self._driver
         try:
             data = b""
@@ -321,13 +322,13 @@ class Client(ClientFace["Conn"]):
                         data = b""
                     if not data:
                         break
-                    driver.received(socket_id, data, now=self._now())
+                    driver.received(socket_id, data, now=now)
             elif data:
-                return driver.received(socket_id, data, now=self._now())
-            driver.eof(socket_id, now=self._now())
+                return driver.received(socket_id, data, now=now)
+            driver.eof(socket_id, now=now)
         except Exception as exc:  # the reader must never die of one
             with contextlib.suppress(Exception):
-                driver.reader_failed(socket_id, exc, now=self._now())
+                driver.reader_failed(socket_id, exc, now=now)
 
     def _send(self, entry: _Sock, data: bytes) -> None:
         try:

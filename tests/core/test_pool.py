@@ -584,9 +584,10 @@ def granted(pool: Pool) -> list[int]:
     return [ticket for ticket, _ in pool.take_grants()]
 
 
-def test_per_origin_cap_defaults_to_16_and_is_clamped_to_the_pool_bound() -> None:
-    assert Limits().pool_max_sockets_per_origin == 16
-    assert make()[0].max_sockets_per_origin == 16
+def test_per_origin_cap_defaults_to_64_and_is_clamped_to_the_pool_bound() -> None:
+    assert Limits().pool_max_sockets_per_origin == 64
+    assert Limits().pool_max_idle_per_origin == 64 and Limits().pool_max_sockets == 256
+    assert make()[0].max_sockets_per_origin == 64
     assert make(pool_max_sockets=3)[0].max_sockets_per_origin == 3
     assert make(pool_max_sockets_per_origin=2)[0].max_sockets_per_origin == 2
 

@@ -918,3 +918,20 @@ def test_closed_streams_are_remembered_up_to_a_bound() -> None:
         pair.client.receive_data(pair.server.data_to_send(), now=0.0)
         assert [type(e) for e in drain(pair.client)] == [ResponseReceived, ResponseEnded]
     assert len(pair.client._h2._closed_streams) == 512
+
+
+def test_goaway_with_error_refuses_the_streams_above_its_last_stream_id() -> None:
+    # RFC 9113 s6.8: whatever the error code, a stream above last_stream_id was not
+    # processed; hypercorn sends GOAWAY (PROTOCOL_ERROR) when a frame races its own GOAWAY
+    pair = Pair()
+    pair.handshake()
+    a, b = pair.start(1), pair.start(2)
+    feed_whole(pair.client, raw(GoAwayFrame(0, last_stream_id=a, error_code=1)))
+    events = drain(pair.client)
+    assert [type(event) for event in events] == [ExchangeFailed, ExchangeFailed]
+    by_id = {
+        event.exchange_id: event.error for event in events if isinstance(event, ExchangeFailed)
+    }
+    assert by_id[2].cause == "refused" and f"stream {b}" in by_id[2].message
+    assert by_id[1].cause == "reset" and "PROTOCOL_ERROR, last stream 1" in by_id[1].message
+    assert pair.client.is_broken

@@ -79,10 +79,15 @@ after ``Limits.pool_idle_timeout`` (at exactly the bound), and ``release`` keeps
 at most ``Limits.pool_max_idle_per_origin`` idle sockets per origin, closing
 the least recently used.
 
-**Costs.**  Socket counts are kept, not counted; a checkout or release looks
-only at its origin's sockets (at most the per-origin cap); idle expiry and
-eviction look at idle sockets only.  Origins with no socket and no ticket are
-forgotten.
+**Costs.**  Socket counts are kept, not counted.  Each origin keeps its idle
+sockets in the order they became idle and its HTTP/2 connections apart, so a
+checkout looks at the origin's HTTP/2 connections (usually one) and then takes
+the most recently idle HTTP/1.1 socket (skipping only unusable ones, which the
+next ``expire`` closes); a release appends to that order and sorts only when
+the origin holds more than ``pool_max_idle_per_origin`` idle sockets: O(1) per
+origin, whatever the number of sockets or exchanges in flight.  Idle expiry,
+``next_deadline`` and eviction at the pool's own cap look at idle sockets only.
+Origins with no socket and no ticket are forgotten.
 
 **Era hints** (soft state): the protocol version last negotiated per endpoint
 URL, in a bounded LRU map (``era_capacity`` entries, default 1,024).
@@ -105,7 +110,6 @@ from ..limits import Limits
 from ..url import Origin
 from ..wire import Wire
 from ..wire.h1 import H1Connection
-from ..wire.h2 import H2Connection
 
 __all__ = [
     "ALPN_OFFER",
@@ -218,10 +222,13 @@ class _Conn:
 class _Origin:
     """One origin's sockets (dialling or open, not closed) and its queue of waiting tickets."""
 
-    __slots__ = ("conns", "h2_dials", "queue")
+    __slots__ = ("conns", "h2", "h2_dials", "idle", "queue")
 
     def __init__(self) -> None:
         self.conns: dict[int, _Conn] = {}
+        # the open, unleased ones, least recently idle first (a view of Pool._idle)
+        self.idle: OrderedDict[int, _Conn] = OrderedDict()
+        self.h2: dict[int, _Conn] = {}  # the open HTTP/2 ones
         self.h2_dials = 0  # dials in flight that may turn out HTTP/2
         self.queue: OrderedDict[int, None] = OrderedDict()  # tickets, oldest first
 
@@ -229,6 +236,10 @@ class _Origin:
 def standard_wire(*, http2: bool, limits: Limits, now: float) -> Wire:
     """The default :class:`WireFactory`: ``H2Connection`` or ``H1Connection``."""
     if http2:
+        # imported on first use: h2 and hpack are ~25 % of `import sansmcp`, and most
+        # servers speak HTTP/1.1
+        from ..wire.h2 import H2Connection
+
         return H2Connection(limits=limits, now=now)
     return H1Connection(limits=limits, now=now)
 
@@ -292,7 +303,7 @@ class Pool:
     def idle_count(self, origin: Origin) -> int:
         """Open sockets to ``origin`` with no exchange handed out."""
         state = self._origins.get(origin)
-        return 0 if state is None else sum(1 for conn in state.conns.values() if conn.idle())
+        return 0 if state is None else len(state.idle)
 
     def waiting(self) -> list[tuple[int, Origin]]:
         """The queued tickets and their origins, oldest first."""
@@ -360,8 +371,7 @@ class Pool:
         conn.leases -= 1
         conn.pending -= 1
         if not conn.leases:  # idle and retirable: the next expire() closes it
-            conn.idle_since = now
-            self._idle[conn.conn_id] = conn
+            self._set_idle(conn, now=now)
         self._requeue(conn.origin, [ticket])
         self._changed += 1
         self._grant_waiters(now=now)
@@ -418,8 +428,11 @@ class Pool:
         http2 = alpn == "h2" or (alpn is None and self._prior_knowledge)
         wire = self._factory(http2=http2, limits=self._limits, now=now)
         conn.wire, conn.http2, conn.state, conn.last_used = wire, http2, _State.OPEN, now
+        state = self._origins[conn.origin]
         if conn.may_be_h2:
-            self._origins[conn.origin].h2_dials -= 1
+            state.h2_dials -= 1
+        if http2:
+            state.h2[conn_id] = conn
         self._changed += 1
         self._grant_waiters(now=now)
         return wire
@@ -553,32 +566,24 @@ class Pool:
         state = self._origins.get(origin)
         victim: _Conn | None = None
         if state is not None:
-            best: _Conn | None = None
-            wait = state.h2_dials > 0
-            for conn in state.conns.values():
-                wire = conn.wire
-                if wire is None or wire.is_broken or not wire.can_start():
-                    continue
-                if conn.http2:
-                    if conn.pending:  # an exchange about to start: can_start() is stale
-                        wait = True
-                        continue
-                    best = conn
-                    break
-                if conn.leases == 0 and (best is None or conn.last_used >= best.last_used):
-                    best = conn
+            best = self._usable(state)
             if best is not None:
+                if not best.leases:
+                    self._idle.pop(best.conn_id)
+                    del state.idle[best.conn_id]
                 best.leases += 1
                 best.pending += 1
                 best.last_used = now
                 best.idle_since = None
-                self._idle.pop(best.conn_id, None)
                 return UseConnection(conn_id=best.conn_id)
-            if wait:
-                return None
+            if state.h2_dials or any(
+                conn.pending and _can_start(conn) for conn in state.h2.values()
+            ):
+                return None  # wait: a dial may turn out HTTP/2, an h2 stream is about to start
             if len(state.conns) >= self._per_origin:
-                # every idle socket of this origin is unusable (else it was chosen above)
-                victim = _first_to_close(conn for conn in state.conns.values() if conn.idle())
+                # every idle socket of this origin is unusable (else it was chosen above): the
+                # least recently idle goes
+                victim = next(iter(state.idle.values()), None)
                 if victim is None:
                     return None
         if victim is None and self._sockets >= self._limits.pool_max_sockets:
@@ -602,6 +607,24 @@ class Pool:
             deadline=now + self._limits.dial_timeout,
             close_first=close_first,
         )
+
+    @staticmethod
+    def _usable(state: _Origin) -> _Conn | None:
+        """The connection of an origin to hand out: an open HTTP/2 one that can start a
+        stream (none about to start), else the most recently idle HTTP/1.1 one that can
+        start.  O(HTTP/2 connections + unusable idle ones skipped): not O(sockets)."""
+        for conn in state.h2.values():
+            if not conn.pending and _can_start(conn):
+                return conn
+        for conn in reversed(state.idle.values()):
+            if not conn.http2 and _can_start(conn):
+                return conn
+        return None
+
+    def _set_idle(self, conn: _Conn, *, now: float) -> None:
+        conn.idle_since = now
+        self._idle[conn.conn_id] = conn
+        self._origins[conn.origin].idle[conn.conn_id] = conn
 
     def _grant_waiters(self, *, now: float) -> None:
         """Serve queued tickets while any can be served, always the oldest that can.
@@ -643,14 +666,14 @@ class Pool:
             return [self._retire(conn, now=now)]
         if conn.leases:
             return []
-        conn.idle_since = now
-        self._idle[conn.conn_id] = conn
-        state = self._origins[conn.origin]
-        victims = sorted(
-            (_close_order(idle) for idle in state.conns.values() if idle.idle()),
-        )
-        excess = len(victims) - self._limits.pool_max_idle_per_origin
-        return [self._retire(victim, now=now) for *_, victim in victims[: max(excess, 0)]]
+        self._set_idle(conn, now=now)
+        idle = self._origins[conn.origin].idle
+        excess = len(idle) - self._limits.pool_max_idle_per_origin
+        if excess <= 0:
+            return []
+        # over the bound (at most by the few idle sockets a failed claim left): sort them
+        victims = sorted(_close_order(conn) for conn in idle.values())
+        return [self._retire(victim, now=now) for *_, victim in victims[:excess]]
 
     def _requeue(self, origin: Origin, tickets: list[int]) -> None:
         """Put granted tickets back in the queue, each in its place (by age)."""
@@ -684,6 +707,8 @@ class Pool:
         del state.conns[conn.conn_id]
         self._sockets -= 1
         self._idle.pop(conn.conn_id, None)
+        state.idle.pop(conn.conn_id, None)
+        state.h2.pop(conn.conn_id, None)
         if conn.granted:
             for ticket in conn.granted:
                 del self._granted[ticket]
@@ -702,6 +727,12 @@ def _close_order(conn: _Conn) -> tuple[bool, float, int, _Conn]:
     """Sort key of idle sockets, the first to close first: retirable ones, then least
     recently used, then lowest id."""
     return (not conn.retirable(), conn.last_used, conn.conn_id, conn)
+
+
+def _can_start(conn: _Conn) -> bool:
+    wire = conn.wire
+    assert wire is not None
+    return not wire.is_broken and wire.can_start()
 
 
 def _first_to_close(idle: Iterable[_Conn]) -> _Conn | None:

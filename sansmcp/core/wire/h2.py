@@ -83,10 +83,11 @@ So the queued body bytes never exceed 1 MiB, whatever the consumer does.  Reques
 bodies larger than the server's windows are queued and sent as WINDOW_UPDATEs arrive.
 
 GOAWAY from the server: exchanges on streams above its last stream id fail (cause
-"refused": the server never processed them, a retry is safe), no more exchanges start,
-and the others finish.  h2 closes its state machine on any GOAWAY (python-hyper/h2
-#1181), so after a graceful (NO_ERROR) GOAWAY with streams still in flight the machine
-puts h2's connection state back to open; a GOAWAY with an error fails everything.
+"refused": the server never processed them, a retry is safe -- also when the GOAWAY
+carries an error, RFC 9113 s6.8), no more exchanges start, and the others finish (or,
+after a GOAWAY with an error, fail "reset").  h2 closes its state machine on any
+GOAWAY (python-hyper/h2#1181), so after a graceful (NO_ERROR) GOAWAY with streams still
+in flight the machine puts h2's connection state back to open.
 Our own :meth:`close` sends GOAWAY only once no exchange is in flight, for the same
 reason.
 
@@ -789,9 +790,9 @@ class H2Connection:
         self._closing = True
         last: int = event.last_stream_id or 0
         code = _code_name(int(event.error_code or 0))
-        if event.error_code:
-            self._fail_connection(ConnectionFailed(f"server sent GOAWAY ({code})", cause="reset"))
-            return
+        # RFC 9113 s6.8: a stream above last_stream_id was not processed, whatever the
+        # error code, so it fails "refused" (a retry is safe) even before an error fails the
+        # rest
         for exchange in list(self._exchanges.values()):
             if exchange.stream_id > last:
                 self._fail_exchange(
@@ -803,6 +804,15 @@ class H2Connection:
                     ),
                     reset=False,
                 )
+        if event.error_code:
+            self._fail_connection(
+                ConnectionFailed(
+                    f"server sent GOAWAY ({code}, last stream {last})"
+                    + (" with the exchanges at or below it in flight" if self._exchanges else ""),
+                    cause="reset",
+                )
+            )
+            return
         if self._exchanges:
             # h2 closes its state machine on any GOAWAY (python-hyper/h2#1181); the
             # streams the server kept may still finish, so reopen it for them.
