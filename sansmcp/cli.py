@@ -702,7 +702,8 @@ def _parameters(schema: bytes) -> str:
         kind = prop.get("type") if isinstance(prop, dict) else None
         if isinstance(kind, list):
             kind = "|".join(k if isinstance(k, str) else _dumps(k) for k in kind)
-        label = name_text(name) + ("" if name in wanted else "?")
+        # an empty name is shown as "" (a blank column would hide a required parameter)
+        label = (name_text(name) if name else '""') + ("" if name in wanted else "?")
         parts.append(f"{label}: {name_text(kind)}" if isinstance(kind, str) else label)
         if sum(len(part) + 2 for part in parts) > _PARAMS_WIDTH:
             break  # the rest would be clipped anyway: a huge schema costs no more

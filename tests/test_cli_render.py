@@ -197,6 +197,7 @@ def listing_lines(text: str) -> list[str]:
 @example(name="t", description="", schema={"type": "object", "required": [{"x": 1}]})
 @example(name="t", description="", schema={"properties": {"x": {}}, "required": [[1], {}]})
 @example(name="t", description="", schema={"properties": {"x": {"type": [{"a": 1}, [2]]}}})
+@example(name="0", description="", schema={"properties": {"": {}}, "required": [""]})
 def test_any_input_schema_renders(name: str, description: str, schema: Any) -> None:
     raw = {"name": name, "description": description, "inputSchema": schema}
     entry = validate_tool(0, raw, modern=True, max_tool_bytes=1 << 20)
