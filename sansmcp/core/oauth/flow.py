@@ -487,7 +487,7 @@ def _token_request(
 ) -> Generator[Fetch, Any, Tokens]:
     key = ctx.oauth.dpop_key
     nonce: str | None = None
-    for retry in (False, True):
+    while True:  # once, or twice with a nonce the server asked for
         extra = _client_auth(ctx, registration, form, issuer)
         if key is not None:
             value = dpop.proof(
@@ -506,7 +506,7 @@ def _token_request(
             headers=((b"content-type", FORM), (b"accept", JSON), *extra),
             body=urlencode(form).encode("ascii"),
         )
-        if retry or key is None or not _asks_nonce(fetched, ctx.limits):
+        if nonce is not None or key is None or not _asks_nonce(fetched, ctx.limits):
             break
         nonce = dpop.nonce_of(fetched.headers)  # RFC 9449 §8: one retry, with the nonce
     if fetched.status != 200:

@@ -168,12 +168,8 @@ class OAuthMachine(McpMachine):
                     continue
                 self._begin(output.error)
                 continue
-            if (
-                self._dpop_token is not None
-                and isinstance(output, StartExchange)
-                and output.origin is None
-            ):
-                output = self._with_proof(output)
+            if self._dpop_token is not None and isinstance(output, StartExchange):
+                output = self._with_proof(output)  # the MCP machine's: to the endpoint
             if isinstance(output, _TERMINAL):
                 self._replay = None
             return output
