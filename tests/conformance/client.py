@@ -240,7 +240,6 @@ AUTH_SCENARIOS = (
     "auth/client-credentials-jwt",
     "auth/wif-jwt-bearer",
     "auth/enterprise-managed-authorization",
-    # no DPoP in sansmcp yet: these run the plain flow and fail (expected-failures.txt)
     "auth/dpop",
     "auth/dpop-nonce",
 )
@@ -283,11 +282,17 @@ def oauth_for(scenario: str, context: Mapping[str, Any]) -> OAuth:
             redirect_uri="http://localhost:3000/callback",
             authorize=authorize_step,
         )
+    dpop_key = None
+    if scenario in ("auth/dpop", "auth/dpop-nonce"):
+        from sansmcp.oauth_keys import Es256Key
+
+        dpop_key = Es256Key.generate()
     return OAuth(
         client_name="sansmcp conformance client",
         client_metadata_url=CIMD_URL if scenario == "auth/basic-cimd" else None,
         redirect_uri="http://localhost:3000/callback",
         authorize=authorize_step,
+        dpop_key=dpop_key,
     )
 
 

@@ -24,6 +24,7 @@ class AuthServer:
         self.challenges: dict[str, str] = {}  # code -> code_challenge
         self.minted = 0
         self.forms: list[dict[str, str]] = []
+        self.dpop_nonces: list[object] = []  # the nonce of each DPoP proof at /token
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,6 +108,22 @@ class AuthServer:
             self._send(handler, 400, {"error": "unsupported_grant_type"})
             return
         self.minted += 1
+        proof = handler.headers.get("dpop")
+        if proof is not None:  # DPoP (RFC 9449): a nonce is required, the token is bound
+            from .dpop_check import verify
+
+            try:
+                claims = verify(proof, "POST", f"{self.url}/token")
+            except (ValueError, KeyError) as exc:
+                self._send(handler, 400, {"error": "invalid_dpop_proof", "why": str(exc)})
+                return
+            self.dpop_nonces.append(claims.get("nonce"))
+            if claims.get("nonce") != "as-nonce":
+                self._send(handler, 400, {"error": "use_dpop_nonce"}, **{"DPoP-Nonce": "as-nonce"})
+                return
+            answer = {"access_token": f"e2e-dpop-{self.minted}", "token_type": "DPoP"}
+            self._send(handler, 200, answer)
+            return
         self._send(
             handler,
             200,

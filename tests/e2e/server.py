@@ -251,6 +251,11 @@ class BearerGate:
             body = json.dumps({"resource": f"{base}/mcp", "authorization_servers": [self.issuer]})
             await RequestLog._answer(send, 200, body.encode())
             return
+        if scope["path"] == "/mcp" and headers.get(b"authorization", b"").startswith(
+            b"DPoP e2e-dpop-"
+        ):
+            await self._dpop(scope, receive, send, headers, base)
+            return
         if scope["path"] == "/mcp" and not headers.get(b"authorization", b"").startswith(
             b"Bearer e2e-"
         ):
@@ -266,6 +271,35 @@ class BearerGate:
             await send({"type": "http.response.body", "body": b""})
             return
         await self.app(scope, receive, send)
+
+    async def _dpop(self, scope: Any, receive: Any, send: Any, headers: Any, base: str) -> None:
+        """A DPoP-bound token (RFC 9449 §7): a valid proof with the nonce ``rs-nonce``."""
+        from .dpop_check import verify
+
+        token = headers[b"authorization"].decode()[5:]
+        try:
+            claims = verify(
+                headers.get(b"dpop", b"").decode(), scope["method"], f"{base}/mcp", token
+            )
+        except (ValueError, KeyError):
+            claims = {}
+        if claims.get("nonce") == "rs-nonce":
+            await self.app(scope, receive, send)
+            return
+        await RequestLog._drain(receive)
+        challenge = b'DPoP error="use_dpop_nonce"' if claims else b'DPoP error="invalid_token"'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"www-authenticate", challenge),
+                    (b"dpop-nonce", b"rs-nonce"),
+                    (b"content-length", b"0"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
 
 
 def main() -> None:

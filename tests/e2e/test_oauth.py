@@ -152,3 +152,30 @@ def test_an_authorization_completed_later_from_the_redirect(
     backend.run(main)
     tokens = store.tokens(gated.url())
     assert tokens is not None and tokens.access_token.startswith("e2e-")
+
+
+def test_dpop_binds_the_token_and_answers_both_nonces(
+    backend: Backend, gated: Server, auth_server: AuthServer
+) -> None:
+    from sansmcp.oauth_keys import Es256Key
+
+    store = MemoryTokenStore()
+
+    async def step(url: str) -> str:
+        return follow(url)
+
+    oauth = OAuth(redirect_uri=REDIRECT, authorize=step, store=store, dpop_key=Es256Key.generate())
+    config = Config(url=gated.url(), oauth=oauth)
+    before = len(auth_server.dpop_nonces)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client, client.connect(config) as conn:
+            assert "echo" in [tool.name for tool in await conn.list_tools()]
+            result = await conn.call_tool("echo", b'{"text": "hi"}')
+            assert not result.is_error
+
+    backend.run(main)
+    assert auth_server.dpop_nonces[before:] == [None, "as-nonce"]  # one retry, with the nonce
+    tokens = store.tokens(gated.url())
+    assert tokens is not None and tokens.token_type == "DPoP"
+    assert tokens.access_token.startswith("e2e-dpop-") and tokens.access_token not in repr(tokens)

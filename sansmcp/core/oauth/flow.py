@@ -50,6 +50,7 @@ from ..http import Headers, header_value
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
 from ..url import Endpoint, is_loopback_host, parse_endpoint
+from . import dpop
 from .store import ClientRegistration, OAuth, PendingAuthorization, Tokens
 
 __all__ = [
@@ -463,6 +464,17 @@ def _client_auth(
     return ()
 
 
+def _asks_nonce(fetched: Fetched, limits: Limits) -> bool:
+    """A token endpoint's 400 ``use_dpop_nonce`` with a usable ``DPoP-Nonce``."""
+    if fetched.status != 400 or dpop.nonce_of(fetched.headers) is None:
+        return False
+    try:
+        doc = parse_json_object_strict(fetched.body, max_depth=limits.max_json_depth)
+    except JsonError:
+        return False
+    return doc.get("error") == "use_dpop_nonce"
+
+
 def _token_request(
     ctx: Context,
     endpoint: Endpoint,
@@ -473,14 +485,30 @@ def _token_request(
     cause: AuthCause,
     previous: Tokens | None = None,
 ) -> Generator[Fetch, Any, Tokens]:
-    extra = _client_auth(ctx, registration, form, issuer)
-    fetched: Fetched = yield Fetch(
-        method=b"POST",
-        endpoint=endpoint,
-        what="the token endpoint",
-        headers=((b"content-type", FORM), (b"accept", JSON), *extra),
-        body=urlencode(form).encode("ascii"),
-    )
+    key = ctx.oauth.dpop_key
+    nonce: str | None = None
+    while True:  # once, or twice with a nonce the server asked for
+        extra = _client_auth(ctx, registration, form, issuer)
+        if key is not None:
+            value = dpop.proof(
+                key,
+                method="POST",
+                url=endpoint.url,
+                wall_clock=ctx.wall_clock,
+                random_bytes=ctx.random_bytes,
+                nonce=nonce,
+            )
+            extra = (*extra, (b"dpop", value))
+        fetched: Fetched = yield Fetch(
+            method=b"POST",
+            endpoint=endpoint,
+            what="the token endpoint",
+            headers=((b"content-type", FORM), (b"accept", JSON), *extra),
+            body=urlencode(form).encode("ascii"),
+        )
+        if nonce is not None or key is None or not _asks_nonce(fetched, ctx.limits):
+            break
+        nonce = dpop.nonce_of(fetched.headers)  # RFC 9449 §8: one retry, with the nonce
     if fetched.status != 200:
         raise _unauthorized(cause, status, f"the token endpoint answered HTTP {fetched.status}")
     doc = _document(fetched, "the token answer", ctx.limits)
@@ -488,9 +516,11 @@ def _token_request(
     if not isinstance(access, str) or not access or any(not 0x20 < ord(c) < 0x7F for c in access):
         raise ConnectionFailed("the token answer has no usable access_token", cause="bad_document")
     token_type = doc.get("token_type", "Bearer")
-    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+    wanted = "dpop" if key is not None else "bearer"
+    if not isinstance(token_type, str) or token_type.lower() != wanted:
         raise ConnectionFailed(
-            f"the token answer's token_type {str(token_type)[:40]!r} is not Bearer",
+            f"the token answer's token_type {str(token_type)[:40]!r} is not "
+            + ("DPoP" if key is not None else "Bearer"),
             cause="bad_document",
         )
     refresh = doc.get("refresh_token")
@@ -509,6 +539,7 @@ def _token_request(
     scope = doc.get("scope")
     tokens = Tokens(
         access_token=access,
+        token_type="DPoP" if key is not None else "Bearer",
         refresh_token=refresh,
         expires_at=expires_at,
         scope=scope if isinstance(scope, str) else None,

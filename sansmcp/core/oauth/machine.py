@@ -18,6 +18,7 @@ A Conn without ``Config.oauth`` never meets this class: 401 and 403 raise as bef
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -45,6 +46,7 @@ from ..mcp import (
     ToolsListed,
 )
 from ..mcp.settings import ConnSettings
+from . import dpop
 from .flow import AskUser, Context, Fetch, Fetched, Flow, authorize, complete, location_of
 from .store import AuthorizationNeeded, OAuth, Tokens
 
@@ -94,9 +96,26 @@ class OAuthMachine(McpMachine):
         self._body = bytearray()
         self._asking: int | None = None
         self._ask_ids = iter(range(1, 1 << 62))
+        self._dpop_key = oauth.dpop_key
+        self._dpop_token: str | None = None  # sent as ``Authorization: DPoP`` with a proof
+        self._rs_nonce: str | None = None  # the MCP server's latest DPoP-Nonce
+        self._rs_nonce_fresh = False  # one came with the last 401: retry once with it
         stored = oauth.store.tokens(self._ctx.resource_key)
         if isinstance(stored, Tokens) and isinstance(stored.access_token, str):
-            self.use_bearer_token(stored.access_token)
+            self._use(stored)
+
+    def _use(self, tokens: Tokens) -> None:
+        token_type = tokens.token_type
+        if (
+            self._dpop_key is not None
+            and isinstance(token_type, str)
+            and token_type.lower() == "dpop"
+        ):
+            self._dpop_token = tokens.access_token
+            self.use_bearer_token(None)
+        else:
+            self._dpop_token = None
+            self.use_bearer_token(tokens.access_token)
 
     # ------------------------------------------------------------ operations
 
@@ -145,8 +164,12 @@ class OAuthMachine(McpMachine):
                 and output.error.cause is None
                 and self._replay is not None
             ):
+                if self._nonce_retry(output.error):
+                    continue
                 self._begin(output.error)
                 continue
+            if self._dpop_token is not None and isinstance(output, StartExchange):
+                output = self._with_proof(output)  # the MCP machine's: to the endpoint
             if isinstance(output, _TERMINAL):
                 self._replay = None
             return output
@@ -178,6 +201,46 @@ class OAuthMachine(McpMachine):
             )
             return
         McpMachine.handle_timer(self, now=now)
+
+    # ------------------------------------------------------------ DPoP (RFC 9449)
+
+    def _with_proof(self, output: StartExchange) -> StartExchange:
+        """The request with ``Authorization: DPoP`` and a fresh proof for it."""
+        token, key = self._dpop_token, self._dpop_key
+        assert token is not None and key is not None
+        request = output.request
+        value = dpop.proof(
+            key,
+            method=request.method.decode("ascii"),
+            url=self.settings.endpoint.url,
+            wall_clock=self._ctx.wall_clock,
+            random_bytes=self._ctx.random_bytes,
+            access_token=token,
+            nonce=self._rs_nonce,
+        )
+        headers = (
+            *request.headers,
+            (b"authorization", b"DPoP " + token.encode()),
+            (b"dpop", value),
+        )
+        return dataclasses.replace(output, request=dataclasses.replace(request, headers=headers))
+
+    def _nonce_retry(self, error: Unauthorized) -> bool:
+        """RFC 9449 §9: a 401 ``use_dpop_nonce`` with a new nonce -> the operation again,
+        once, counted in ``Limits.max_auth_attempts``."""
+        if not self._rs_nonce_fresh or self._attempts >= self.limits.max_auth_attempts:
+            return False
+        self._rs_nonce_fresh = False
+        if not any(
+            scheme == "dpop" and params.get("error") == "use_dpop_nonce"
+            for scheme, params in error.challenges
+        ):
+            return False
+        self._attempts += 1
+        replay = self._replay
+        assert replay is not None
+        replay(self._now_of())
+        return True
 
     # ------------------------------------------------------------ the authorization
 
@@ -216,7 +279,7 @@ class OAuthMachine(McpMachine):
             self._flow = None
             self._deadline = None
             tokens: Tokens = stop.value
-            self.use_bearer_token(tokens.access_token)
+            self._use(tokens)
             replay = self._replay
             assert replay is not None
             replay(self._now_of())
@@ -289,6 +352,11 @@ class OAuthMachine(McpMachine):
 
     def receive(self, event: ExchangeEvent, *, now: float) -> None:
         if event.exchange_id != self._fetch_id:
+            if self._dpop_key is not None and isinstance(event, ResponseReceived):
+                nonce = dpop.nonce_of(event.headers)
+                if nonce is not None:
+                    self._rs_nonce = nonce
+                    self._rs_nonce_fresh = event.status == 401
             McpMachine.receive(self, event, now=now)
             return
         self._now = now

@@ -152,7 +152,11 @@ class OAuth:
       ``assertion`` (a workload identity JWT, RFC 7523 §2.1) for the token;
       ``"enterprise"`` (enterprise-managed authorization) first exchanges ``assertion``
       (the user's ID token) at ``idp_token_endpoint`` (RFC 8693, as ``idp_client_id``)
-      for an ID-JAG, then trades that as a jwt-bearer assertion.
+      for an ID-JAG, then trades that as a jwt-bearer assertion;
+    * ``dpop_key``: a :class:`Signer` whose key binds the tokens (DPoP, RFC 9449): each
+      token request and each request to the MCP server carries a fresh proof, the
+      token goes as ``Authorization: DPoP``, and a server's ``use_dpop_nonce`` is
+      answered by one retry with its nonce.
     """
 
     client_id: str | None = None
@@ -171,6 +175,7 @@ class OAuth:
     assertion: str | None = field(default=None, repr=False)
     idp_token_endpoint: str | None = None
     idp_client_id: str | None = None
+    dpop_key: Signer | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
