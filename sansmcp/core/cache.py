@@ -365,13 +365,18 @@ class CallerCache:
 
     __slots__ = ("_identity", "_known", "_salt", "_settings", "cache", "url")
 
-    def __init__(self, cache: ListingCache, settings: ConnSettings, salt: bytes) -> None:
+    def __init__(
+        self, cache: ListingCache, settings: ConnSettings, salt: bytes, *, anonymous: bool = False
+    ) -> None:
         self.cache = cache
         self.url = settings.endpoint.url
         self._settings = settings
         self._salt = salt
         self._identity: bytes | None = None
-        self._known = False
+        # anonymous: the caller's identity is not in its settings (an OAuth Conn: its
+        # token store's, which the key does not hold yet), so it is served and keeps
+        # public entries only -- its headers alone must not open another's private ones
+        self._known = anonymous
 
     def __len__(self) -> int:
         return len(self.cache)

@@ -399,7 +399,9 @@ class ClientDriver:
         if hint is not None:
             settings = dataclasses.replace(settings, era_hint=hint)
         machine: McpMachine
-        cache = CallerCache(self.cache, settings, self._cache_salt)
+        cache = CallerCache(
+            self.cache, settings, self._cache_salt, anonymous=config.oauth is not None
+        )
         if config.oauth is None:
             machine = McpMachine(
                 settings, limits=self.limits, exchange_ids=self._exchange_ids, cache=cache

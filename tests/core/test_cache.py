@@ -60,10 +60,12 @@ def conn(
     now: float = 0.0,
     token: str | None = "token-a",
     headers: dict[str, str] | None = None,
+    anonymous: bool = False,
     **kw: Any,
 ) -> Driver:
     settings = settings_for(token, headers, **kw)
-    driver = Driver(server, settings=settings, cache=CallerCache(cache, settings, salt))
+    caller = CallerCache(cache, settings, salt, anonymous=anonymous)
+    driver = Driver(server, settings=settings, cache=caller)
     driver.now = now
     driver.ok(driver.connect())
     return driver
@@ -320,6 +322,22 @@ def test_salt_separates_clients_and_the_digest_hides_the_secret() -> None:
     listed(conn(server, shared, salt=b"client-1"))
     listed(conn(server, shared, salt=b"client-2"))
     assert list_count(server) == 2
+
+
+def test_an_anonymous_caller_never_meets_a_private_listing_through_shared_headers() -> None:
+    """An OAuth Conn's identity is its token store's, not in its settings: with the same
+    headers as another caller it must neither be served nor leave a private listing."""
+    server = hinted(scope="private")
+    shared = cache()
+    headers = {"X-Tenant": "t1"}
+    listed(conn(server, shared, token=None, headers=headers))  # keyed by the header
+    listed(conn(server, shared, token=None, headers=headers, anonymous=True))  # not served
+    listed(conn(server, shared, token=None, headers=headers, anonymous=True))  # nor kept
+    assert list_count(server) == 3
+    public = hinted(scope="public")
+    listed(conn(public, shared, token=None, headers=headers, anonymous=True))
+    listed(conn(public, shared, token=None, headers=headers, anonymous=True))
+    assert list_count(public) == 1  # public entries are shared as for anyone
 
 
 @settings(max_examples=60, deadline=None)
