@@ -7,6 +7,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sansmcp.core.errors import CallerError, ConnectionFailed, Unauthorized
 from sansmcp.core.mcp import Connected, StartExchange, ToolCalled, ToolsListed
@@ -831,3 +833,22 @@ def test_the_memory_store_keeps_at_most_64_pending() -> None:
             )
         )
     assert store.take_pending("5") is None and store.take_pending("69") is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(token=st.one_of(st.text(max_size=40), st.integers(), st.none(), st.binary(max_size=8)))
+def test_a_token_the_store_returns_is_sent_only_when_sendable(token: Any) -> None:
+    """The token store is the embedder's hook: whatever access token it returns either goes
+    out exactly as ``Authorization: Bearer <token>`` or is a CallerError before any request."""
+    store = MemoryTokenStore()
+    store.save_tokens(MCP, Tokens(access_token=token))
+    sendable = isinstance(token, str) and token != "" and all(0x20 < ord(c) < 0x7F for c in token)
+    if not sendable:
+        with pytest.raises(CallerError, match="token store"):
+            Runner(World(), OAuth(redirect_uri=REDIRECT, store=store))
+        return
+    world = World()
+    world.issued[token] = ""
+    runner = connected(world, OAuth(redirect_uri=REDIRECT, store=store))
+    assert runner.asked == []
+    assert world.log[0][2] == "/mcp"

@@ -42,7 +42,7 @@ import base64
 import hashlib
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from ..errors import AuthCause, CallerError, ConnectionFailed, Unauthorized
@@ -513,7 +513,7 @@ def _token_request(
         raise _unauthorized(cause, status, f"the token endpoint answered HTTP {fetched.status}")
     doc = _document(fetched, "the token answer", ctx.limits)
     access = doc.get("access_token")
-    if not isinstance(access, str) or not access or any(not 0x20 < ord(c) < 0x7F for c in access):
+    if not sendable_token(access):
         raise ConnectionFailed("the token answer has no usable access_token", cause="bad_document")
     token_type = doc.get("token_type", "Bearer")
     wanted = "dpop" if key is not None else "bearer"
@@ -630,6 +630,12 @@ def _redirect_params(answer: object) -> dict[str, str]:
         "the authorization step must return the redirect URL (str), a mapping of "
         f"code / state / iss, or None; got {type(answer).__name__}"
     )
+
+
+def sendable_token(value: object) -> TypeGuard[str]:
+    """An access token that can go into an ``Authorization`` header as it is: a non-empty
+    string of visible ASCII (no space, no control character)."""
+    return isinstance(value, str) and bool(value) and all(0x20 < ord(c) < 0x7F for c in value)
 
 
 def authorize(ctx: Context, error: Unauthorized) -> Flow:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..cache import CallerCache
-from ..errors import AuthCause, ConnectionFailed, McpError, Unauthorized
+from ..errors import AuthCause, CallerError, ConnectionFailed, McpError, Unauthorized
 from ..http import (
     DataReceived,
     ExchangeEvent,
@@ -47,7 +47,17 @@ from ..mcp import (
 )
 from ..mcp.settings import ConnSettings
 from . import dpop
-from .flow import AskUser, Context, Fetch, Fetched, Flow, authorize, complete, location_of
+from .flow import (
+    AskUser,
+    Context,
+    Fetch,
+    Fetched,
+    Flow,
+    authorize,
+    complete,
+    location_of,
+    sendable_token,
+)
 from .store import AuthorizationNeeded, OAuth, Tokens
 
 __all__ = ["OAuthMachine"]
@@ -101,7 +111,9 @@ class OAuthMachine(McpMachine):
         self._rs_nonce: str | None = None  # the MCP server's latest DPoP-Nonce
         self._rs_nonce_fresh = False  # one came with the last 401: retry once with it
         stored = oauth.store.tokens(self._ctx.resource_key)
-        if isinstance(stored, Tokens) and isinstance(stored.access_token, str):
+        if isinstance(stored, Tokens):
+            if not sendable_token(stored.access_token):  # the embedder's store: checked
+                raise CallerError("the token store returned an access token that cannot be sent")
             self._use(stored)
 
     def _use(self, tokens: Tokens) -> None:
