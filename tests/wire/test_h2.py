@@ -935,3 +935,21 @@ def test_goaway_with_error_refuses_the_streams_above_its_last_stream_id() -> Non
     assert by_id[2].cause == "refused" and f"stream {b}" in by_id[2].message
     assert by_id[1].cause == "reset" and "PROTOCOL_ERROR, last stream 1" in by_id[1].message
     assert pair.client.is_broken
+
+
+def test_the_servers_header_table_size_reaches_our_encoder() -> None:
+    pair = Pair(HEADER_TABLE_SIZE=0)
+    pair.handshake()
+    assert pair.client._h2.encoder.header_table_size == 0  # h2's slot, our encoder behind it
+    request = HttpRequest(method=b"GET", scheme=b"http", authority=b"h", target=b"/x",
+                          headers=((b"x-a", b"1"),))  # fmt: skip
+    blocks = []
+    for exchange_id in (1, 2):
+        pair.client.start(exchange_id, request, now=0.0)
+        out = pair.client.data_to_send()
+        blocks += [p for kind, _, _, p in frames_of(out) if kind == 0x1]
+        events = pair.server.receive_data(out)
+        received = next(e for e in events if isinstance(e, h2.events.RequestReceived))
+        assert received.headers[2:] == [(b":authority", b"h"), (b":path", b"/x"), (b"x-a", b"1")]
+    # the first block opens with a table size update to 0; nothing is indexed after it
+    assert blocks[0][:1] == b"\x20" and blocks[0][1:] == blocks[1]

@@ -91,6 +91,17 @@ in flight the machine puts h2's connection state back to open.
 Our own :meth:`close` sends GOAWAY only once no exchange is in flight, for the same
 reason.
 
+Request headers: h2 runs with ``validate_outbound_headers`` and
+``normalize_outbound_headers`` off; :mod:`.h2_headers` checks each field the first time the
+connection sends it and HPACK-encodes the block itself (constant fields become one-byte
+indices), and h2 only frames that block.  ``start`` drops the connection-specific fields
+(``host``, ``connection``, ``te`` but ``trailers``...) and refuses a regular field named
+like a pseudo-header; a field that fails the check raises ``LocalProtocolError`` before
+anything is sent (a bad ``:path`` or ``:authority`` also breaks the connection).  Every
+value a server chooses or a hook returns is checked by the layer that takes it before it
+can reach a header (``tests/core/test_h2_header_safety.py`` feeds a bad one through each
+path); the check here is the backstop.
+
 Every server fault becomes ``ExchangeFailed`` events; a connection-level fault fails
 every open exchange with the same ``ConnectionFailed`` and leaves ``is_broken`` true
 (the machine then ignores further input).  A ``:status`` that is not three ASCII digits
@@ -132,6 +143,7 @@ from ..http import (
 )
 from ..limits import Limits
 from . import Wire
+from .h2_headers import PseudoHeaderRefused, RequestEncoder
 
 __all__ = [
     "CONNECTION_WINDOW",
@@ -163,6 +175,7 @@ _DROPPED_HEADERS = frozenset(
         b"content-length",
     }
 )
+_BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
 _MAX_STREAM_ID = 2**31 - 1
 _MAX_SHOWN = 40  # bytes of a bad server value quoted in an error message
 
@@ -219,6 +232,31 @@ def _framing(message: str) -> ConnectionFailed:
     return ConnectionFailed(message, cause="framing")
 
 
+class _BlockSlot(hpack.Encoder):
+    """h2's ``encoder``: h2 frames the block :class:`RequestEncoder` made for the stream
+    being opened (set in ``block`` just before ``send_headers``), and tells our encoder
+    of the server's ``SETTINGS_HEADER_TABLE_SIZE``.  We send no trailers and no push, so
+    h2 asks for nothing else."""
+
+    def __init__(self, encoder: RequestEncoder) -> None:
+        super().__init__()
+        self.requests = encoder
+        self.block: bytes | None = None
+
+    @property
+    def header_table_size(self) -> int:
+        return self.requests.table_size
+
+    @header_table_size.setter
+    def header_table_size(self, value: int) -> None:
+        self.requests.peer_table_size(value)
+
+    def encode(self, headers: object, huffman: bool = True) -> bytes:
+        block, self.block = self.block, None
+        assert block is not None, "h2 encoded headers the machine did not prepare"
+        return block
+
+
 class _H2(h2.connection.H2Connection):
     # h2 remembers up to 65,536 closed streams (about 240 bytes each) so late frames on
     # them are handled gracefully; a few hundred cover every stream we ever have open.
@@ -230,8 +268,18 @@ class H2Connection:
 
     def __init__(self, *, limits: Limits, now: float) -> None:
         self._limits = limits
-        config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+        config = h2.config.H2Configuration(
+            client_side=True,
+            header_encoding=None,
+            # our request headers are checked and encoded by h2_headers, once per field
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+            split_outbound_cookies=False,
+        )
         self._h2 = _H2(config=config)
+        self._encoder = RequestEncoder()
+        self._slot = _BlockSlot(self._encoder)
+        self._h2.encoder = self._slot
         codes = h2.settings.SettingCodes
         self._h2.local_settings = h2.settings.Settings(
             client=True,
@@ -249,6 +297,8 @@ class H2Connection:
         self._out = bytearray(self._h2.data_to_send())
         self._exchanges: dict[int, _Exchange] = {}
         self._by_stream: dict[int, _Exchange] = {}
+        self._unsent: dict[int, _Exchange] = {}  # exchanges whose body is not all sent
+        self._stream_cap = limits.h2_max_concurrent_streams  # and the server's, once known
         self._queue: deque[_Queued] = deque()
         self._queued_bytes = 0
         self._broken = False
@@ -295,7 +345,7 @@ class H2Connection:
         """Bytes held right now: the unit being received (a partial frame or header block),
         queued events, output, request bodies not yet sent."""
         partial = len(self._frame_header) + len(self._unit)
-        pending_bodies = sum(len(ex.body) - ex.body_sent for ex in self._exchanges.values())
+        pending_bodies = sum(len(ex.body) - ex.body_sent for ex in self._unsent.values())
         return partial + self._queued_bytes + len(self._out) + pending_bodies
 
     def can_start(self) -> bool:
@@ -306,8 +356,7 @@ class H2Connection:
         last = self._h2.highest_outbound_stream_id + 2
         if last > _MAX_STREAM_ID:  # pragma: no cover - 2**30 requests on one connection
             return False
-        peer = self._h2.remote_settings.max_concurrent_streams
-        return len(self._exchanges) < min(peer, self._limits.h2_max_concurrent_streams)
+        return len(self._exchanges) < self._stream_cap
 
     # -- commands --------------------------------------------------------------
 
@@ -317,32 +366,41 @@ class H2Connection:
             raise LocalProtocolError("cannot start an exchange on this HTTP/2 connection now")
         if exchange_id in self._exchanges:
             raise LocalProtocolError(f"exchange {exchange_id} is already in flight")
-        headers = [
+        fields = [
             (b":method", request.method),
             (b":scheme", request.scheme),
             (b":authority", request.authority),
             (b":path", request.target),
         ]
-        for name, value in request.headers:
-            if name in _DROPPED_HEADERS or (name == b"te" and value != b"trailers"):
+        for field in request.headers:
+            name = field[0]
+            if name in _DROPPED_HEADERS or (name == b"te" and field[1] != b"trailers"):
                 continue
-            if not name or name != name.lower() or name.startswith(b":"):
+            if name[:1] == b":":  # the encoder knows pseudo-headers: refuse them here
                 raise LocalProtocolError(f"request header name {name!r} is not valid in HTTP/2")
-            if any(c in value for c in b"\r\n\0") or value != value.strip(b" \t"):
-                raise LocalProtocolError(f"request header {name!r} has an invalid value")
-            headers.append((name, value))
-        if request.body or request.method in (b"POST", b"PUT", b"PATCH"):
-            headers.append((b"content-length", str(len(request.body)).encode()))
-        stream_id = self._h2.get_next_available_stream_id()
+            fields.append(field)
+        body = request.body
+        if body or request.method in _BODY_METHODS:
+            fields.append((b"content-length", str(len(body)).encode()))
         try:
-            self._h2.send_headers(stream_id, headers, end_stream=not request.body)
-        except h2.exceptions.H2Error as exc:
-            self._broken = True  # the HPACK encoder may be out of step now
-            raise LocalProtocolError(f"h2 refused the request headers: {exc}") from exc
-        exchange = _Exchange(exchange_id, stream_id, memoryview(request.body))
+            block = self._encoder.block(fields)
+        except PseudoHeaderRefused:
+            self._broken = True  # a request line we cannot send: the socket is not reused
+            raise
+        stream_id = self._h2.get_next_available_stream_id()
+        self._slot.block = block
+        try:  # h2 reads only these two fields itself: the stream's method and authority
+            self._h2.send_headers(stream_id, fields[:3:2], end_stream=not body)
+        except h2.exceptions.H2Error as exc:  # pragma: no cover - can_start() rules them out
+            # (h2 refuses here only past the stream count or in a closed connection state)
+            self._broken = True
+            raise LocalProtocolError(f"h2 refused to open a stream: {exc}") from exc
+        exchange = _Exchange(exchange_id, stream_id, memoryview(body))
         self._exchanges[exchange_id] = exchange
         self._by_stream[stream_id] = exchange
-        self._send_bodies()
+        if body:
+            self._unsent[exchange_id] = exchange
+            self._send_body(exchange)
         self._pull()
 
     def cancel(self, exchange_id: int, *, now: float) -> None:
@@ -679,6 +737,9 @@ class H2Connection:
                     self._on_stream_reset(exchange, event)
             case h2.events.ConnectionTerminated():
                 self._on_goaway(event)
+            case h2.events.RemoteSettingsChanged():
+                peer = self._h2.remote_settings.max_concurrent_streams
+                self._stream_cap = min(peer, self._limits.h2_max_concurrent_streams)
             case _:
                 # h2 types its events as an open base class (h2.events.Event), not a closed
                 # union, so there is no assert_never here: the others (settings, pings,
@@ -847,6 +908,7 @@ class H2Connection:
     def _forget(self, exchange: _Exchange) -> None:
         del self._exchanges[exchange.exchange_id]
         del self._by_stream[exchange.stream_id]
+        self._unsent.pop(exchange.exchange_id, None)
         self._unowned += exchange.pending  # no head will carry them now
         self._pending -= exchange.pending
         exchange.pending = 0
@@ -896,18 +958,23 @@ class H2Connection:
                 self._h2.acknowledge_received_data(size, stream_id)
 
     def _send_bodies(self) -> None:
-        for exchange in list(self._exchanges.values()):
-            total = len(exchange.body)
-            while exchange.body_sent < total:
-                window = self._h2.local_flow_control_window(exchange.stream_id)
-                size = min(window, self._h2.max_outbound_frame_size, total - exchange.body_sent)
-                if size <= 0:
-                    break
-                chunk = exchange.body[exchange.body_sent : exchange.body_sent + size]
-                exchange.body_sent += size
-                self._h2.send_data(
-                    exchange.stream_id, bytes(chunk), end_stream=exchange.body_sent == total
-                )
+        for exchange in list(self._unsent.values()):
+            self._send_body(exchange)
+
+    def _send_body(self, exchange: _Exchange) -> None:
+        """As much of ``exchange``'s body as the windows allow (END_STREAM on the last)."""
+        total = len(exchange.body)
+        while exchange.body_sent < total:
+            window = self._h2.local_flow_control_window(exchange.stream_id)
+            size = min(window, self._h2.max_outbound_frame_size, total - exchange.body_sent)
+            if size <= 0:
+                return
+            chunk = exchange.body[exchange.body_sent : exchange.body_sent + size]
+            exchange.body_sent += size
+            self._h2.send_data(
+                exchange.stream_id, bytes(chunk), end_stream=exchange.body_sent == total
+            )
+        del self._unsent[exchange.exchange_id]
 
     def _pull(self) -> None:
         self._out += self._h2.data_to_send()
