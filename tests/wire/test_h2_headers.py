@@ -120,7 +120,7 @@ step = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(steps=st.lists(step, max_size=30))
 def test_every_block_decodes_to_its_fields(steps: list[list[tuple[bytes, bytes]] | int]) -> None:
     enc, dec = RequestEncoder(), decoder(65536)
