@@ -7,15 +7,17 @@ subclasses :class:`ClientBase` and :class:`ConnBase` and adds only its runtime:
 ``_now()`` (its clock), ``_pump()`` (the one loop executing the driver's
 commands), ``_within(deadline, awaitable)`` (a bounded await) and, on the Conn,
 ``_post(command)`` / ``_next()`` (the caller's mailbox).  The coroutines here
-await nothing but those, so they run on asyncio and trio alike; an operation
-runs in the caller's task: start it on the driver, then take the caller's
-commands -- call the input handler for a :class:`Deliver`, return or raise on
-:class:`Finished`.  A cancellation or an exception from the caller's own
-callback abandons the Conn and propagates unchanged.
+await nothing but those, so they run on asyncio and trio alike.
 
-Observations (progress, server notifications, telemetry's request reports) come as
-``Deliver`` too; :meth:`ConnFace.observe` hands each to its plain callable -- one
-runtime-free method, which an async and a blocking Conn both call between reads.
+An operation is written once, runtime-free, as a generator
+(:meth:`ConnFace._operation`): start it on the driver, then take the caller's
+commands -- for a :class:`Deliver`, a :class:`Call` of the input handler, the
+authorization step or an observation's callback; return or raise on
+:class:`Finished`.  It yields only what a runtime must do (wait for the next
+command, call the embedder's callable): ``ConnBase._run`` performs that with
+``await`` in the caller's task, the blocking adapter in the caller's thread.  A
+cancellation or an exception from the caller's own callback abandons the Conn
+and propagates unchanged.
 """
 
 from __future__ import annotations
