@@ -470,10 +470,17 @@ class ClientDriver:
     def answer(
         self, conn_id: int, input_id: int, answers: Mapping[str, Any] | None, *, now: float
     ) -> None:
-        """The embedder's answer to a :class:`Deliver`\\ ed input request (None declines)."""
+        """The embedder's answer to a :class:`Deliver`\\ ed input request (None declines).
+
+        Time comes first: the deadlines due by ``now`` are acted on before the answer, so
+        one that comes after its request's deadline (a blocking handler cannot be cut
+        short) finds its operation failed with that bound, and is dropped."""
         conn = self._conns.get(conn_id)
         if conn is None:
             return
+        due = self.next_deadline()
+        if due is not None and due <= now:
+            self.handle_timer(now=now)
         conn.machine.answer_input(input_id, answers, now=now)
         self._drive(conn, now)
 

@@ -7,26 +7,30 @@ subclasses :class:`ClientBase` and :class:`ConnBase` and adds only its runtime:
 ``_now()`` (its clock), ``_pump()`` (the one loop executing the driver's
 commands), ``_within(deadline, awaitable)`` (a bounded await) and, on the Conn,
 ``_post(command)`` / ``_next()`` (the caller's mailbox).  The coroutines here
-await nothing but those, so they run on asyncio and trio alike; an operation
-runs in the caller's task: start it on the driver, then take the caller's
-commands -- call the input handler for a :class:`Deliver`, return or raise on
-:class:`Finished`.  A cancellation or an exception from the caller's own
-callback abandons the Conn and propagates unchanged.
+await nothing but those, so they run on asyncio and trio alike.
 
-Observations (progress, server notifications, telemetry's request reports) come as
-``Deliver`` too; :meth:`ConnFace.observe` hands each to its plain callable -- one
-runtime-free method, which an async and a blocking Conn both call between reads.
+An operation is written once, runtime-free, as a generator
+(:meth:`ConnFace._operation`): start it on the driver, then take the caller's
+commands -- for a :class:`Deliver`, a :class:`Call` of the input handler, the
+authorization step or an observation's callback; return or raise on
+:class:`Finished`.  It yields only what a runtime must do (wait for the next
+command, call the embedder's callable): ``ConnBase._run`` performs that with
+``await`` in the caller's task, the blocking adapter in the caller's thread.  A
+cancellation or an exception from the caller's own callback abandons the Conn
+and propagates unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeVar, assert_never, cast
 
 from ..core.config import Config
@@ -65,6 +69,19 @@ T = TypeVar("T")
 ConnT = TypeVar("ConnT", bound="ConnFace")
 AsyncConnT = TypeVar("AsyncConnT", bound="ConnBase")
 READ_SIZE = 65536
+LATE = object()  # what a runtime sends back for an input handler its deadline cut short
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A step of an operation only its runtime can take: call the embedder's ``fn(*args)``
+    outside the driver (``awaited``: an async runtime awaits what it returns, bounded by
+    ``deadline``; an observation's callback is a plain call on every runtime)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    deadline: float = math.inf
+    awaited: bool = True
 
 
 class TelemetryHook(Protocol):
@@ -161,10 +178,20 @@ class ClientFace(Generic[ConnT]):
         self._ssl.set_alpn_protocols(list(alpn))
         return self._ssl
 
+    def _open(self, config: Config) -> ConnT:
+        """A new Conn for ``config``, registered for its mail (not connected yet)."""
+        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
+        self._conns[conn.view.conn_id] = conn
+        return conn
+
     # what each runtime provides
 
     def _setup(self) -> None:  # pragma: no cover - overridden
         """The runtime's own state (called at the end of ``__init__``)."""
+
+    def _pump(self) -> None:  # pragma: no cover - overridden
+        """Execute the driver's commands (and move its timer)."""
+        raise NotImplementedError
 
     def _now(self) -> float:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -185,8 +212,7 @@ class ClientBase(ClientFace[AsyncConnT]):
     @contextlib.asynccontextmanager
     async def connect(self, config: Config) -> AsyncIterator[AsyncConnT]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
-        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
-        self._conns[conn.view.conn_id] = conn
+        conn = self._open(config)
         try:
             await conn._run(self._driver.connect, traced=True)
             yield conn
@@ -197,15 +223,11 @@ class ClientBase(ClientFace[AsyncConnT]):
         """Finish an authorization a person made after
         ``Unauthorized(cause="authorization_required")``: ``redirect`` is the URL they came
         back with.  The tokens go to ``config.oauth.store``; the next ``connect`` uses them."""
-        conn = self._conn_type(self, self._driver.open(config, now=self._now()))
-        self._conns[conn.view.conn_id] = conn
+        conn = self._open(config)
         try:
             await conn._run(conn._completing(redirect))
         finally:
             await conn.aclose()
-
-    def _pump(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
 
     async def _within(  # pragma: no cover - overridden
         self, deadline: float, awaitable: Awaitable[T]
@@ -305,6 +327,48 @@ class ConnFace:
             return {"trace": checked_carrier(telemetry.carrier())}
         return {}
 
+    def _operation(
+        self, start: Callable[..., None], trace: Mapping[str, Any]
+    ) -> Generator[Call | None, object, object]:
+        """An operation, runtime-free: start it on the driver, then take the Conn's mail
+        until its :class:`Finished` (returned, or its error raised).  It yields what only
+        the runtime can do: ``None``, "send me this Conn's next command", or a
+        :class:`Call` of the embedder's callable (an input handler, the authorization
+        step, an observation's callback), to run outside the driver and send back
+        (``LATE``: an input handler its deadline cut short; the driver's timer reports
+        the bound).  An exception the runtime throws in (a cancellation, a callable's
+        own) abandons the Conn and propagates unchanged."""
+        client, driver, conn_id = self.client, self.client._driver, self.view.conn_id
+        start(conn_id, now=client._now(), **trace)
+        client._pump()
+        try:
+            while isinstance(command := cast("Deliver | Finished", (yield None)), Deliver):
+                item = command.item
+                if isinstance(item, InputRequired):
+                    handler, answers = client.input_handler, None
+                    if handler is not None:
+                        answers = yield Call(handler, (item.requests,), command.deadline)
+                    if answers is not LATE:  # (a late one the driver drops: time first)
+                        answers = cast("Mapping[str, Any] | None", answers)
+                        driver.answer(conn_id, item.input_id, answers, now=client._now())
+                elif isinstance(item, AuthorizationNeeded):
+                    step, answer = self._authorization_step(), None
+                    if step is not None:
+                        answer = yield Call(step, (item.url,))
+                    driver.authorized(conn_id, item.auth_id, answer, now=client._now())
+                else:
+                    yield Call(self.observe, (item, client._now()), awaited=False)
+                    continue
+                client._pump()
+        except BaseException as exc:
+            self._abandoned(exc)
+            driver.abandon(conn_id, now=client._now())
+            client._pump()
+            raise
+        if command.error is not None:
+            raise command.error
+        return command.value
+
     def _abandoned(self, error: BaseException) -> None:
         if self._telemetry is not None:
             self._telemetry.abandon(self, error)
@@ -361,51 +425,28 @@ class ConnBase(ConnFace):
             self.client._conns.pop(self.view.conn_id, None)
 
     async def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:
-        client, conn_id = self.client, self.view.conn_id
-        start(conn_id, now=client._now(), **self._trace(traced))
-        client._pump()
-        try:
-            while True:
-                command = await self._next()
-                match command:
-                    case Deliver(item=item):
-                        if isinstance(item, InputRequired):
-                            await self._ask(command, item)
-                        elif isinstance(item, AuthorizationNeeded):
-                            await self._authorize(item)
-                        else:
-                            self.observe(item, client._now())
-                    case Finished():
-                        break
-                    case _:
-                        assert_never(command)
-        except BaseException as exc:
-            self._abandoned(exc)
-            client._driver.abandon(conn_id, now=client._now())
-            client._pump()
-            raise
-        if command.error is not None:
-            raise command.error
-        return command.value
+        steps = self._operation(start, self._trace(traced))
+        reply: object = None
+        error: BaseException | None = None
+        while True:  # the operation's steps, performed here (see ConnFace._operation)
+            try:
+                step = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                reply, error = await self._perform(step), None
+            except BaseException as exc:  # cancelled, or the embedder's callable raised
+                reply, error = None, exc
 
-    async def _ask(self, command: Deliver, item: InputRequired) -> None:
-        client, handler = self.client, self.client.input_handler
-        answers: Mapping[str, Any] | None = None
-        if handler is not None:
-            done, answers = await client._within(command.deadline, handler(item.requests))
-            if not done:
-                return  # the operation's deadline: the driver's timer reports it
-        client._driver.answer(self.view.conn_id, item.input_id, answers, now=client._now())
-        client._pump()
-
-    async def _authorize(self, item: AuthorizationNeeded) -> None:
-        """The embedder's authorization step (``Config.oauth.authorize``), unbounded: a
-        person may take minutes.  Without one, the driver fails the operation with
-        ``Unauthorized(cause="authorization_required")`` carrying the URL."""
-        client, step = self.client, self._authorization_step()
-        answer = None if step is None else await step(item.url)
-        client._driver.authorized(self.view.conn_id, item.auth_id, answer, now=client._now())
-        client._pump()
+    async def _perform(self, step: Call | None) -> object:
+        if step is None:
+            return await self._next()
+        if not step.awaited:
+            return step.fn(*step.args)
+        if step.deadline == math.inf:  # the authorization step: a person may take minutes
+            return await step.fn(*step.args)
+        done, value = await self.client._within(step.deadline, step.fn(*step.args))
+        return value if done else LATE
 
     # what each runtime provides
 

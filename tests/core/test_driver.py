@@ -757,6 +757,66 @@ def test_an_input_request_is_delivered_and_answered() -> None:
     assert calls[1]["params"]["inputResponses"] == {"confirm": {"action": "accept"}}
 
 
+def test_an_answer_after_its_deadline_is_dropped_and_the_bound_reported() -> None:
+    """Time comes first: a blocking handler that answers past the request's deadline (no
+    timer has fired yet) finds the call failed with ``call_timeout``; nothing is sent."""
+    server = FakeServer()
+    calls: list[Any] = []
+
+    def call(request: HttpRequest, body: Any) -> Response:
+        calls.append(body)
+        value = {"resultType": "input_required", "inputRequests": ELICIT}
+        return server.wrap(result(body["id"], value))
+
+    server.overrides["tools/call"] = call
+    net = make(
+        server,
+        answers_input=True,
+        capabilities={"elicitation": {}},
+        limits=Limits(call_timeout=2.0),
+        auto_answer=False,
+    )
+    view = net.open()
+    net.ok("connect", view)
+    net.start("call_tool", view, "echo", b"{}")
+    net.settle()
+    (deliver,) = net.delivered
+    net.now = deliver.deadline  # the handler returns just as the deadline passes
+    net.driver.answer(view.conn_id, deliver.item.input_id, {"confirm": {}}, now=net.now)
+    net.pump()
+    error = net.finished[view.conn_id][-1].error
+    assert isinstance(error, ConnectionFailed) and error.bound == "call_timeout"
+    assert len(calls) == 1  # the late answer was not sent
+
+
+def test_an_answer_a_moment_before_its_deadline_is_taken() -> None:
+    """The other side of the rule: a millisecond before the deadline the answer goes out
+    and the call completes."""
+    server = FakeServer()
+    calls: list[Any] = []
+
+    def call(request: HttpRequest, body: Any) -> Response:
+        calls.append(body)
+        if len(calls) == 1:
+            value: dict[str, Any] = {"resultType": "input_required", "inputRequests": ELICIT}
+        else:
+            value = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
+        return server.wrap(result(body["id"], value))
+
+    server.overrides["tools/call"] = call
+    net = make(server, answers_input=True, capabilities={"elicitation": {}}, auto_answer=False)
+    view = net.open()
+    net.ok("connect", view)
+    net.start("call_tool", view, "echo", b"{}")
+    net.settle()
+    (deliver,) = net.delivered
+    net.now = deliver.deadline - 0.001
+    net.driver.answer(view.conn_id, deliver.item.input_id, {"confirm": {}}, now=net.now)
+    net.pump()
+    net.settle()
+    assert net.finished[view.conn_id][-1].value.content[0].text == "done"
+
+
 def legacy_listening() -> tuple[FakeServer, list[Any]]:
     server = FakeServer(modern=False, legacy="2025-11-25")
     server.overrides["GET"] = lambda request, body: sse_response(end=False)

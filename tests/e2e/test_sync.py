@@ -151,25 +151,44 @@ def test_close_from_another_thread_ends_in_flight_work(
 
 
 @pytest.fixture
-def interrupt_main_after() -> Iterator[Callable[[float], None]]:
-    """``interrupt(delay)``: SIGINT to the main thread after ``delay`` s, from a timer.
+def interrupt_main_when() -> Iterator[Callable[[Callable[[], bool]], list[float]]]:
+    """``interrupt(ready)``: SIGINT to the main thread once ``ready()`` holds (polled from
+    a thread, so the signal lands where the test means it to however loaded the machine
+    is); returns a list that gets the signal's ``time.monotonic()``.
 
     ``_thread.interrupt_main()`` only marks the signal as tripped, which a thread blocked
     in ``select`` sees when the select ends; ``pthread_kill`` interrupts the system call
     itself, as a user's Ctrl-C does.
     """
-    timers: list[threading.Timer] = []
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
     main = threading.main_thread().ident
-    assert main == threading.get_ident()
+    assert main is not None and main == threading.get_ident()
 
-    def interrupt(delay: float) -> None:
-        timer = threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
-        timers.append(timer)
-        timer.start()
+    def interrupt(ready: Callable[[], bool]) -> list[float]:
+        sent: list[float] = []
+
+        def watch() -> None:
+            while not stop.wait(0.002):
+                if ready():
+                    sent.append(time.monotonic())
+                    signal.pthread_kill(main, signal.SIGINT)
+                    return
+
+        thread = threading.Thread(target=watch, daemon=True)
+        threads.append(thread)
+        thread.start()
+        return sent
 
     yield interrupt
-    for timer in timers:
-        timer.cancel()
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=5)
+
+
+def in_select(client: sync.Client, proxy: Relay, marker: bytes) -> Callable[[], bool]:
+    """The request carrying ``marker`` is on the wire and the main thread reads (selects)."""
+    return lambda: marker in proxy.from_client and client._selecting
 
 
 @pytest.mark.parametrize("transport", ["h1", "h2c"])
@@ -177,7 +196,7 @@ def test_keyboard_interrupt_in_the_caller_abandons_its_conn(
     plain: Server,
     h2c: Server,
     relay: Callable[..., Relay],
-    interrupt_main_after: Callable[[float], None],
+    interrupt_main_when: Callable[[Callable[[], bool]], list[float]],
     transport: str,
 ) -> None:
     """Ctrl-C in a thread reading its socket: the KeyboardInterrupt propagates as itself,
@@ -188,11 +207,10 @@ def test_keyboard_interrupt_in_the_caller_abandons_its_conn(
     with sync.Client(allow_loopback=True, http2_prior_knowledge=transport == "h2c") as client:
         assert echo(client, url, "before") == "before"
         with client.connect(Config(url=url)) as conn:
-            interrupt_main_after(0.3)
-            started = time.monotonic()
+            sent = interrupt_main_when(in_select(client, proxy, b'"sleep"'))
             with pytest.raises(KeyboardInterrupt):
                 conn.call_tool("sleep", SLOW)
-            assert time.monotonic() - started < 0.3 + MARGIN
+            assert time.monotonic() - sent[0] < MARGIN
             assert_consistent(client, url)
             with pytest.raises(RuntimeError, match="closed"):
                 conn.call_tool("echo", b'{"text": "same conn"}')
@@ -207,6 +225,89 @@ def test_keyboard_interrupt_in_the_caller_abandons_its_conn(
             assert proxy.accepts == accepted  # the h2 connection carries on
 
 
+class SecondInterrupt:
+    """The Client's RLock, with a second Ctrl-C on call: once ``armed`` ("before" or
+    "after"), the main thread's next ``acquire`` raises KeyboardInterrupt before taking the
+    lock, or just after -- the two places a signal can land in a real acquire."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.armed: str | None = None
+        self.fired = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        where = self.armed if threading.current_thread() is threading.main_thread() else None
+        if where == "before":
+            self.armed, self.fired = None, self.fired + 1
+            raise KeyboardInterrupt("second, before")
+        taken = self.lock.acquire(blocking, timeout)
+        if where == "after":
+            self.armed, self.fired = None, self.fired + 1
+            raise KeyboardInterrupt("second, after")
+        return taken
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def _is_owned(self) -> bool:
+        return bool(self.lock._is_owned())  # type: ignore[attr-defined]
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("blocked", ["select", "callback"])
+def test_a_second_interrupt_while_the_lock_is_re_taken_escapes_as_itself(
+    launch: Launcher, relay: Callable[..., Relay], where: str, blocked: str
+) -> None:
+    """The first Ctrl-C ends the main thread's ``select`` (or its progress callback), the
+    second lands while it re-takes the Client's lock: a KeyboardInterrupt escapes, never a
+    RuntimeError; the lock is free, the Conn abandoned (its socket closed, not reused) and
+    the next work item works.  Deterministic: the signals are injected where they land."""
+    proxy = relay(launch("--observe").address)  # "report" sends progress
+    url = proxy.url()
+    client = sync.Client(allow_loopback=True)
+    lock = SecondInterrupt()
+    client._lock, client._watching = lock, threading.Condition(lock)  # type: ignore[assignment]
+    real_wait = client._loop.wait
+    first = threading.Event()  # set: the next select in the main thread is interrupted
+
+    def wait(timeout: float | None) -> Any:
+        if first.is_set() and threading.current_thread() is threading.main_thread():
+            first.clear()
+            lock.armed = where
+            raise KeyboardInterrupt("first")
+        return real_wait(timeout)
+
+    def progress(*_: object) -> None:
+        lock.armed = where
+        raise KeyboardInterrupt("first")
+
+    client._loop.wait = wait  # type: ignore[method-assign]
+    with client:
+        assert echo(client, url, "before") == "before"
+        accepted = proxy.accepts
+        with client.connect(Config(url=url)) as conn:
+            with pytest.raises(KeyboardInterrupt) as raised:
+                if blocked == "select":
+                    first.set()
+                    conn.call_tool("sleep", SLOW)
+                else:
+                    conn.call_tool("report", b'{"steps": 3}', on_progress=progress)
+            assert lock.fired == 1 and raised.value.args[0].startswith("second")
+            assert not lock._is_owned()
+            with pytest.raises(RuntimeError, match="closed"):
+                conn.call_tool("echo", b'{"text": "same conn"}')
+        proxy.wait_for_closes(1)  # the abandoned exchange's socket
+        assert echo(client, url, "after") == "after"
+        assert_consistent(client, url)
+        assert proxy.accepts == accepted + 1  # a fresh socket
+
+
 def test_interrupt_main_in_the_input_handler_abandons_its_conn(
     launch: Launcher, relay: Callable[..., Relay]
 ) -> None:
@@ -215,10 +316,12 @@ def test_interrupt_main_in_the_input_handler_abandons_its_conn(
     work item works."""
     proxy = relay(launch(*MODES["stateful-sse"]).address)
     asked: list[str] = []
+    interrupted: list[float] = []
 
     def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
         asked.extend(requests)
         assert threading.current_thread() is threading.main_thread()
+        interrupted.append(time.monotonic())
         _thread.interrupt_main()
         time.sleep(5)  # the interrupt lands here
         raise AssertionError("not interrupted")
@@ -227,10 +330,9 @@ def test_interrupt_main_in_the_input_handler_abandons_its_conn(
         allow_loopback=True, input_handler=handler, capabilities={"elicitation": {"form": {}}}
     ) as client:
         with client.connect(Config(url=proxy.url())) as conn:
-            started = time.monotonic()
             with pytest.raises(KeyboardInterrupt):
                 conn.call_tool("ask_mrtr", b"{}")
-            assert time.monotonic() - started < MARGIN
+            assert time.monotonic() - interrupted[0] < MARGIN
         assert len(asked) == 1
         assert echo(client, proxy.url(), "after") == "after"
         assert_consistent(client, proxy.url())

@@ -1,0 +1,370 @@
+"""A small readiness loop for code without an event loop: sockets in, bytes and events out.
+
+Theory of operation
+-------------------
+:class:`SelectLoop` is the runtime the blocking adapter would otherwise lack; it
+knows sockets, TLS and bytes, and nothing of what they carry.  Its owner hands it
+non-blocking sockets to connect (:meth:`~SelectLoop.connect`: ``connect_ex``, then
+writability and ``SO_ERROR``; with TLS, a handshake over ``MemoryBIO`` +
+``SSLObject``, so nothing ever blocks), bytes to send (:meth:`~SelectLoop.send`:
+what the kernel does not take at once waits, in order, in the socket's buffer,
+and only then is write interest registered) and sockets to close.
+:meth:`~SelectLoop.wait` blocks in ``select`` (a socketpair lets another thread cut
+it short: :meth:`~SelectLoop.wake`) and :meth:`~SelectLoop.handle` turns what it
+returned into calls on the owner's :class:`Sink`: connected (with the ALPN
+protocol), failed (with the phase, ``"tcp"`` or ``"tls"``), received bytes, ended
+(EOF or a broken socket).  A key is the owner's name for a socket.
+
+A reader never dies of an exception: what ``received`` or ``eof`` raises is reported to
+``reader_failed`` and the socket is watched no more.
+
+Not thread-safe: the owner serialises every call -- except :meth:`~SelectLoop.wake`,
+which any thread may call, and :meth:`~SelectLoop.wait`, which the owner runs with
+its own lock released.  ``stirred`` tells the owner that what must be watched
+changed (a socket added, write interest on or off) since the last ``wait`` began,
+so a ``wait`` running in another thread must be woken to look again.
+
+:class:`Workers` runs blocking jobs (name resolution cannot be interrupted) on at
+most ``limit`` daemon threads, started on demand and ended by ``close``.
+
+**Interrupts.**  A ``KeyboardInterrupt`` lands in the main thread wherever it blocks --
+also while it re-takes its owner's lock after ``select`` or a callback, where a plain
+``acquire`` would leave the lock not held (and a later ``release`` free another
+thread's hold).  :func:`hold` re-takes an ``RLock`` (held once at most) whatever lands
+meanwhile and hands the last interrupt back; :func:`unlocked` runs a blocking call with
+the lock let go and raises that interrupt once the lock is held again; a :class:`Bell`
+is one thread's wake-up that no interrupt loses or doubles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import selectors
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from typing import Any, Literal, Protocol, TypeVar
+
+__all__ = ["Bell", "SelectLoop", "Sink", "Workers", "hold", "unlocked"]
+
+READ_SIZE = 65536
+_R, _W = selectors.EVENT_READ, selectors.EVENT_WRITE
+_SSL_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
+Phase = Literal["tcp", "tls"]
+_Events = list[tuple[selectors.SelectorKey, int]]
+Wrap = Callable[[ssl.MemoryBIO, ssl.MemoryBIO], ssl.SSLObject]  # e.g. a context's wrap_bio
+
+
+class Sink(Protocol):
+    """What a :class:`SelectLoop` reports to its owner about the socket ``key``, with the
+    time of the wake-up (a sans-I/O protocol machine's interface, e.g. the sansmcp driver)."""
+
+    def connected(self, key: int, *, alpn: str | None, now: float) -> None: ...
+
+    def connect_failed(self, key: int, phase: Phase, exc: OSError, *, now: float) -> None:
+        """The connect (``"tcp"``) or the TLS handshake (``"tls"``) failed; ``key`` is closed."""
+
+    def received(self, key: int, data: bytes, *, now: float) -> None: ...
+
+    def eof(self, key: int, *, now: float) -> None:
+        """EOF, or a broken socket: nothing more comes (the owner closes it)."""
+
+    def reader_failed(self, key: int, exc: Exception, *, now: float) -> None:
+        """``received`` or ``eof`` raised ``exc``: reported here, never raised into the loop."""
+
+
+class _Sock:
+    """One socket: connecting (``tls`` None), handshaking, or ``open``; ``events`` 0: closed
+    or ended, watched no more."""
+
+    __slots__ = ("events", "inbox", "key", "open", "out", "outbox", "sock", "tls", "wrap")
+
+    def __init__(self, key: int, sock: socket.socket, wrap: Wrap | None) -> None:
+        self.key, self.sock, self.wrap = key, sock, wrap
+        self.events, self.open, self.out = _W, False, bytearray()
+        self.tls: ssl.SSLObject | None = None
+        self.inbox = self.outbox = ssl.MemoryBIO()
+
+
+class SelectLoop:
+    def __init__(self, sink: Sink, clock: Callable[[], float]) -> None:
+        self._sink, self._clock = sink, clock
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, _R, None)
+        self._socks: dict[int, _Sock] = {}
+        self.stirred = False
+
+    def connect(
+        self,
+        key: int,
+        sock: socket.socket,
+        address: tuple[Any, ...],
+        tls: Wrap | None = None,
+    ) -> None:
+        """Connect the non-blocking ``sock`` to ``address``, then shake hands (``tls``
+        wraps the socket's two ``MemoryBIO``\\ s in an ``SSLObject``) and report
+        ``connected`` or ``failed``."""
+        sock.connect_ex(address)  # its outcome shows as writability, then SO_ERROR
+        self._socks[key] = _Sock(key, sock, tls)
+        self._sel.register(sock, _W, key)
+        self.stirred = True
+
+    def send(self, key: int, data: bytes) -> None:
+        """Send ``data`` on ``key`` after what waits already (a closed key: dropped)."""
+        entry = self._socks.get(key)
+        if entry is None:
+            return
+        try:
+            if entry.tls is not None:
+                entry.tls.write(data)
+                data = entry.outbox.read()
+            if not entry.out:
+                data = data[entry.sock.send(data) :]
+        except BlockingIOError:
+            pass
+        except (OSError, ValueError):  # a reader sees the socket end
+            return
+        if data:
+            entry.out += data
+            self._flush(entry)
+
+    def close(self, key: int) -> None:
+        """Close ``key`` (connecting or not); nothing more is reported about it."""
+        if (entry := self._socks.pop(key, None)) is not None:
+            self._unwatch(entry)
+            entry.sock.close()
+
+    def wait(self, timeout: float | None) -> _Events:
+        """Block until a socket is ready, :meth:`wake` is called, or ``timeout`` s passed."""
+        self.stirred = False
+        return self._sel.select(timeout)
+
+    def wake(self) -> None:
+        """Make a :meth:`wait` in another thread return (any thread may call this)."""
+        with contextlib.suppress(OSError):  # full: it is awake already; closed: no one waits
+            self._wake_w.send(b"w")
+
+    def handle(self, events: _Events) -> float:
+        """Report what ``events`` (from :meth:`wait`) found, stamped with one clock read
+        (returned)."""
+        now = self._clock()
+        for key, mask in events:
+            if key.data is None:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(4096)
+            elif (entry := self._socks.get(key.data)) is not None:
+                self._ready(entry, mask, now)
+        return now
+
+    def release(self) -> None:
+        """Close every socket and the selector (the loop is not used again)."""
+        for key in list(self._socks):
+            self.close(key)
+        self._sel.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _ready(self, entry: _Sock, mask: int, now: float) -> None:
+        """A socket is readable or writable: connect, shake hands, read, flush."""
+        try:
+            if entry.open:
+                if mask & _R:
+                    self._read(entry, now)
+                return self._flush(entry)
+            if entry.tls is None:  # the TCP connect ended
+                if error := entry.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                    raise OSError(error, os.strerror(error))
+                if entry.wrap is None:
+                    entry.open = True
+                    self._sink.connected(entry.key, alpn=None, now=now)
+                    return self._flush(entry)
+                entry.inbox, entry.outbox = ssl.MemoryBIO(), ssl.MemoryBIO()
+                entry.tls = entry.wrap(entry.inbox, entry.outbox)
+            elif mask & _R:
+                if not (data := entry.sock.recv(READ_SIZE)):
+                    raise ConnectionResetError("the server closed during the TLS handshake")
+                entry.inbox.write(data)
+            with contextlib.suppress(*_SSL_WANT):
+                entry.tls.do_handshake()
+                entry.open = True
+            self._flush(entry)
+            if entry.open:
+                self._sink.connected(entry.key, alpn=entry.tls.selected_alpn_protocol(), now=now)
+                self._read(entry, now, fresh=False)
+        except BlockingIOError:
+            pass
+        except OSError as exc:  # SSLError included
+            self.close(entry.key)
+            self._sink.connect_failed(
+                entry.key, "tcp" if entry.tls is None else "tls", exc, now=now
+            )
+
+    def _read(self, entry: _Sock, now: float, *, fresh: bool = True) -> None:
+        """Read what ``entry`` has (``fresh`` False: only what TLS holds already)."""
+        data = b""
+        try:
+            data = entry.sock.recv(READ_SIZE) if fresh else b"\0"
+        except BlockingIOError:
+            return
+        except OSError:
+            pass
+        if (tls := entry.tls) is None:
+            return self._received(entry, data, now) if data else self._ended(entry, now)
+        if fresh and data:
+            entry.inbox.write(data)
+        elif fresh:
+            entry.inbox.write_eof()
+        while True:
+            try:
+                data = tls.read(READ_SIZE)
+            except _SSL_WANT:
+                return
+            except (OSError, ValueError):
+                data = b""
+            if not data:
+                return self._ended(entry, now)
+            self._received(entry, data, now)
+            if not entry.events:
+                return  # the owner closed it meanwhile
+
+    def _received(self, entry: _Sock, data: bytes, now: float) -> None:
+        try:
+            self._sink.received(entry.key, data, now=now)
+        except Exception as exc:  # a reader must never die of one
+            self._failed(entry, exc, now)
+
+    def _ended(self, entry: _Sock, now: float) -> None:
+        self._unwatch(entry)  # an ended socket stays readable: it is watched no more
+        try:
+            self._sink.eof(entry.key, now=now)
+        except Exception as exc:  # a reader must never die of one
+            self._failed(entry, exc, now)
+
+    def _failed(self, entry: _Sock, exc: Exception, now: float) -> None:
+        self._unwatch(entry)
+        with contextlib.suppress(Exception):
+            self._sink.reader_failed(entry.key, exc, now=now)
+
+    def _unwatch(self, entry: _Sock) -> None:
+        if entry.events:
+            entry.events = 0
+            self._sel.unregister(entry.sock)
+
+    def _flush(self, entry: _Sock) -> None:
+        if not entry.events:
+            return  # closed or ended meanwhile
+        if entry.tls is not None and entry.outbox.pending:
+            entry.out += entry.outbox.read()
+        if entry.out:
+            try:
+                del entry.out[: entry.sock.send(entry.out)]
+            except BlockingIOError:
+                pass
+            except OSError:  # a reader sees the socket end
+                entry.out.clear()
+        events = _R | (_W if entry.out else 0) if entry.open or entry.tls else _W
+        if events != entry.events:
+            entry.events = events
+            self._sel.modify(entry.sock, events, entry.key)
+            self.stirred = True
+
+
+class Workers:
+    """Blocking jobs on at most ``limit`` daemon threads (started when every one is busy)."""
+
+    def __init__(self, limit: int, name: str) -> None:
+        self._limit, self._name = limit, name
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._busy = 0
+
+    @property
+    def threads(self) -> int:
+        return len(self._threads)
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job()`` on a worker thread; whatever it raises is its own business."""
+        with self._lock:
+            self._busy += 1
+            self._jobs.put(job)
+            if self._busy > len(self._threads) and len(self._threads) < self._limit:
+                thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    def close(self) -> None:
+        """End every thread once it is idle (one running a job: once it returns)."""
+        with self._lock:
+            for _ in self._threads:
+                self._jobs.put(None)
+            self._threads = []
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            with contextlib.suppress(Exception):  # a worker must not die of one
+                job()
+            with self._lock:
+                self._busy -= 1
+
+
+T = TypeVar("T")
+
+
+def hold(lock: Any) -> KeyboardInterrupt | None:
+    """Take ``lock`` (an ``RLock``) unless this thread holds it, whatever interrupts land
+    meanwhile; the last one is returned, for the caller to raise once its state is
+    consistent again."""
+    interrupt = None
+    while not lock._is_owned():
+        try:
+            lock.acquire()
+        except KeyboardInterrupt as exc:
+            interrupt = exc
+    return interrupt
+
+
+def unlocked(lock: Any, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` with ``lock`` (an ``RLock`` this thread holds once) let go; the lock is
+    held again when this returns or raises (an interrupt meanwhile: raised then)."""
+    lock.release()
+    try:
+        return fn(*args)
+    finally:
+        if (interrupt := hold(lock)) is not None:
+            raise interrupt
+
+
+class Bell:
+    """One thread's wake-up: :meth:`wait` lets go of the owner's lock until :meth:`ring`
+    (called under that lock); an interrupted wait leaves no ring behind for the next."""
+
+    __slots__ = ("_asleep", "_gate")
+
+    def __init__(self) -> None:
+        self._gate = threading.Lock()  # held until rung
+        self._gate.acquire()
+        self._asleep = False
+
+    def ring(self) -> None:
+        """Wake the waiting thread (none: nothing happens)."""
+        if self._asleep:
+            self._asleep = False
+            self._gate.release()
+
+    def wait(self, lock: Any) -> None:
+        """Block until rung, with ``lock`` let go (see :func:`unlocked`)."""
+        self._asleep = True
+        try:
+            unlocked(lock, self._gate.acquire)
+        finally:  # under the lock: whether rung or interrupted, no ring is left over
+            if self._asleep:
+                self._asleep = False
+            else:
+                self._gate.acquire(blocking=False)

@@ -1,0 +1,382 @@
+"""The blocking adapter's runtime on its own (``sansmcp.io_adapters._selectloop``): real
+loopback sockets and trustme TLS, a recording sink, no driver.
+
+Connect refused, a TLS handshake the client refuses, ALPN, partial writes to a peer
+that reads slowly (and write interest only while something waits), EOF (reported once,
+then watched no more), a sink that raises, the wake-up, the bounded workers, and the
+interrupt-safe lock re-take and bell.
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trustme
+
+from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, unlocked
+
+WAIT = 10.0  # s: an upper bound on anything here, never a speed assertion
+
+
+class Recorder:
+    """A Sink that records what the loop reports."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.data: dict[int, bytearray] = {}
+        self.raise_on_data = False
+
+    def connected(self, key: int, *, alpn: str | None, now: float) -> None:
+        self.events.append(("connected", key, alpn))
+
+    def connect_failed(self, key: int, phase: str, exc: OSError, *, now: float) -> None:
+        self.events.append(("failed", key, phase, type(exc)))
+
+    def received(self, key: int, data: bytes, *, now: float) -> None:
+        if self.raise_on_data:
+            raise ValueError("the sink's own bug")
+        self.data.setdefault(key, bytearray()).extend(data)
+
+    def eof(self, key: int, *, now: float) -> None:
+        self.events.append(("eof", key))
+
+    def reader_failed(self, key: int, exc: Exception, *, now: float) -> None:
+        self.events.append(("reader_failed", key, type(exc)))
+
+
+def run_until(loop: SelectLoop, done: Any, timeout: float = WAIT) -> None:
+    end = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < end, "the loop did not get there"
+        loop.handle(loop.wait(0.05))
+
+
+def tcp(address: tuple[str, int]) -> tuple[socket.socket, tuple[str, int]]:
+    sock = socket.socket()
+    sock.setblocking(False)
+    return sock, address
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    yield sock
+    sock.close()
+
+
+@pytest.fixture
+def loop() -> Iterator[tuple[SelectLoop, Recorder]]:
+    sink = Recorder()
+    selectloop = SelectLoop(sink, time.monotonic)
+    yield selectloop, sink
+    selectloop.release()
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def tls_server(listener: socket.socket, ca: trustme.CA, alpn: list[str]) -> threading.Thread:
+    """Accept one connection, shake hands offering ``alpn``, echo until EOF."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("loop.test").configure_cert(context)
+    context.set_alpn_protocols(alpn)
+
+    def serve() -> None:
+        raw, _ = listener.accept()
+        try:
+            with context.wrap_socket(raw, server_side=True) as conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            raw.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_refused_connect_is_a_tcp_failure(loop: tuple[SelectLoop, Recorder]) -> None:
+    selectloop, sink = loop
+    spare = socket.socket()
+    spare.bind(("127.0.0.1", 0))
+    address = spare.getsockname()
+    spare.close()  # nothing listens there now
+    selectloop.connect(1, *tcp(address))
+    assert selectloop.stirred  # a new socket to watch
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("failed", 1, "tcp", ConnectionRefusedError)]
+
+
+def test_plain_bytes_go_both_ways_then_eof_is_reported_once(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket
+) -> None:
+    selectloop, sink = loop
+    selectloop.connect(1, *tcp(listener.getsockname()))
+    peer, _ = listener.accept()
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("connected", 1, None)]
+    selectloop.send(1, b"ping")
+    assert peer.recv(100) == b"ping"
+    peer.sendall(b"pong")
+    run_until(selectloop, lambda: sink.data.get(1) == b"pong")
+    peer.close()
+    run_until(selectloop, lambda: len(sink.events) == 2)
+    assert sink.events[1] == ("eof", 1)
+    # watched no more: a closed peer stays readable, yet nothing more is reported
+    for _ in range(3):
+        selectloop.handle(selectloop.wait(0.01))
+    assert sink.events == [("connected", 1, None), ("eof", 1)]
+    selectloop.close(1)
+    selectloop.send(1, b"after close")  # a closed key: dropped, not raised
+
+
+def test_partial_writes_wait_in_order_for_a_peer_that_reads_slowly(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket
+) -> None:
+    """Megabytes the kernel cannot take at once: the rest waits in the socket's buffer,
+    write interest is on only while it does, and the peer gets every byte in order."""
+    selectloop, sink = loop
+    sock, address = tcp(listener.getsockname())
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    selectloop.connect(1, sock, address)
+    peer, _ = listener.accept()
+    run_until(selectloop, lambda: sink.events)
+    selectloop.wait(0)  # (clears stirred)
+    payload = bytes(range(256)) * 16384  # 4 MiB
+    selectloop.send(1, payload[: len(payload) // 2])
+    selectloop.send(1, payload[len(payload) // 2 :])
+    assert selectloop.stirred  # write interest went on: a select elsewhere must look again
+    received = bytearray()
+
+    def slow_reader() -> None:
+        peer.settimeout(WAIT)
+        while len(received) < len(payload):
+            time.sleep(0.001)
+            received.extend(peer.recv(65536))
+
+    reader = threading.Thread(target=slow_reader, daemon=True)
+    reader.start()
+    run_until(selectloop, lambda: len(received) == len(payload))
+    reader.join(WAIT)
+    assert received == payload
+    selectloop.handle(selectloop.wait(0))
+    selectloop.wait(0)
+    selectloop.send(1, b"small")  # nothing waits: sent at once, no write interest
+    assert not selectloop.stirred
+    assert peer.recv(100) == b"small"
+    peer.close()
+
+
+def test_a_sink_that_raises_is_reported_as_a_reader_failure(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket
+) -> None:
+    selectloop, sink = loop
+    selectloop.connect(1, *tcp(listener.getsockname()))
+    peer, _ = listener.accept()
+    run_until(selectloop, lambda: sink.events)
+    sink.raise_on_data = True
+    peer.sendall(b"boom")
+    run_until(selectloop, lambda: len(sink.events) == 2)
+    assert sink.events[1] == ("reader_failed", 1, ValueError)
+    peer.sendall(b"more")  # watched no more: not reported again
+    selectloop.handle(selectloop.wait(0.05))
+    assert len(sink.events) == 2
+    peer.close()
+
+
+def test_tls_with_alpn_round_trips(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket, ca: trustme.CA
+) -> None:
+    selectloop, sink = loop
+    server = tls_server(listener, ca, ["h2", "http/1.1"])
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    wrap = functools.partial(context.wrap_bio, server_hostname="loop.test")
+    selectloop.connect(1, *tcp(listener.getsockname()), wrap)
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("connected", 1, "h2")]
+    selectloop.send(1, b"x" * 200_000)  # more than one TLS record, more than one read
+    run_until(selectloop, lambda: len(sink.data.get(1, b"")) == 200_000)
+    selectloop.close(1)
+    server.join(WAIT)
+
+
+def test_a_certificate_the_client_does_not_trust_is_a_tls_failure(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket, ca: trustme.CA
+) -> None:
+    selectloop, sink = loop
+    server = tls_server(listener, ca, ["http/1.1"])
+    context = ssl.create_default_context()
+    trustme.CA().configure_trust(context)  # another CA
+    wrap = functools.partial(context.wrap_bio, server_hostname="loop.test")
+    selectloop.connect(1, *tcp(listener.getsockname()), wrap)
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("failed", 1, "tls", ssl.SSLCertVerificationError)]
+    server.join(WAIT)
+
+
+def test_a_server_closing_during_the_handshake_is_a_tls_failure(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket
+) -> None:
+    selectloop, sink = loop
+    context = ssl.create_default_context()
+    wrap = functools.partial(context.wrap_bio, server_hostname="loop.test")
+    selectloop.connect(1, *tcp(listener.getsockname()), wrap)
+    peer, _ = listener.accept()
+    peer.settimeout(WAIT)
+    selectloop.handle(selectloop.wait(WAIT))  # connected: the ClientHello goes out
+    assert peer.recv(65536)  # the ClientHello
+    peer.close()
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("failed", 1, "tls", ConnectionResetError)]
+
+
+def test_wake_cuts_a_wait_in_another_thread_short(loop: tuple[SelectLoop, Recorder]) -> None:
+    selectloop, _ = loop
+    returned = threading.Event()
+
+    def waiter() -> None:
+        selectloop.handle(selectloop.wait(None))  # no socket, no timeout: only a wake-up
+        returned.set()
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    assert not returned.wait(0.1)
+    selectloop.wake()
+    assert returned.wait(WAIT)
+    thread.join(WAIT)
+
+
+def test_workers_are_bounded_and_end_on_close() -> None:
+    workers = Workers(2, "test-worker")
+    gate = threading.Event()
+    ran: list[int] = []
+    for index in range(5):
+        workers.submit(functools.partial(lambda i: (gate.wait(WAIT), ran.append(i)), index))
+    assert workers.threads == 2  # five jobs, two threads
+    workers.submit(lambda: 1 / 0)  # a failing job does not kill its thread
+    gate.set()
+    end = time.monotonic() + WAIT
+    while len(ran) < 5:
+        assert time.monotonic() < end
+        time.sleep(0.01)
+    assert sorted(ran) == [0, 1, 2, 3, 4] and workers.threads == 2
+    names = [t for t in threading.enumerate() if t.name == "test-worker"]
+    workers.close()
+    for thread in names:
+        thread.join(WAIT)
+        assert not thread.is_alive()
+
+
+class Flaky:
+    """An RLock whose ``acquire`` raises KeyboardInterrupt on the calls listed in
+    ``interrupts`` -- before taking the lock ("before") or just after ("after"), the two
+    places a signal can land in a real acquire."""
+
+    def __init__(self, interrupts: dict[int, str]) -> None:
+        self.lock = threading.RLock()
+        self.interrupts = interrupts
+        self.calls = 0
+
+    def acquire(self, blocking: bool = True) -> bool:
+        self.calls += 1
+        where = self.interrupts.get(self.calls)
+        if where == "before":
+            raise KeyboardInterrupt(self.calls)
+        taken = self.lock.acquire(blocking)
+        if where == "after":
+            raise KeyboardInterrupt(self.calls)
+        return taken
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def _is_owned(self) -> bool:
+        return bool(self.lock._is_owned())  # type: ignore[attr-defined]
+
+    def depth(self) -> int:
+        """How many times this thread holds it (0: not at all)."""
+        count = 0
+        while self._is_owned():
+            self.lock.release()
+            count += 1
+        for _ in range(count):
+            self.lock.acquire()
+        return count
+
+
+@pytest.mark.parametrize(
+    "interrupts",
+    [{}, {1: "before"}, {1: "after"}, {1: "before", 2: "after"}, {1: "before", 2: "before"}],
+)
+def test_hold_takes_the_lock_once_whatever_lands(interrupts: dict[int, str]) -> None:
+    lock = Flaky(interrupts)
+    interrupt = hold(lock)
+    assert lock.depth() == 1  # held, and once: one release frees it
+    assert (interrupt is None) == (not interrupts)
+    if interrupts:
+        assert interrupt is not None and interrupt.args == (max(interrupts),)  # the last one
+    assert hold(lock) is None and lock.depth() == 1  # held already: nothing taken
+    lock.release()
+    assert lock.depth() == 0
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_unlocked_holds_the_lock_again_when_an_interrupt_lands_re_taking_it(where: str) -> None:
+    """The second Ctrl-C: the first interrupts the blocking call, the second the lock's
+    re-take; the lock is held once all the same, and only an interrupt escapes."""
+    lock = Flaky({2: where})
+    assert hold(lock) is None
+
+    def blocking() -> None:
+        raise KeyboardInterrupt("first")
+
+    with pytest.raises(KeyboardInterrupt) as raised:
+        unlocked(lock, blocking)
+    assert raised.value.args == (2,)  # the re-take's, chained to the first
+    assert isinstance(raised.value.__context__, KeyboardInterrupt)
+    assert lock.depth() == 1
+    assert unlocked(lock, lambda: 7) == 7 and lock.depth() == 1
+
+
+def test_a_bell_wakes_its_waiter_and_an_interrupted_wait_leaves_no_ring() -> None:
+    lock = threading.RLock()
+    bell = Bell()
+    bell.ring()  # nobody waits: nothing is left for later
+    main = threading.get_ident()
+    assert threading.main_thread().ident == main
+    lock.acquire()
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        bell.wait(lock)  # the signal lands in the wait
+    timer.join()
+    assert lock._is_owned()  # type: ignore[attr-defined]
+    rung = threading.Event()
+
+    def ringer() -> None:
+        with lock:
+            rung.set()
+            bell.ring()
+
+    thread = threading.Thread(target=ringer)
+    thread.start()
+    bell.wait(lock)  # returns only once rung: neither ring was left over
+    assert rung.is_set() and lock._is_owned()  # type: ignore[attr-defined]
+    lock.release()
+    thread.join(WAIT)
