@@ -8,7 +8,7 @@ counters meanwhile), run the measured work items, tear the contender down, print
 the server's counters meanwhile, so the next phase's traffic cannot leak into them).
 
 Figures: client CPU from ``getrusage(RUSAGE_SELF)`` (user + sys, all threads) over
-the measured items only; wall time per item; peak RSS (``ru_maxrss``); RSS and open
+the measured items only; wall time per item; peak RSS (``VmHWM``); RSS and open
 file descriptors before and after the measured items (a leak shows as growth); and
 errors.  Phase kinds: ``seq`` (one item after another), ``conc`` (``concurrency``
 items in flight at once), ``mem`` (Python heap held per idle pooled connection,
@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .contenders import RUNTIME, Contender, make
+from .procs import peak_rss_kib
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -103,7 +104,7 @@ class Phase:
             "walls_s": walls,
             "errors": self.error_count,
             "error_samples": self.errors,
-            "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "maxrss_kb": peak_rss_kib(),
         }
 
 

@@ -5,7 +5,7 @@ each contender runs in its own process: ``open``, a warm-up wave of ``level`` it
 once, then ``rounds`` waves in which ``level`` workers each run ``per_worker`` items
 one after another.  Reported per (contender, level): CPU per item (``process_time``
 of the client process over the measured waves), p50 / p99 wall latency per item, and
-peak RSS per in-flight item (``ru_maxrss`` after the run minus the RSS before the
+peak RSS per in-flight item (``VmHWM`` after the run minus the RSS before the
 warm-up, over ``level``; "marginal" subtracts the level-1 run's growth first, so the
 one-time costs of a process's first item are not spread over the in-flight ones).
 Level 1 is the sequential figure.
@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import socket
 import statistics
 import subprocess
@@ -38,7 +37,7 @@ import time
 from typing import Any
 
 from .contenders import ECHO_BYTES, LEGACY
-from .procs import cache_bytecode
+from .procs import cache_bytecode, peak_rss_kib
 
 CONTENDERS = (
     "sansmcp-asyncio",
@@ -229,7 +228,7 @@ def _child(
     if isinstance(target, _Sansmcp):
         out["sockets_open_after"] = target.sockets()
         dials[0] = target.client._driver.pool._next_id - 1
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_rss_kib()  # not ru_maxrss: Linux carries it over from the parent
     latencies.sort()
     count = len(latencies)
     out.update(

@@ -15,6 +15,16 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def peak_rss_kib() -> int:
+    """This process's peak RSS (``VmHWM``).  Not ``ru_maxrss``: Linux carries that across
+    ``exec`` from the parent, so a small child of the harness reported the harness's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0  # pragma: no cover - not Linux
+
+
 def cache_bytecode() -> None:
     """Children of this process keep their byte code, as an installed package does.
 
