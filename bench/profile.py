@@ -188,7 +188,7 @@ def main() -> None:
     parser.add_argument("--ca", default=None)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    n = 100 if args.quick else 300
+    n = 100 if args.quick else 150
     print(json.dumps(profile(args.backend, args.url, args.era, args.http, args.ca, n)), flush=True)
 
 

@@ -292,7 +292,7 @@ def _cold_start(cold: dict[str, Any] | None) -> list[str]:
     if not cold or "imports" not in cold:
         return [f"(not measured: {cold.get('failed') if cold else 'absent'})"]
     lines = [
-        f"Fresh interpreters, {cold['runs']} runs each (imports: at least 3), contenders "
+        f"Fresh interpreters, {cold['runs']} runs each (imports: 10 in `make bench`), contenders "
         "interleaved; medians. Byte code cached (`PYTHONPYCACHEPREFIX`), as an installed "
         "package runs. Import: `python -X importtime -c 'import M'`, the cumulative "
         "figure of `M`'s own line, and the CPU (`process_time`) around it.",
@@ -303,7 +303,8 @@ def _cold_start(cold: dict[str, Any] | None) -> list[str]:
     for label, row in cold["imports"].items():
         areas = ", ".join(f"{k} {_fmt(v, 1)}" for k, v in list(row["areas_ms"].items())[:4])
         lines.append(
-            f"| `{row['module']}` ({label}) | {_fmt(row['total_ms'], 1)} "
+            f"| `{row['module']}`{'' if label == row['module'] else f' ({label})'} "
+            f"| {_fmt(row['total_ms'], 1)} "
             f"| {_fmt(row['total_ms_min'], 1)} | {_fmt(row['cpu_ms'], 1)} | {areas} |"
         )
     lines += [
