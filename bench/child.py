@@ -8,7 +8,7 @@ counters meanwhile), run the measured work items, tear the contender down, print
 the server's counters meanwhile, so the next phase's traffic cannot leak into them).
 
 Figures: client CPU from ``getrusage(RUSAGE_SELF)`` (user + sys, all threads) over
-the measured items only; wall time per item; peak RSS (``ru_maxrss``); RSS and open
+the measured items only; wall time per item; peak RSS (``VmHWM``); RSS and open
 file descriptors before and after the measured items (a leak shows as growth); and
 errors.  Phase kinds: ``seq`` (one item after another), ``conc`` (``concurrency``
 items in flight at once), ``mem`` (Python heap held per idle pooled connection,
@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .contenders import RUNTIME, Contender, make
+from .procs import peak_rss_kib
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -66,7 +67,9 @@ class Phase:
         self.name = name
         self.spec = spec
         self.runtime = RUNTIME[name]
-        self.contender: Contender = make(name, spec["url"], spec["era"], spec["http"])
+        self.contender: Contender = make(
+            name, spec["url"], spec["era"], spec["http"], spec.get("ca")
+        )
         self.errors: list[str] = []
         self.error_count = 0
         self.went = False  # the harness said "go": it now waits for our figures
@@ -101,7 +104,7 @@ class Phase:
             "walls_s": walls,
             "errors": self.error_count,
             "error_samples": self.errors,
-            "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "maxrss_kb": peak_rss_kib(),
         }
 
 
@@ -214,7 +217,7 @@ def _run_sync(phase: Phase) -> dict[str, Any]:
         start = time.perf_counter()
         phase.check(item())
         warm_walls.append(time.perf_counter() - start)
-    if spec["kind"] == "mem" or (spec["kind"] == "conc" and phase.name == "floor-sync"):
+    if spec["kind"] == "mem" or (spec["kind"] == "conc" and phase.name != "sansmcp-sync"):
         raise SystemExit(f"{phase.name} has no {spec['kind']} phase")
     n = phase.pick_n(warm_walls)
     gc.collect()

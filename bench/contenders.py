@@ -19,6 +19,12 @@ check the work was done) and is torn down (``close``).
   ``mode`` pinned to the era (no probe: the SDK's equivalent of a warm era cache).
 * ``fastmcp``: ``fastmcp.Client(url)`` per work item, its defaults.
 * ``floor-sync`` / ``floor-asyncio`` / ``floor-trio``: :mod:`bench.floor`.
+* ``llhttp-sync`` / ``llhttp-asyncio`` / ``llhttp-trio``: the same floors reading
+  HTTP/1.1 with llhttp (``httptools``) instead of h11 (HTTP/1.1 servers only).
+
+Over TLS (``ca``: the bench CA's PEM file) every contender trusts that CA: sansmcp
+through ``Client(ssl_context=)``, the SDK through ``httpx2.AsyncClient(verify=)``, the
+floors through :func:`bench.floor.tls_context`.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ CONTENDERS = (
     "floor-asyncio",
     "floor-trio",
 )
+LLHTTP = ("llhttp-sync", "llhttp-asyncio", "llhttp-trio")
 RUNTIME = {
     "sansmcp-asyncio": "asyncio",
     "sansmcp-trio": "trio",
@@ -48,6 +55,9 @@ RUNTIME = {
     "floor-sync": "sync",
     "floor-asyncio": "asyncio",
     "floor-trio": "trio",
+    "llhttp-sync": "sync",
+    "llhttp-asyncio": "asyncio",
+    "llhttp-trio": "trio",
 }
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -59,10 +69,19 @@ class Contender:
     """``open`` / ``item`` / ``close``; ``item`` is a coroutine except on the sync runtime
     (``item_sync``: the blocking adapter and the sync floor)."""
 
-    def __init__(self, url: str, era: str, http: str) -> None:
+    def __init__(self, url: str, era: str, http: str, ca: str | None = None) -> None:
         self.url = url
         self.era = era
         self.http = http
+        self.ca = ca
+
+    def ssl_context(self) -> Any:
+        """A client context trusting the bench CA (None: not TLS)."""
+        if self.ca is None:
+            return None
+        import ssl
+
+        return ssl.create_default_context(cafile=self.ca)
 
     async def open(self) -> None:
         pass
@@ -79,7 +98,11 @@ class SansmcpAsyncio(Contender):
         from sansmcp import Config
         from sansmcp.io_adapters.asyncio import Client
 
-        self.client = Client(allow_loopback=True, http2_prior_knowledge=self.http == "h2")
+        self.client = Client(
+            allow_loopback=True,
+            http2_prior_knowledge=self.http == "h2" and self.ca is None,
+            ssl_context=self.ssl_context(),
+        )
         versions = (LEGACY,) if self.era == "legacy" else None
         self.config = Config(url=self.url, protocol_versions=versions)
 
@@ -98,7 +121,11 @@ class SansmcpTrio(SansmcpAsyncio):
         from sansmcp import Config
         from sansmcp.io_adapters.trio import Client
 
-        self.client = Client(allow_loopback=True, http2_prior_knowledge=self.http == "h2")  # type: ignore[assignment]
+        self.client = Client(
+            allow_loopback=True,
+            http2_prior_knowledge=self.http == "h2" and self.ca is None,
+            ssl_context=self.ssl_context(),
+        )  # type: ignore[assignment]
         versions = (LEGACY,) if self.era == "legacy" else None
         self.config = Config(url=self.url, protocol_versions=versions)
 
@@ -108,7 +135,11 @@ class SansmcpSync(Contender):
         from sansmcp import Config
         from sansmcp.io_adapters.sync import Client
 
-        self.client = Client(allow_loopback=True, http2_prior_knowledge=self.http == "h2")
+        self.client = Client(
+            allow_loopback=True,
+            http2_prior_knowledge=self.http == "h2" and self.ca is None,
+            ssl_context=self.ssl_context(),
+        )
         versions = (LEGACY,) if self.era == "legacy" else None
         self.config = Config(url=self.url, protocol_versions=versions)
 
@@ -162,8 +193,10 @@ class SdkTuned(Contender):
                 http2=True,
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 limits=httpx2.Limits(max_connections=64, max_keepalive_connections=64),
+                **({"verify": self.ssl_context()} if self.ca else {}),
             )
         else:
+            assert self.ca is None, "TLS rows are HTTP/2"
             self.http_client = create_mcp_http_client()
         await self.http_client.__aenter__()
         self.mode = "legacy" if self.era == "legacy" else MODERN
@@ -191,17 +224,22 @@ class FastMcp(Contender):
 
 
 class _Floor(Contender):
+    llhttp = False
+
     def _address(self) -> tuple[str, int, str]:
         parts = urlsplit(self.url)
         assert parts.hostname is not None and parts.port is not None
         return parts.hostname, parts.port, parts.path
+
+    def _options(self) -> dict[str, Any]:
+        return {"llhttp": self.llhttp, "ca": self.ca}
 
 
 class FloorSync(_Floor):
     async def open(self) -> None:
         from .floor import SyncFloor
 
-        self.floor = SyncFloor(*self._address(), self.http)
+        self.floor = SyncFloor(*self._address(), self.http, **self._options())
 
     def item_sync(self) -> tuple[int, str]:
         return self.floor.item(self.era)
@@ -214,7 +252,7 @@ class FloorAsyncio(_Floor):
     async def open(self) -> None:
         from .floor import AsyncioFloor
 
-        self.floor = AsyncioFloor(*self._address(), self.http)
+        self.floor = AsyncioFloor(*self._address(), self.http, **self._options())
 
     async def item(self) -> tuple[int, str]:
         return await self.floor.item(self.era)
@@ -227,10 +265,22 @@ class FloorTrio(FloorAsyncio):
     async def open(self) -> None:
         from .floor import TrioFloor
 
-        self.floor = TrioFloor(*self._address(), self.http)  # type: ignore[assignment]
+        self.floor = TrioFloor(*self._address(), self.http, **self._options())  # type: ignore[assignment]
 
 
-def make(name: str, url: str, era: str, http: str) -> Contender:
+class LlhttpSync(FloorSync):
+    llhttp = True
+
+
+class LlhttpAsyncio(FloorAsyncio):
+    llhttp = True
+
+
+class LlhttpTrio(FloorTrio):
+    llhttp = True
+
+
+def make(name: str, url: str, era: str, http: str, ca: str | None = None) -> Contender:
     classes: dict[str, type[Contender]] = {
         "sansmcp-asyncio": SansmcpAsyncio,
         "sansmcp-trio": SansmcpTrio,
@@ -241,5 +291,8 @@ def make(name: str, url: str, era: str, http: str) -> Contender:
         "floor-sync": FloorSync,
         "floor-asyncio": FloorAsyncio,
         "floor-trio": FloorTrio,
+        "llhttp-sync": LlhttpSync,
+        "llhttp-asyncio": LlhttpAsyncio,
+        "llhttp-trio": LlhttpTrio,
     }
-    return classes[name](url, era, http)
+    return classes[name](url, era, http, ca)

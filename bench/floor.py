@@ -11,12 +11,18 @@ client must pay in Python for these exchanges on that runtime.
 The exchange logic is written once as a generator (:func:`work_item`) that yields
 requests and is sent responses; three drivers run it on a blocking socket, on
 asyncio streams and on trio streams, each over an h11 or an h2 connection object.
+
+Two variants: ``llhttp=True`` reads HTTP/1.1 with llhttp (``httptools``, as uvicorn
+does: the request head written by hand, the response parsed in C; issue 16, item 4)
+instead of h11; ``ca=PATH`` speaks TLS to the server (trusting that CA, ALPN ``h2``
+or ``http/1.1``), for the TLS h2 rows.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import ssl
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -220,11 +226,12 @@ class H1:
 class H2:
     """One HTTP/2 connection (prior knowledge) as an h2 state machine, one stream at a time."""
 
-    def __init__(self, host: str, port: int, target: str) -> None:
+    def __init__(self, host: str, port: int, target: str, scheme: bytes = b"http") -> None:
         config = h2.config.H2Configuration(client_side=True, header_encoding=None)
         self.conn = h2.connection.H2Connection(config=config)
         self.authority = f"{host}:{port}".encode()
         self.target = target.encode()
+        self.scheme = scheme
         self._stream = 0
         self._status = 0
         self._headers: list[tuple[bytes, bytes]] = []
@@ -238,7 +245,7 @@ class H2:
     def send(self, request: Request) -> bytes:
         headers = [
             (b":method", request.method),
-            (b":scheme", b"http"),
+            (b":scheme", self.scheme),
             (b":authority", self.authority),
             (b":path", self.target),
             *request.headers,
@@ -272,28 +279,104 @@ class H2:
         return done, self.conn.data_to_send()
 
 
-def _wire(http: str, host: str, port: int, target: str) -> H1 | H2:
-    return H2(host, port, target) if http == "h2" else H1(host, port, target)
+class H1Llhttp:
+    """One HTTP/1.1 keep-alive connection read by llhttp (``httptools``); the request
+    head is written by hand, byte for byte what the h11 floor sends."""
+
+    def __init__(self, host: str, port: int, target: str) -> None:
+        import httptools
+
+        self.head = b" " + target.encode() + b" HTTP/1.1\r\nHost: " + f"{host}:{port}".encode()
+        self.parser = httptools.HttpResponseParser(self)
+        self.reusable = True
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._done: Response | None = None
+
+    def preamble(self) -> bytes:
+        return b""
+
+    def send(self, request: Request) -> bytes:
+        lines = [request.method + self.head]
+        lines += [name + b": " + value for name, value in request.headers]
+        if request.method == b"POST":
+            lines.append(b"Content-Length: %d" % len(request.body))
+        return b"\r\n".join(lines) + b"\r\n\r\n" + request.body
+
+    # llhttp's callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name.lower(), value))
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._done = Response(self.parser.get_status_code(), self._headers, b"".join(self._body))
+        self.reusable = self.parser.should_keep_alive()  # only valid here
+        self._headers, self._body = [], []
+
+    def receive(self, data: bytes) -> tuple[Response | None, bytes]:
+        self.parser.feed_data(data)
+        done, self._done = self._done, None
+        return done, b""
+
+
+def _wire(
+    http: str, host: str, port: int, target: str, *, llhttp: bool = False, tls: bool = False
+) -> H1 | H2 | H1Llhttp:
+    if http == "h2":
+        return H2(host, port, target, scheme=b"https" if tls else b"http")
+    return H1Llhttp(host, port, target) if llhttp else H1(host, port, target)
+
+
+def tls_context(ca: str, http: str) -> ssl.SSLContext:
+    """A client context trusting the bench's CA, offering the ALPN of ``http``."""
+    context = ssl.create_default_context(cafile=ca)
+    context.set_alpn_protocols(["h2"] if http == "h2" else ["http/1.1"])
+    return context
 
 
 # -- drivers ------------------------------------------------------------------
 
 
-class SyncFloor:
+class _Driver:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        target: str,
+        http: str,
+        *,
+        llhttp: bool = False,
+        ca: str | None = None,
+    ) -> None:
+        self.address = (host, port, target, http)
+        self.llhttp = llhttp
+        self.tls = tls_context(ca, http) if ca else None
+
+    def _new_wire(self) -> H1 | H2 | H1Llhttp:
+        host, port, target, http = self.address
+        return _wire(http, host, port, target, llhttp=self.llhttp, tls=self.tls is not None)
+
+
+class SyncFloor(_Driver):
     """Blocking socket; one persistent connection, re-dialled if the server drops it."""
 
-    def __init__(self, host: str, port: int, target: str, http: str) -> None:
-        self.address = (host, port, target, http)
+    def __init__(self, host: str, port: int, target: str, http: str, **kw: Any) -> None:
+        super().__init__(host, port, target, http, **kw)
         self.sock: socket.socket | None = None
-        self.wire: H1 | H2 | None = None
+        self.wire: H1 | H2 | H1Llhttp | None = None
 
     def _exchange(self, request: Request) -> Response:
         if self.sock is None or self.wire is None or not self.wire.reusable:
             self.close()
-            host, port, target, http = self.address
-            self.sock = socket.create_connection((host, port))
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.wire = _wire(http, host, port, target)
+            host, port, _, _ = self.address
+            sock = socket.create_connection((host, port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=host)
+            self.sock = sock
+            self.wire = self._new_wire()
             self.sock.sendall(self.wire.preamble())
         sock, wire = self.sock, self.wire
         sock.sendall(wire.send(request))
@@ -327,25 +410,26 @@ class SyncFloor:
 class _AsyncConn:
     __slots__ = ("stream", "wire")
 
-    def __init__(self, stream: Any, wire: H1 | H2) -> None:
+    def __init__(self, stream: Any, wire: H1 | H2 | H1Llhttp) -> None:
         self.stream = stream
         self.wire = wire
 
 
-class AsyncioFloor:
+class AsyncioFloor(_Driver):
     """asyncio streams; a pool of idle connections (one per concurrent work item)."""
 
-    def __init__(self, host: str, port: int, target: str, http: str) -> None:
-        self.address = (host, port, target, http)
+    def __init__(self, host: str, port: int, target: str, http: str, **kw: Any) -> None:
+        super().__init__(host, port, target, http, **kw)
         self.idle: list[_AsyncConn] = []
 
     async def _dial(self) -> _AsyncConn:
         import asyncio
 
-        host, port, target, http = self.address
-        reader, writer = await asyncio.open_connection(host, port)
+        host, port, _, _ = self.address
+        tls: Any = {"ssl": self.tls, "server_hostname": host} if self.tls else {}
+        reader, writer = await asyncio.open_connection(host, port, **tls)
         writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _AsyncConn((reader, writer), _wire(http, host, port, target))
+        conn = _AsyncConn((reader, writer), self._new_wire())
         writer.write(conn.wire.preamble())
         return conn
 
@@ -383,19 +467,22 @@ class AsyncioFloor:
         self.idle = []
 
 
-class TrioFloor:
+class TrioFloor(_Driver):
     """trio streams; a pool of idle connections (one per concurrent work item)."""
 
-    def __init__(self, host: str, port: int, target: str, http: str) -> None:
-        self.address = (host, port, target, http)
+    def __init__(self, host: str, port: int, target: str, http: str, **kw: Any) -> None:
+        super().__init__(host, port, target, http, **kw)
         self.idle: list[_AsyncConn] = []
 
     async def _dial(self) -> _AsyncConn:
         import trio
 
-        host, port, target, http = self.address
-        stream = await trio.open_tcp_stream(host, port)
-        conn = _AsyncConn(stream, _wire(http, host, port, target))
+        host, port, _, _ = self.address
+        stream: Any = await trio.open_tcp_stream(host, port)
+        if self.tls is not None:
+            stream = trio.SSLStream(stream, self.tls, server_hostname=host)
+            await stream.do_handshake()
+        conn = _AsyncConn(stream, self._new_wire())
         preamble = conn.wire.preamble()
         if preamble:
             await stream.send_all(preamble)

@@ -5,7 +5,7 @@ each contender runs in its own process: ``open``, a warm-up wave of ``level`` it
 once, then ``rounds`` waves in which ``level`` workers each run ``per_worker`` items
 one after another.  Reported per (contender, level): CPU per item (``process_time``
 of the client process over the measured waves), p50 / p99 wall latency per item, and
-peak RSS per in-flight item (``ru_maxrss`` after the run minus the RSS before the
+peak RSS per in-flight item (``VmHWM`` after the run minus the RSS before the
 warm-up, over ``level``; "marginal" subtracts the level-1 run's growth first, so the
 one-time costs of a process's first item are not spread over the in-flight ones).
 Level 1 is the sequential figure.
@@ -17,7 +17,9 @@ per process, ``Limits()`` unless ``--limits`` says otherwise; the sync one runs
 contenders level by level, ``--repeat`` times; the median of each cell is reported.
 
 ``python -m bench.inflight [--quick] [--levels 1,100,500,1000] [--limits k=v,...]
-[--contenders a,b] [--json FILE]`` prints a Markdown table.
+[--contenders a,b] [--json FILE]`` prints a Markdown table.  ``bench.run`` calls
+:func:`run` and :func:`profile` (one more child per contender at the top level, its
+measured waves under cProfile: where the time goes when a target is missed).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import socket
 import statistics
 import subprocess
@@ -36,6 +37,7 @@ import time
 from typing import Any
 
 from .contenders import ECHO_BYTES, LEGACY
+from .procs import cache_bytecode, peak_rss_kib
 
 CONTENDERS = (
     "sansmcp-asyncio",
@@ -104,7 +106,15 @@ class _Sansmcp:
         return int(pool.socket_count)
 
 
-def _child(name: str, level: int, per_worker: int, rounds: int, url: str, limits: str) -> None:
+def _child(
+    name: str,
+    level: int,
+    per_worker: int,
+    rounds: int,
+    url: str,
+    limits: str,
+    profiled: bool = False,
+) -> None:
     from urllib.parse import urlsplit
 
     runtime = name.split("-")[1]
@@ -124,6 +134,11 @@ def _child(name: str, level: int, per_worker: int, rounds: int, url: str, limits
     latencies: list[float] = []
     base_rss = _rss_kib()
     out: dict[str, Any] = {}
+    profiler: Any = None
+    if profiled:
+        import cProfile
+
+        profiler = cProfile.Profile(time.process_time)
 
     def record(started: float) -> None:
         latencies.append(time.perf_counter() - started)
@@ -175,10 +190,15 @@ def _child(name: str, level: int, per_worker: int, rounds: int, url: str, limits
 
         async def main_asyncio() -> float:
             await asyncio.gather(*(worker(1, False) for _ in range(level)))
+            if profiler is not None:
+                profiler.enable()
             cpu = time.process_time()
             for _ in range(rounds):
                 await asyncio.gather(*(worker(per_worker, True) for _ in range(level)))
-            return time.process_time() - cpu
+            cpu = time.process_time() - cpu
+            if profiler is not None:
+                profiler.disable()
+            return cpu
 
         async def main_trio() -> float:
             import trio
@@ -189,10 +209,15 @@ def _child(name: str, level: int, per_worker: int, rounds: int, url: str, limits
                         nursery.start_soon(worker, count, measure)
 
             await wave(1, False)
+            if profiler is not None:
+                profiler.enable()
             cpu = time.process_time()
             for _ in range(rounds):
                 await wave(per_worker, True)
-            return time.process_time() - cpu
+            cpu = time.process_time() - cpu
+            if profiler is not None:
+                profiler.disable()
+            return cpu
 
         if runtime == "asyncio":
             cpu = asyncio.run(main_asyncio())
@@ -203,7 +228,7 @@ def _child(name: str, level: int, per_worker: int, rounds: int, url: str, limits
     if isinstance(target, _Sansmcp):
         out["sockets_open_after"] = target.sockets()
         dials[0] = target.client._driver.pool._next_id - 1
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_rss_kib()  # not ru_maxrss: Linux carries it over from the parent
     latencies.sort()
     count = len(latencies)
     out.update(
@@ -217,6 +242,12 @@ def _child(name: str, level: int, per_worker: int, rounds: int, url: str, limits
         rss_kib=peak - base_rss,
         dials=dials[0],
     )
+    if profiler is not None:
+        import pstats
+
+        from .profile import summarise
+
+        out["profile"] = summarise(pstats.Stats(profiler), count)
     print(json.dumps(out), flush=True)
 
 
@@ -226,14 +257,42 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _canned() -> tuple[subprocess.Popen[str], str]:
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.canned", str(port)], stdout=subprocess.PIPE, text=True
     )
     assert server.stdout is not None
     assert server.stdout.readline().strip() == "ready"
-    url = f"http://127.0.0.1:{port}/mcp"
+    return server, f"http://127.0.0.1:{port}/mcp"
+
+
+def _one(name: str, level: int, items: int, url: str, limits: str, profiled: bool) -> Any:
+    total = max(items, level * 2)
+    per_worker = max(1, total // level)
+    command = [sys.executable, "-m", "bench.inflight", "--child", name]
+    command += [str(level), str(per_worker), "1", url, limits]
+    if profiled:
+        command.append("--profile")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"{name} at {level} failed")
+    return json.loads(done.stdout)
+
+
+def profile(names: list[str], level: int, items: int, limits: str = "") -> dict[str, Any]:
+    """cProfile of each (async) contender's measured waves at ``level`` in flight."""
+    server, url = _canned()
+    try:
+        return {name: _one(name, level, items, url, limits, True)["profile"] for name in names}
+    finally:
+        server.kill()
+        server.wait()
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    server, url = _canned()
     levels = [int(x) for x in args.levels.split(",")]
     names = args.contenders.split(",")
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -243,16 +302,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for name in names:
                     if name.endswith("sync") and level > SYNC_MAX:
                         continue
-                    total = max(args.items, level * 2)
-                    rounds = 1
-                    per_worker = max(1, total // level)
-                    command = [sys.executable, "-m", "bench.inflight", "--child", name]
-                    command += [str(level), str(per_worker), str(rounds), url, args.limits]
-                    done = subprocess.run(command, capture_output=True, text=True, check=False)
-                    if done.returncode:
-                        sys.stderr.write(done.stderr)
-                        raise SystemExit(f"{name} at {level} failed")
-                    cells.setdefault((name, level), []).append(json.loads(done.stdout))
+                    one = _one(name, level, args.items, url, args.limits, False)
+                    cells.setdefault((name, level), []).append(one)
     finally:
         server.kill()
         server.wait()
@@ -296,7 +347,8 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         name, level, per_worker, rounds, url = sys.argv[2:7]
         limits = sys.argv[7] if len(sys.argv) > 7 else ""
-        _child(name, int(level), int(per_worker), int(rounds), url, limits)
+        profiled = "--profile" in sys.argv[8:]
+        _child(name, int(level), int(per_worker), int(rounds), url, limits, profiled)
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--levels", default="1,100,500,1000")
@@ -307,6 +359,7 @@ def main() -> None:
     parser.add_argument("--json", default="")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    cache_bytecode()
     if args.quick:
         args.items, args.levels = 400, "1,100,1000"
     rows = run(args)

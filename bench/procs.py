@@ -1,4 +1,4 @@
-"""Subprocess plumbing for the harness: line-oriented pipes with deadlines."""
+"""Subprocess plumbing for the harness: line-oriented pipes with deadlines; the bench CA."""
 
 from __future__ import annotations
 
@@ -13,6 +13,31 @@ from pathlib import Path
 from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS (``VmHWM``).  Not ``ru_maxrss``: Linux carries that across
+    ``exec`` from the parent, so a small child of the harness reported the harness's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0  # pragma: no cover - not Linux
+
+
+def cache_bytecode() -> None:
+    """Children of this process keep their byte code, as an installed package does.
+
+    This machine's environment sets ``PYTHONDONTWRITEBYTECODE``: every child would compile
+    every module it imports, and the compiler's transient memory would land in the peak
+    RSS figures.  The ``.pyc`` files go under ``PYTHONPYCACHEPREFIX`` in the temporary
+    directory, so the worktree stays clean.
+    """
+    import tempfile
+
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    prefix = Path(tempfile.gettempdir()) / "sansmcp-bench-pycache"
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(prefix))
 
 
 class LineProcess:
@@ -83,14 +108,41 @@ class LineProcess:
                     stream.close()
 
 
+def make_tls(directory: Path) -> dict[str, str]:
+    """A trustme CA and a certificate for 127.0.0.1 in ``directory``: the PEM paths."""
+    import trustme
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    paths = {name: str(directory / f"{name}.pem") for name in ("ca", "cert", "key")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    issued.private_key_pem.write_to_path(paths["key"])
+    issued.cert_chain_pems[0].write_to_path(paths["cert"])
+    for extra in issued.cert_chain_pems[1:]:
+        extra.write_to_path(paths["cert"], append=True)
+    return paths
+
+
 class Server(LineProcess):
     """``bench.server`` for one configuration; counters read over its stdin."""
 
-    def __init__(self, *, http: str, body: str, tools: int, log: IO[str], cpu: int | None) -> None:
+    def __init__(
+        self,
+        *,
+        http: str,
+        body: str,
+        tools: int,
+        log: IO[str],
+        cpu: int | None,
+        tls: tuple[str, str] | None = None,
+    ) -> None:
         args = ["-m", "bench.server", "--tools", str(tools)]
         if body == "json":
             args.append("--json")
-        if http == "h2":
+        if tls is not None:
+            args += ["--tls", *tls]
+        elif http == "h2":
             args.append("--h2c")
         super().__init__(args, log=log, cpu=cpu)
         self.http, self.body, self.tools = http, body, tools
@@ -100,7 +152,8 @@ class Server(LineProcess):
         _, port, path = ready.split()
         self.port = int(port)
         self.path = path
-        self.url = f"http://127.0.0.1:{self.port}{path}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}{path}"
 
     def reset(self) -> None:
         self.send("reset")

@@ -1,15 +1,21 @@
 """The benchmark harness: ``python -m bench.run [--quick]`` (``make bench`` / ``make bench-quick``).
 
-For each server configuration (HTTP/1.1 or HTTP/2, JSON or SSE responses, a tool
-count) it starts ``bench.server`` in its own process pinned to one core, then each
+For each server configuration (HTTP/1.1, HTTP/2 with prior knowledge or HTTP/2 over
+TLS, JSON or SSE responses, a tool count) it starts ``bench.server`` in its own process
+pinned to one core, then each
 contender in its own process pinned to another core, one after the other, against
 that same server: sequential work items per era (legacy 2025-11-25, modern
 2026-07-28), and on the 10-tool JSON servers 50 concurrent work items and the heap
 held per idle pooled connection.  The server counts requests and TCP connections
 per measured phase.  Then a listing parse micro-benchmark (``bench.parse``) and a
-profile of sansmcp's work item (``bench.profile``) and tracing off vs on
-(``bench.tracing``).  Writes
-``bench/results/latest.json``; ``bench.report`` turns it into ``latest.md`` and plots.
+profile of sansmcp's work item per backend, era and server kind (``bench.profile``:
+where the time goes, shown under each missed target) and tracing off vs on
+(``bench.tracing``); the cold start (``bench.cold_start``: imports, a fresh process's
+first work item, the CLI) against the 10-tool HTTP/1.1 server; last, the in-flight rows
+(``bench.inflight``: 1 / 100 / 500 / 1,000 in flight against ``bench.canned``, and a
+profile at 1,000).  The TLS rows use a trustme CA made for the run
+(``results/tls.tmp/``).  Writes ``bench/results/latest.json``; ``bench.report`` turns it
+into ``latest.md`` (with the issue-16 targets table) and plots.
 """
 
 from __future__ import annotations
@@ -27,12 +33,23 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import report
-from .contenders import CONTENDERS
-from .procs import ROOT, LineProcess, Server
+from .contenders import CONTENDERS, LLHTTP
+from .procs import ROOT, LineProcess, Server, cache_bytecode, make_tls
 
 RESULTS = ROOT / "bench" / "results"
 ASYNC = tuple(c for c in CONTENDERS if c != "floor-sync")  # and sansmcp-sync: 50 threads
 POOLED = ("sansmcp-asyncio", "sansmcp-trio", "sdk-tuned", "floor-asyncio", "floor-trio")
+BACKENDS = ("asyncio", "trio", "sync")
+# over TLS: sdk-default and fastmcp build their own clients per item (no CA to trust)
+TLS_CONTENDERS = (
+    "sansmcp-asyncio",
+    "sansmcp-trio",
+    "sansmcp-sync",
+    "sdk-tuned",
+    "floor-sync",
+    "floor-asyncio",
+    "floor-trio",
+)
 
 
 @dataclass(frozen=True)
@@ -48,10 +65,11 @@ class ServerConfig:
     n_min: int = 20
     n_max: int = 2000
     extra: dict[str, Any] = field(default_factory=dict)
+    tls: bool = False  # HTTP/2 over TLS (ALPN), the run's trustme CA
 
     @property
     def label(self) -> str:
-        return f"{self.http}/{self.body}/{self.tools}"
+        return f"{'h2tls' if self.tls else self.http}/{self.body}/{self.tools}"
 
 
 def plan(quick: bool) -> list[ServerConfig]:
@@ -70,6 +88,7 @@ def plan(quick: bool) -> list[ServerConfig]:
                 budget=0.3,
                 n_min=20,
                 n_max=400,
+                contenders=(*CONTENDERS, "llhttp-asyncio"),
                 concurrency=(
                     "sansmcp-asyncio",
                     "sansmcp-trio",
@@ -96,6 +115,17 @@ def plan(quick: bool) -> list[ServerConfig]:
                 n_max=300,
             ),
             ServerConfig(
+                "h2",
+                "json",
+                10,
+                eras=("modern",),
+                contenders=("sansmcp-asyncio", "sdk-tuned", "floor-asyncio"),
+                budget=0.3,
+                n_min=15,
+                n_max=300,
+                tls=True,
+            ),
+            ServerConfig(
                 "h1",
                 "json",
                 1000,
@@ -114,14 +144,36 @@ def plan(quick: bool) -> list[ServerConfig]:
             budget=2.0,
             n_min=40,
             n_max=3000,
+            contenders=CONTENDERS + LLHTTP,
             concurrency=ASYNC,
             memory=POOLED,
         ),
-        ServerConfig("h1", "sse", 10, eras=("legacy",), budget=1.0, n_min=30, n_max=1500),
+        ServerConfig(
+            "h1",
+            "sse",
+            10,
+            eras=("legacy",),
+            contenders=CONTENDERS + LLHTTP,
+            budget=1.0,
+            n_min=30,
+            n_max=1500,
+        ),
         ServerConfig("h2", "json", 10, budget=1.0, n_min=30, n_max=1500, concurrency=ASYNC),
         ServerConfig("h2", "sse", 10, eras=("legacy",), budget=0.8, n_min=30, n_max=1500),
+        ServerConfig(
+            "h2",
+            "json",
+            10,
+            contenders=TLS_CONTENDERS,
+            budget=0.6,
+            n_min=30,
+            n_max=1500,
+            tls=True,
+        ),
         ServerConfig("h1", "json", 100, eras=("modern",), budget=0.8, n_min=20, n_max=500),
-        ServerConfig("h1", "json", 1000, budget=1.5, n_min=8, n_max=60),
+        ServerConfig(
+            "h1", "json", 1000, contenders=CONTENDERS + LLHTTP, budget=1.5, n_min=8, n_max=60
+        ),
         ServerConfig("h1", "sse", 1000, eras=("legacy",), budget=1.0, n_min=5, n_max=40),
         ServerConfig("h2", "json", 1000, eras=("modern",), budget=1.0, n_min=5, n_max=40),
     ]
@@ -267,9 +319,12 @@ def _print(record: dict[str, Any]) -> None:
     )
 
 
-def _phases(config: ServerConfig, name: str, url: str) -> list[dict[str, Any]]:
+def _phases(
+    config: ServerConfig, name: str, url: str, ca: str | None = None
+) -> list[dict[str, Any]]:
     common = {
         "url": url,
+        "ca": ca,
         "http": config.http,
         "expect_tools": config.tools,
         "budget": config.budget,
@@ -291,7 +346,7 @@ def _phases(config: ServerConfig, name: str, url: str) -> list[dict[str, Any]]:
                 n=150 if config.budget >= 1.0 else 100,  # 3 (2) waves of 50
             )
         )
-    if name in config.memory and config.http == "h1":
+    if name in config.memory and config.http == "h1" and not config.tls:
         phases.append(dict(common, era="modern", kind="mem", concurrency=8, warmup=3, n=8))
     return phases
 
@@ -316,6 +371,7 @@ def main() -> None:
         "--only", default="", help="comma-separated contenders (debugging; default all)"
     )
     args = parser.parse_args()
+    cache_bytecode()
     RESULTS.mkdir(parents=True, exist_ok=True)
     server_cpu, client_cpu = _cpus()
     only = set(filter(None, args.only.split(",")))
@@ -331,19 +387,30 @@ def main() -> None:
         "versions": _versions(),
     }
     records: list[dict[str, Any]] = []
-    extras: dict[str, Any] = {}
+    extras: dict[str, Any] = {"profiles": {}}
+    tls = make_tls(RESULTS / "tls.tmp")
     with open(RESULTS / "run.log.tmp", "w") as log:
         for config in plan(args.quick):
             print(f"server {config.label}  (load {_load()})", flush=True)
             server = Server(
-                http=config.http, body=config.body, tools=config.tools, log=log, cpu=server_cpu
+                http=config.http,
+                body=config.body,
+                tools=config.tools,
+                log=log,
+                cpu=server_cpu,
+                tls=(tls["cert"], tls["key"]) if config.tls else None,
             )
+            ca = tls["ca"] if config.tls else None
             try:
                 for name in config.contenders:
                     if only and name not in only:
                         continue
-                    phases = _phases(config, name, server.url)
+                    phases = _phases(config, name, server.url, ca)
                     records += run_contender(server, config, name, phases, cpu=client_cpu, log=log)
+                if config.tools == 10 and config.body == "json":
+                    extras["profiles"].update(
+                        _profiles(config, server.url, ca, args.quick, log, client_cpu)
+                    )
                 if config.tools == 1000 and config.http == "h1" and config.body == "json":
                     body = _listing_body(server)
                     (RESULTS / "listing-1000.json.tmp").write_bytes(body)
@@ -351,25 +418,80 @@ def main() -> None:
                         RESULTS / "listing-1000.json.tmp", args.quick, log, client_cpu
                     )
                 if config.tools == 10 and config.http == "h1" and config.body == "json":
-                    extras["profile"] = _run_json_child(
-                        ["-m", "bench.profile", server.url] + (["--quick"] if args.quick else []),
-                        log,
-                        client_cpu,
-                    )
                     extras["tracing"] = _run_json_child(
                         ["-m", "bench.tracing", server.url] + (["--quick"] if args.quick else []),
                         log,
                         client_cpu,
                     )
+                    print("  cold start", flush=True)
+                    extras["cold_start"] = _cold_start(server.url, args.quick, log, client_cpu)
             finally:
                 server.stop()
             print(f"  ({time.time() - started:.0f} s so far)", flush=True)
+        print(f"in flight (bench.canned)  (load {_load()})", flush=True)
+        extras["inflight"] = _inflight(args.quick)
+        print(f"  ({time.time() - started:.0f} s so far)", flush=True)
     meta["load_after"] = _load()
     meta["duration_s"] = round(time.time() - started, 1)
     result = {"meta": meta, "records": records, **extras}
     (RESULTS / "latest.json").write_text(json.dumps(result, indent=1) + "\n")
     report.write(result, RESULTS)
     print(f"wrote {RESULTS / 'latest.json'} and latest.md in {meta['duration_s']} s")
+
+
+def _profiles(
+    config: ServerConfig, url: str, ca: str | None, quick: bool, log: IO[str], cpu: int | None
+) -> dict[str, Any]:
+    """cProfile of sansmcp's work item on each backend and era against this server:
+    where the time goes, for the targets the report finds missed."""
+    out: dict[str, Any] = {}
+    # legacy profiled on HTTP/1.1 only (the h2 legacy rows are shown with their modern
+    # twin's profile): a profile per row would add minutes to the run
+    eras = ("modern",) if quick or config.http != "h1" else config.eras
+    for era in eras:
+        for backend in ("asyncio",) if quick else BACKENDS:
+            args = ["-m", "bench.profile", url, "--backend", backend, "--era", era]
+            args += ["--http", config.http] + (["--ca", ca] if ca else [])
+            args += ["--quick"] if quick else []
+            out[f"{config.label}|{era}|sansmcp-{backend}"] = _run_json_child(args, log, cpu)
+    return out
+
+
+def _cold_start(url: str, quick: bool, log: IO[str], cpu: int | None) -> dict[str, Any]:
+    """``bench.cold_start`` in its own process (its children inherit the core pinning)."""
+    args = ["-m", "bench.cold_start", "--url", url, "--json", "1"]
+    args += ["--runs", "2" if quick else "6"]
+    return _run_json_child(args, log, cpu)
+
+
+def _inflight(quick: bool) -> dict[str, Any]:
+    """The in-flight rows (``bench.inflight``: its own canned server, unpinned: at
+    1,000 in flight client and server share the machine) and a profile at the top level."""
+    from . import inflight
+
+    levels = "1,100" if quick else "1,100,500,1000"
+    items = 200 if quick else 2000
+    names = inflight.CONTENDERS
+    if quick:
+        names = ("sansmcp-asyncio", "floor-asyncio", "sansmcp-sync", "floor-sync")
+    options = argparse.Namespace(
+        levels=levels, contenders=",".join(names), limits="", items=items, repeat=1
+    )
+    try:
+        rows = inflight.run(options)
+        top = max(int(level) for level in levels.split(","))
+        profiles = (
+            {} if quick else inflight.profile(["sansmcp-asyncio", "sansmcp-trio"], top, items)
+        )
+    except (SystemExit, Exception) as exc:  # a failed child: the report says so
+        return {"failed": f"{type(exc).__name__}: {exc}"}
+    for row in rows:
+        print(
+            f"    {row['name']:16} {row['level']:5} cpu {row['cpu_ms']:.3f} ms/item "
+            f"p99 {row['p99_ms']:.1f} ms  rss {row['rss_kib_per_item']:.1f} KiB/item",
+            flush=True,
+        )
+    return {"levels": levels, "items": items, "rows": rows, "profiles": profiles, "top": top}
 
 
 def _parse_bench(path: Path, quick: bool, log: IO[str], cpu: int | None) -> dict[str, Any]:

@@ -11,7 +11,8 @@ process that reaches the port gets a 404 and is not counted) and prints
   input schema is about 300 bytes of JSON each.
 * ``--json`` answers POSTs with ``application/json``; without it, with SSE streams.
 * HTTP/1.1 is served by uvicorn; ``--h2c`` serves hypercorn, which speaks HTTP/2 with
-  prior knowledge (and HTTP/1.1) on the same plain port.
+  prior knowledge (and HTTP/1.1) on the same plain port; ``--tls CERT KEY`` serves
+  hypercorn over TLS, offering ``h2`` and ``http/1.1`` by ALPN (the TLS h2 rows).
 
 Counting happens inside this process, so no proxy sits between client and server:
 the ASGI app is wrapped to count HTTP requests by method, by HTTP version and by
@@ -156,7 +157,14 @@ def _listener() -> socket.socket:
     return listener
 
 
-async def _serve(app: Any, listener: socket.socket, counter: Counter, h2c: bool, path: str) -> None:
+async def _serve(
+    app: Any,
+    listener: socket.socket,
+    counter: Counter,
+    h2c: bool,
+    path: str,
+    tls: list[str] | None = None,
+) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     threading.Thread(target=_control, args=(loop, counter, stop), daemon=True).start()
@@ -172,6 +180,9 @@ async def _serve(app: Any, listener: socket.socket, counter: Counter, h2c: bool,
         # multiplexed run crosses that in seconds and the in-flight streams fail (a
         # finding in itself, see the notes), which is not what the figures measure.
         config.keep_alive_max_requests = 1_000_000_000
+        if tls:
+            config.certfile, config.keyfile = tls
+            config.alpn_protocols = ["h2", "http/1.1"]
         serving = hypercorn_serve(app, config, shutdown_trigger=stop.wait)
     else:
         import uvicorn
@@ -200,6 +211,7 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=10)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--h2c", action="store_true")
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
     parser.add_argument("--cache-ttl", type=int, default=None)  # ttlMs on tools/list, discover
     parser.add_argument("--cache-scope", default="public")
     args = parser.parse_args()
@@ -216,7 +228,8 @@ def main() -> None:
             {"tools/list": hint, "server/discover": hint}
         )
     mcp_app = server.streamable_http_app(json_response=args.json, streamable_http_path=path)
-    asyncio.run(_serve(counter.wrap(mcp_app, path), _listener(), counter, args.h2c, path))
+    h2 = args.h2c or args.tls is not None
+    asyncio.run(_serve(counter.wrap(mcp_app, path), _listener(), counter, h2, path, args.tls))
 
 
 if __name__ == "__main__":

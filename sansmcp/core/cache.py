@@ -32,7 +32,6 @@ digests the identity and the secret itself is never kept.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -129,6 +128,8 @@ def caller_identity(settings: ConnSettings, salt: bytes) -> bytes | None:
     parts = credential_parts(settings)
     if not parts:
         return None
+    import hashlib  # here: only a Conn with credentials digests them
+
     digest = hashlib.blake2b(key=salt[:64], digest_size=32, person=b"sansmcp-cache")
     for name, value in parts:  # length-prefixed: no two part lists digest alike
         digest.update(len(name).to_bytes(4, "big") + name)

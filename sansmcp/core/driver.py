@@ -103,7 +103,6 @@ from .results import CallResult
 from .tools import SkippedTool, Tool
 from .url import Origin
 from .wire import Wire, reader_fault
-from .wire.h2 import H2Connection
 
 __all__ = [
     "ClientDriver",
@@ -799,6 +798,8 @@ class ClientDriver:
     def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
         sock.wire.start(start.exchange_id, start.request, now=now)
         if self.observe:
+            from .wire.h2 import H2Connection  # not at the top: only telemetry loads h2 for h1
+
             conn.http = "2" if isinstance(sock.wire, H2Connection) else "1.1"
         if start.preemptible:
             conn.listen_xid = start.exchange_id

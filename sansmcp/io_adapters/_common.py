@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import secrets
 import socket
 import ssl
 import time
@@ -153,7 +152,7 @@ class ClientFace(Generic[ConnT]):
             client_info=client_info,
             cache_salt=os.urandom(16),
             observe=telemetry is not None,
-            random_bytes=secrets.token_bytes,
+            random_bytes=os.urandom,  # what secrets.token_bytes calls, without importing secrets
             wall_clock=time.time,
         )
         self._ssl = ssl_context
