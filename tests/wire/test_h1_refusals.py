@@ -493,3 +493,35 @@ def test_differential_mutated(base: bytes, edits: list[tuple[int, bytes]]) -> No
         i = at % (len(data) + 1)
         data[i : i + 1] = replacement
     check_against_h11(bytes(data))
+
+
+def test_checked_request_lines_are_remembered_within_a_bound() -> None:
+    """A socket remembers the header lines it already checked (the MCP headers repeat on
+    every request), at most 64 of them: 200 distinct values on one socket are each
+    written exactly, and an invalid one is still refused after the cache was full."""
+    conn = H1Connection(limits=Limits(), now=0.0)
+    for i in range(200):
+        request = HttpRequest(
+            method=b"GET",
+            scheme=b"http",
+            authority=b"a",
+            target=b"/",
+            headers=((b"Accept", b"*/*"), (b"X-N", b"%d" % i)),
+        )
+        conn.start(i, request, now=0.0)
+        assert (
+            conn.data_to_send()
+            == b"GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nX-N: %d\r\n\r\n" % i
+        )
+        conn.receive_data(head(CL0), now=0.0)
+        assert [type(e) for e in iter(conn.next_event, None)] == [ResponseReceived, ResponseEnded]
+        assert len(conn._checked) <= 64  # the bound (private: nothing public shows it)
+    bad = HttpRequest(
+        method=b"GET", scheme=b"http", authority=b"a", target=b"/", headers=((b"X", b"a\nb"),)
+    )
+    with pytest.raises(LocalProtocolError):
+        conn.start(201, bad, now=0.0)
+    other_host = HttpRequest(method=b"GET", scheme=b"http", authority=b"b\r\nX: y", target=b"/")
+    with pytest.raises(LocalProtocolError):
+        conn.start(202, other_host, now=0.0)
+    assert conn.can_start()

@@ -94,7 +94,6 @@ from ..http import (
     ResponseEnded,
     ResponseReceived,
     TrailersReceived,
-    charged_bytes,
 )
 from ..limits import Limits
 from . import Wire
@@ -117,6 +116,8 @@ _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*\r\n")
 # What llhttp is handed for a trailer block: trailers obey the header grammar.
 _TRAILER_PREFIX = b"HTTP/1.1 200 OK\r\n"
 _MAX_CONTENT_LENGTH_DIGITS = 20
+# At most this many checked request header lines are remembered per socket
+_CHECKED_LINES = 64
 _MAX_MESSAGE_DETAIL = 200
 # A chunk of fewer body bytes than this is "small": each costs a pass through the
 # meter, so a response of them is bounded by count (Limits.h1_max_small_chunks), as
@@ -166,6 +167,22 @@ class _Fields:
         self.complete = True
 
 
+def _header_line(name: bytes, value: bytes) -> tuple[bytes, bool]:
+    """The line that sends one caller header, and whether it asks to close; raises
+    ``LocalProtocolError`` for a header this machine does not send."""
+    lower = name.lower()
+    if lower in _FRAMING_HEADERS:
+        raise LocalProtocolError(
+            f"H1Connection.start: header {name!r} is set by the machine, not the caller"
+        )
+    line = name + b": " + value + b"\r\n"
+    # the final guard: nothing we write holds a CR, LF or NUL of its own (a name
+    # without ":" before the first ": " is the whole token)
+    if b":" in name or _HEADER_LINE.fullmatch(line, 0, len(line) - 2) is None:
+        raise LocalProtocolError(f"H1Connection.start: invalid header {name!r}")
+    return line, lower == b"connection" and _has_close(value)
+
+
 def _detail(text: str) -> str:
     if len(text) > _MAX_MESSAGE_DETAIL:
         text = text[:_MAX_MESSAGE_DETAIL] + "..."
@@ -193,7 +210,8 @@ class H1Connection:
         self._limits = limits
         self._max_head = limits.max_header_bytes
         self._outbox = bytearray()
-        self._events: deque[ExchangeEvent] = deque()
+        # each queued event with the bytes it holds and the bytes it is charged
+        self._events: deque[tuple[ExchangeEvent, int, int]] = deque()
         self._queued_bytes = 0
         self._exchange: int | None = None  # the exchange in flight on the wire
         self._method = b""
@@ -204,6 +222,9 @@ class H1Connection:
         self._broken = False
         self._closing = False
         self._sink = _Fields()
+        # request lines already checked on this socket (the MCP headers repeat)
+        self._host = b""
+        self._checked: dict[tuple[bytes, bytes], tuple[bytes, bool]] = {}
         # the meter
         self._mode = _Mode.DONE
         self._scan = _Scan.START
@@ -270,24 +291,23 @@ class H1Connection:
         start_line = request.method + b" " + request.target
         if _REQUEST_LINE.fullmatch(start_line) is None:
             raise LocalProtocolError(f"H1Connection.start: invalid request line {start_line!r}")
-        lines = [start_line + b" HTTP/1.1\r\n", b"Host: " + request.authority + b"\r\n"]
-        if _HEADER_LINE.fullmatch(lines[1], 0, len(lines[1]) - 2) is None:
-            raise LocalProtocolError(f"H1Connection.start: invalid Host {request.authority!r}")
+        host = b"Host: " + request.authority + b"\r\n"
+        if host != self._host:
+            if _HEADER_LINE.fullmatch(host, 0, len(host) - 2) is None:
+                raise LocalProtocolError(f"H1Connection.start: invalid Host {request.authority!r}")
+            self._host = host
+        lines = [start_line + b" HTTP/1.1\r\n", host]
         close = False
-        for name, value in request.headers:
-            lower = name.lower()
-            if lower in _FRAMING_HEADERS:
-                raise LocalProtocolError(
-                    f"H1Connection.start: header {name!r} is set by the machine, not the caller"
-                )
-            line = name + b": " + value + b"\r\n"
-            # the final guard: nothing we write holds a CR, LF or NUL of its own (a name
-            # without ":" before the first ": " is the whole token)
-            if b":" in name or _HEADER_LINE.fullmatch(line, 0, len(line) - 2) is None:
-                raise LocalProtocolError(f"H1Connection.start: invalid header {name!r}")
-            if lower == b"connection" and _has_close(value):
-                close = True
-            lines.append(line)
+        checked = self._checked
+        for header in request.headers:
+            known = checked.get(header)
+            if known is None:
+                known = _header_line(*header)
+                if len(checked) >= _CHECKED_LINES:
+                    checked.clear()
+                checked[header] = known
+            lines.append(known[0])
+            close = close or known[1]
         if request.body or request.method in _METHODS_WITH_BODY:
             lines.append(b"Content-Length: %d\r\n" % len(request.body))
         lines.append(b"\r\n")
@@ -305,11 +325,11 @@ class H1Connection:
         """No further events for ``exchange_id``.  If it is still in flight on the wire,
         the connection becomes broken (the driver closes the socket)."""
         if self._events:
-            kept = deque(e for e in self._events if e.exchange_id != exchange_id)
-            dropped = sum(charged_bytes(e) for e in self._events if e.exchange_id == exchange_id)
+            kept = deque(q for q in self._events if q[0].exchange_id != exchange_id)
+            dropped = sum(q[2] for q in self._events if q[0].exchange_id == exchange_id)
             self._unowned += dropped  # nobody will be charged for these now
             self._events = kept
-            self._queued_bytes = sum(_held(e) for e in kept)
+            self._queued_bytes = sum(q[1] for q in kept)
         if exchange_id == self._exchange:
             self._exchange = None
             self._break()
@@ -326,9 +346,9 @@ class H1Connection:
     def next_event(self) -> ExchangeEvent | None:
         if not self._events:
             return None
-        event = self._events.popleft()
-        self._queued_bytes -= _held(event)
-        self._delivered += charged_bytes(event)
+        event, held, charged = self._events.popleft()
+        self._queued_bytes -= held
+        self._delivered += charged
         return event
 
     def receive_data(self, data: bytes, *, now: float) -> None:
@@ -423,7 +443,7 @@ class H1Connection:
                 cause="framing",
             )
         )
-        queued = sum(charged_bytes(event) for event in self._events)
+        queued = sum(q[2] for q in self._events)
         self._unowned = self._received - self._delivered - queued
         self._ex_fed = self._ex_charged
 
@@ -447,10 +467,12 @@ class H1Connection:
         self._line = bytearray()
         self._mode = _Mode.DONE
 
-    def _queue(self, event: ExchangeEvent) -> None:
-        self._events.append(event)
-        self._queued_bytes += _held(event)
-        self._ex_charged += charged_bytes(event)
+    def _queue(self, event: ExchangeEvent, held: int = 0, charged: int = 0) -> None:
+        """Queue ``event``, holding ``held`` bytes (``buffered_bytes``: body bytes without
+        their framing, or a head's size) and charged ``charged`` (``charged_bytes``)."""
+        self._events.append((event, held, charged))
+        self._queued_bytes += held
+        self._ex_charged += charged
 
     def _fail(self, error: ConnectionFailed) -> None:
         if self._exchange is not None:
@@ -462,8 +484,7 @@ class H1Connection:
     def _end(self, exchange: int) -> None:
         """The response is complete: queue its end; keep the socket if it may be reused."""
         if self._overhead:
-            self._queue(DataReceived(exchange_id=exchange, data=b"", overhead=self._overhead))
-            self._overhead = 0
+            self._body(exchange, b"")
         self._queue(ResponseEnded(exchange_id=exchange))
         self._exchange = None
         if self._keep_alive:
@@ -472,7 +493,9 @@ class H1Connection:
             self._break()
 
     def _body(self, exchange: int, data: bytes) -> None:
-        self._queue(DataReceived(exchange_id=exchange, data=data, overhead=self._overhead))
+        size = len(data)
+        event = DataReceived(exchange_id=exchange, data=data, overhead=self._overhead)
+        self._queue(event, size, size + self._overhead)
         self._overhead = 0
 
     def _meter(self, data: bytes, pos: int) -> int:
@@ -712,23 +735,29 @@ class H1Connection:
                 )
             )
             return
+        size = len(block)
         self._queue(
             InformationalReceived(
-                exchange_id=exchange, status=status, headers=headers, raw_size=len(block)
-            )
+                exchange_id=exchange, status=status, headers=headers, raw_size=size
+            ),
+            size,
+            size,
         )
         self._mode = _Mode.HEAD
 
     def _on_final(self, block: bytes, exchange: int, status: int, headers: Headers) -> None:
         version = block[5:8]
+        size = len(block)
         self._queue(
             ResponseReceived(
                 exchange_id=exchange,
                 status=status,
                 headers=headers,
-                raw_size=len(block),
+                raw_size=size,
                 http_version=version,
-            )
+            ),
+            size,
+            size,
         )
         length: bytes | None = None
         chunked = close = False
@@ -764,20 +793,12 @@ class H1Connection:
         if fields is None:
             return
         # the framing before the trailers (at least the last-chunk line) comes first
-        self._queue(DataReceived(exchange_id=exchange, data=b"", overhead=self._overhead))
-        self._overhead = 0
+        self._body(exchange, b"")
+        size = len(block)
         self._queue(
-            TrailersReceived(exchange_id=exchange, headers=tuple(fields), raw_size=len(block))
+            TrailersReceived(exchange_id=exchange, headers=tuple(fields), raw_size=size), size, size
         )
         self._end(exchange)
-
-
-def _held(event: ExchangeEvent) -> int:
-    """The bytes a queued event holds (``buffered_bytes``): body bytes (without their
-    framing) or what it is charged."""
-    if isinstance(event, DataReceived):
-        return len(event.data)
-    return charged_bytes(event)
 
 
 _WIRE: type[Wire] = H1Connection  # mypy checks the machine against the Wire protocol
