@@ -2,7 +2,7 @@
 
 (Why over 600 lines: one machine whose meter -- the framing -- and whose head checks
 share one exchange's state and one byte ledger; split, each half would reach into the
-other's fields.  A sixth of it is this docstring.)
+other's fields.  A tenth of it is this docstring.)
 
 Theory of operation
 -------------------
