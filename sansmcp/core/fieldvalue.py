@@ -5,7 +5,7 @@ Theory of operation
 Some values a server chooses come back to it in request headers: the SSE event id
 (``Last-Event-ID`` when a legacy stream is resumed) and the legacy session id
 (``Mcp-Session-Id`` on every later request).  A value that is not a valid
-RFC 9110 field value would make the wire machine refuse the request (h11 raises
+RFC 9110 field value would make the wire machine refuse the request (it raises
 ``LocalProtocolError``), so each such value passes :func:`echoable` *before* it is
 kept; a value that fails is treated as absent (an event id) or ends the exchange
 as a classified error (a session id: ``ServerAnswered``), never an exception.

@@ -283,6 +283,19 @@ def chunked_then(data: bytes, forever: bytes = b"") -> H1Attack:
     return attack
 
 
+def raw_answer(data: bytes) -> H1Attack:
+    """Exactly ``data`` (a whole response, byte for byte), then silence."""
+
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        await reply.send(data)
+        await reply.hang()
+
+    return attack
+
+
+CHUNKED_EMPTY_OBJECT = b"2\r\n{}\r\n0\r\n\r\n"
+
+
 async def informational_flood(request: Request, reply: H1Reply, state: State) -> None:
     while True:
         await reply.send(b"HTTP/1.1 100 Continue\r\n\r\n" * 16)
@@ -747,6 +760,44 @@ CASES: list[Case] = [
         "a chunk-size line of 22 hex digits",
         "boundary: malformed framing",
         h1({L: chunked_then(b"f" * 22 + b"\r\n")}),
+        failed("list", "framing", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "smuggling_length_and_chunked",
+        "Content-Length and Transfer-Encoding: chunked in one head (request smuggling's shape)",
+        "boundary: malformed framing (llhttp refuses it; h11 let chunked win)",
+        h1(
+            {
+                L: raw_answer(
+                    head(
+                        200,
+                        [*JSON_HEAD, ("content-length", "13"), ("transfer-encoding", "chunked")],
+                    )
+                    + CHUNKED_EMPTY_OBJECT
+                )
+            }
+        ),
+        failed("list", "framing", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "transfer_coding_list",
+        "Transfer-Encoding: gzip, chunked",
+        "boundary: malformed framing (only one 'chunked' is taken, as h11 took it)",
+        h1(
+            {
+                L: raw_answer(
+                    head(200, [*JSON_HEAD, ("transfer-encoding", "gzip, chunked")])
+                    + CHUNKED_EMPTY_OBJECT
+                )
+            }
+        ),
+        failed("list", "framing", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "status_line_rtsp",
+        "an RTSP/1.0 status line on an otherwise correct answer",
+        "boundary: malformed framing (the status line's grammar)",
+        h1({L: raw_answer(b"RTSP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}")}),
         failed("list", "framing", requests={D: 1, L: 1}),
     ),
     Case(

@@ -1,4 +1,4 @@
-"""Byte-level HTTP/1.1 (h11) and HTTP/2 (h2) machines that count before they parse.
+"""Byte-level HTTP/1.1 (llhttp) and HTTP/2 (h2) machines that count before they parse.
 
 :class:`Wire` is what both machines (``h1.H1Connection``, ``h2.H2Connection``) offer
 their driver -- the pool, the MCP driver, the adapters -- so that nothing above this

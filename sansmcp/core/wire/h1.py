@@ -1,33 +1,43 @@
-"""The HTTP/1.1 client connection machine: h11, with header blocks counted before parsing.
+"""The HTTP/1.1 client connection machine: llhttp parses heads, a meter frames the rest.
 
-(Why over 600 lines: one machine whose meter -- a mirror of h11's framing -- and whose
-translation of h11's events share one exchange's state and one byte ledger; split, each
-half would reach into the other's fields.  A tenth of it is this docstring.)
+(Why over 600 lines: one machine whose meter -- the framing -- and whose head checks
+share one exchange's state and one byte ledger; split, each half would reach into the
+other's fields.  A tenth of it is this docstring.)
 
 Theory of operation
 -------------------
-:class:`H1Connection` wraps one ``h11.Connection`` (client role) for one socket.
-``start()`` serialises a complete :class:`~sansmcp.core.http.HttpRequest` into
-``data_to_send()``; ``receive_data()`` / ``receive_eof()`` turn the server's bytes
-into :data:`~sansmcp.core.http.ExchangeEvent` values, taken one at a time with
-``next_event()``.  One exchange at a time: no pipelining.
+:class:`H1Connection` is one socket's HTTP/1.1 client, sans I/O.  ``start()``
+serialises a complete :class:`~sansmcp.core.http.HttpRequest` into ``data_to_send()``
+(written here, each line checked against the grammar h11 applied: a method and header
+names are tokens, a target is visible ASCII, a value never holds NUL, CR, LF, VT or
+FF nor starts or ends with whitespace); ``receive_data()`` / ``receive_eof()`` turn
+the server's bytes into :data:`~sansmcp.core.http.ExchangeEvent` values, taken one at
+a time with ``next_event()``.  One exchange at a time: no pipelining.
 
-Every byte the server sends passes through a small *meter* before h11 sees it.
-The meter knows just enough framing to find where each header block starts and
-ends -- the final head, every 1xx head, and chunked trailers -- and recognises
-the end of a block exactly as h11 does (``\\n\\r?\\n``, and a block that *is*
-only ``\\n`` or ``\\r\\n``).  So it can
+Every byte the server sends passes through a *meter*, which is the framing: it finds
+where each header block ends (the final head, every 1xx head, chunked trailers), the
+end of a body (``Content-Length``, chunked, or the connection's end), chunk-size lines
+and the CRLF after each chunk.  It recognises the end of a block as h11 did
+(``\\n\\r?\\n``, and a block that *is* only ``\\n`` or ``\\r\\n``), so it can
 
 * report ``raw_size``, the bytes of the block as they were on the wire, and
 * fail the exchange (``ConnectionFailed``, cause ``"budget"``, bound
   ``"max_header_bytes"``) the moment byte ``max_header_bytes + 1`` of one block
-  arrives, however the bytes are split, without handing that byte to h11.
+  arrives, however the bytes are split, without parsing it.
 
-Inside a chunked body the meter follows chunk-size lines (bounded by
-``max_header_bytes`` too), chunk data and the CRLF after each chunk; any other body
-passes straight through.  h11 stays the parser: it validates every head, line and
-body, and its ``max_incomplete_event_size`` is raised above our bound so that ours is
-the one that binds.  Body bytes are reported as they arrive, never accumulated.
+A complete block is parsed in one call by llhttp (``httptools``), strict but for bare
+LF line ends (h11 took them too), plus the checks where llhttp is more lenient than
+h11 was, so that every response h11 refused is refused: the status line's grammar
+(``HTTP/d.d``, three digits, a reason without NUL/CR/LF/VT/FF; llhttp also takes
+``RTSP/`` and ``ICE/``, a status under 100 and CRLFs before the status line), a single
+``Transfer-Encoding`` whose value is exactly ``chunked``, at most 20 digits of
+``Content-Length``, 101 without an upgrade asked; keep-alive as h11 decided it (1.1 and
+no ``close`` token).  llhttp refuses more than h11 did: obs-fold continuation lines,
+control characters in a field value, ``Content-Length`` with ``Transfer-Encoding``,
+a repeated or comma-listed ``Content-Length``, HTTP versions other than 0.9, 1.0, 1.1
+and 2.0.  Chunk-size lines are checked by the meter against h11's grammar (1-20 hex
+digits, an extension, OWS); bodies never pass through llhttp.  Body bytes are reported
+as they arrive, never accumulated.
 
 Every byte of a response is accounted for exactly once: heads and a non-empty trailer
 block in ``raw_size``; body bytes in ``DataReceived.data``; chunked framing (chunk-size
@@ -48,9 +58,9 @@ socket still in use.
 
 Faults are never raised: they end the exchange with ``ExchangeFailed`` and make the
 connection broken.  Causes: ``"budget"`` (``max_header_bytes``, ``max_informational``,
-``h1_max_small_chunks``), ``"framing"`` (anything h11 rejects), ``"reset"`` (EOF before
-the response was complete, e.g. a ``Content-Length`` lie).  ``receive_data``
-and ``receive_eof`` catch any exception at that boundary (one no check foresaw): the
+``h1_max_small_chunks``), ``"framing"`` (anything malformed), ``"reset"`` (EOF before
+the response was complete, e.g. a ``Content-Length`` lie).  ``receive_data`` and
+``receive_eof`` catch any exception at that boundary (one no check foresaw): the
 exchange fails as ``"framing"`` and the connection breaks.
 
 Buffering: with a driver that drains ``next_event()`` before each
@@ -70,9 +80,8 @@ from __future__ import annotations
 import enum
 import re
 from collections import deque
-from collections.abc import Iterable
 
-import h11
+import httptools
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
@@ -85,7 +94,6 @@ from ..http import (
     ResponseEnded,
     ResponseReceived,
     TrailersReceived,
-    charged_bytes,
 )
 from ..limits import Limits
 from . import Wire
@@ -95,12 +103,25 @@ __all__ = ["H1Connection"]
 # Headers the machine writes itself (or that would change the framing under it).
 _FRAMING_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding", b"upgrade"})
 _METHODS_WITH_BODY = frozenset({b"POST", b"PUT", b"PATCH"})
-# A chunk-size line as h11 accepts it: 1-20 hex digits, optional extensions, OWS, CRLF.
+# The grammar h11 applied to what it sent (RFC 9110 tokens; a field value is runs of
+# anything but NUL and whitespace, joined by SP/HTAB).
+_TOKEN = rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
+_REQUEST_LINE = re.compile(_TOKEN + rb" [\x21-\x7e]+")
+_HEADER_LINE = re.compile(_TOKEN + rb": (?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
+# A status line as h11 accepted it (llhttp also takes RTSP/ and ICE/, and NUL, VT or FF
+# in the reason); the line end is llhttp's to check.
+_STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?:[\r\n]| [^\x00\r\n\x0b\x0c]*\r?\n)")
+# A chunk-size line as h11 accepted it: 1-20 hex digits, optional extensions, OWS, CRLF.
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*\r\n")
+# What llhttp is handed for a trailer block: trailers obey the header grammar.
+_TRAILER_PREFIX = b"HTTP/1.1 200 OK\r\n"
+_MAX_CONTENT_LENGTH_DIGITS = 20
+# At most this many checked request header lines are remembered per socket
+_CHECKED_LINES = 64
 _MAX_MESSAGE_DETAIL = 200
-# A chunk of fewer body bytes than this is "small": each costs an h11 event and a pass
-# through the meter, so a response of them is bounded by count (Limits.h1_max_small_chunks),
-# as HTTP/2 bounds small DATA frames
+# A chunk of fewer body bytes than this is "small": each costs a pass through the
+# meter, so a response of them is bounded by count (Limits.h1_max_small_chunks), as
+# HTTP/2 bounds small DATA frames
 _SMALL_CHUNK = 16
 _LF = 0x0A
 _CR = 0x0D
@@ -110,13 +131,13 @@ class _Mode(enum.Enum):
     """Where the meter is in the server's byte stream."""
 
     HEAD = enum.auto()  # inside a response head (final or 1xx)
-    AWAIT = enum.auto()  # a head is complete; h11 must parse it before we know the framing
-    PASS = enum.auto()  # a non-chunked body, or after the trailers: h11 alone
+    LENGTH = enum.auto()  # a Content-Length body
+    CLOSE = enum.auto()  # a body that ends with the connection
     CHUNK_LINE = enum.auto()  # a chunk-size line
     CHUNK_DATA = enum.auto()  # chunk payload
     CHUNK_CRLF = enum.auto()  # the CRLF after a chunk's payload
     TRAILER = enum.auto()  # the trailer block after the last chunk
-    LOST = enum.auto()  # the meter saw malformed framing; h11 must reject it
+    DONE = enum.auto()  # no exchange on the wire, or the connection is broken
 
 
 class _Scan(enum.Enum):
@@ -129,15 +150,52 @@ class _Scan(enum.Enum):
     LF_CR = enum.auto()  # ends in b"\n\r"
 
 
-def _detail(exc: Exception) -> str:
-    text = str(exc)
+class _Fields:
+    """What llhttp reports of one header block (its callback interface)."""
+
+    __slots__ = ("complete", "fields")
+
+    def __init__(self) -> None:
+        self.fields: list[tuple[bytes, bytes]] = []
+        self.complete = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # llhttp strips the OWS before a value, not after it (h11 stripped both)
+        self.fields.append((name.lower(), value.rstrip(b" \t")))
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
+
+
+def _header_line(name: bytes, value: bytes) -> tuple[bytes, bool]:
+    """The line that sends one caller header, and whether it asks to close; raises
+    ``LocalProtocolError`` for a header this machine does not send."""
+    lower = name.lower()
+    if lower in _FRAMING_HEADERS:
+        raise LocalProtocolError(
+            f"H1Connection.start: header {name!r} is set by the machine, not the caller"
+        )
+    line = name + b": " + value + b"\r\n"
+    # the final guard: nothing we write holds a CR, LF or NUL of its own (a name
+    # without ":" before the first ": " is the whole token)
+    if b":" in name or _HEADER_LINE.fullmatch(line, 0, len(line) - 2) is None:
+        raise LocalProtocolError(f"H1Connection.start: invalid header {name!r}")
+    return line, lower == b"connection" and _has_close(value)
+
+
+def _detail(text: str) -> str:
     if len(text) > _MAX_MESSAGE_DETAIL:
         text = text[:_MAX_MESSAGE_DETAIL] + "..."
     return text
 
 
-def _headers(h11_headers: Iterable[tuple[bytes, bytes]]) -> Headers:
-    return tuple((bytes(name), bytes(value)) for name, value in h11_headers)
+def _malformed(what: str) -> ConnectionFailed:
+    return ConnectionFailed(f"server sent malformed HTTP/1.1: {_detail(what)}", cause="framing")
+
+
+def _has_close(value: bytes) -> bool:
+    """A ``Connection`` value lists the ``close`` option (h11's comma-header reading)."""
+    return any(part.strip(b" \t") == b"close" for part in value.lower().split(b","))
 
 
 class H1Connection:
@@ -151,35 +209,39 @@ class H1Connection:
     def __init__(self, *, limits: Limits, now: float) -> None:
         self._limits = limits
         self._max_head = limits.max_header_bytes
-        self._h11: h11.Connection | None = h11.Connection(
-            h11.CLIENT, max_incomplete_event_size=2 * limits.max_header_bytes + 1024
-        )
         self._outbox = bytearray()
-        self._events: deque[ExchangeEvent] = deque()
+        # each queued event with the bytes it holds and the bytes it is charged
+        self._events: deque[tuple[ExchangeEvent, int, int]] = deque()
         self._queued_bytes = 0
         self._exchange: int | None = None  # the exchange in flight on the wire
         self._method = b""
+        self._request_close = False  # our request said Connection: close
+        self._keep_alive = False  # the response in flight lets the socket be reused
         self._informational = 0
         self._small_chunks = 0
-        self._chunk_size = 0  # body bytes of the chunk being read
         self._broken = False
         self._closing = False
-        self._eof = False
+        self._sink = _Fields()
+        # request lines already checked on this socket (the MCP headers repeat)
+        self._host = b""
+        self._checked: dict[tuple[bytes, bytes], tuple[bytes, bool]] = {}
         # the meter
-        self._mode = _Mode.HEAD
+        self._mode = _Mode.DONE
         self._scan = _Scan.START
         self._block = 0  # bytes of the current header block so far
-        self._block_size = 0  # size of the last complete header block
+        self._head = bytearray()  # those bytes, when the block spans reads
         self._line = bytearray()  # the current chunk-size line (bounded by max_header_bytes)
+        self._body_left = 0  # Content-Length bytes still to come
+        self._received_body = 0  # Content-Length bytes received (for the EOF message)
         self._chunk_left = 0
+        self._small = False  # the chunk being read is small
         self._crlf_seen = 0
-        self._chunked = False  # the response in flight has a chunked body
         self._overhead = 0  # framing bytes metered and not yet attached to an event
         # the accounting: bytes received = charged to events + unowned + unsettled
         self._received = 0
         self._delivered = 0  # charged bytes of the events handed out
         self._unowned = 0
-        self._ex_fed = 0  # bytes of the exchange in flight handed to h11
+        self._ex_fed = 0  # bytes of the exchange in flight the meter took
         self._ex_charged = 0  # bytes its queued events carry
 
     # ------------------------------------------------------------------ state
@@ -200,20 +262,13 @@ class H1Connection:
 
     def can_start(self) -> bool:
         """Not broken or closing, no exchange in flight, and keep-alive still allowed."""
-        return (
-            not self._broken
-            and not self._closing
-            and self._exchange is None
-            and self._h11 is not None
-            and self._h11.our_state is h11.IDLE
-            and self._h11.their_state is h11.IDLE
-        )
+        return not self._broken and not self._closing and self._exchange is None
 
     def buffered_bytes(self) -> int:
         """Bytes held inside the machine: an incomplete header block or chunk-size line
-        (exactly what h11 holds unparsed) plus the payload and head sizes of queued events."""
+        plus the payload and head sizes of queued events."""
         held = 0
-        if self._mode in (_Mode.HEAD, _Mode.TRAILER):
+        if self._mode is _Mode.HEAD or self._mode is _Mode.TRAILER:
             held = self._block
         elif self._mode is _Mode.CHUNK_LINE:
             held = len(self._line)
@@ -225,38 +280,44 @@ class H1Connection:
         """Serialise ``request`` (adding ``Host`` and ``Content-Length``) into the outbox.
 
         Raises ``LocalProtocolError`` (and changes nothing) if ``can_start()`` is false,
-        or if the request is not one this machine sends: a ``CONNECT``, headers h11
-        rejects, or ``Host`` / ``Content-Length`` / ``Transfer-Encoding`` / ``Upgrade``
-        given by the caller.
+        or if the request is not one this machine sends: a ``CONNECT``, a method, target
+        or header outside the grammar, or ``Host`` / ``Content-Length`` /
+        ``Transfer-Encoding`` / ``Upgrade`` given by the caller.
         """
         if not self.can_start():
             raise LocalProtocolError("H1Connection.start: connection cannot start an exchange")
-        assert self._h11 is not None
         if request.method == b"CONNECT":
             raise LocalProtocolError("H1Connection.start: CONNECT is not supported")
-        for name, _ in request.headers:
-            if name.lower() in _FRAMING_HEADERS:
-                raise LocalProtocolError(
-                    f"H1Connection.start: header {name!r} is set by the machine, not the caller"
-                )
-        headers: list[tuple[bytes, bytes]] = [(b"Host", request.authority)]
-        headers.extend(request.headers)
+        start_line = request.method + b" " + request.target
+        if _REQUEST_LINE.fullmatch(start_line) is None:
+            raise LocalProtocolError(f"H1Connection.start: invalid request line {start_line!r}")
+        host = b"Host: " + request.authority + b"\r\n"
+        if host != self._host:
+            if _HEADER_LINE.fullmatch(host, 0, len(host) - 2) is None:
+                raise LocalProtocolError(f"H1Connection.start: invalid Host {request.authority!r}")
+            self._host = host
+        lines = [start_line + b" HTTP/1.1\r\n", host]
+        close = False
+        checked = self._checked
+        for header in request.headers:
+            known = checked.get(header)
+            if known is None:
+                known = _header_line(*header)
+                if len(checked) >= _CHECKED_LINES:
+                    checked.clear()
+                checked[header] = known
+            lines.append(known[0])
+            close = close or known[1]
         if request.body or request.method in _METHODS_WITH_BODY:
-            headers.append((b"Content-Length", str(len(request.body)).encode("ascii")))
-        try:
-            head = h11.Request(method=request.method, target=request.target, headers=headers)
-        except h11.LocalProtocolError as exc:
-            raise LocalProtocolError(f"H1Connection.start: invalid request: {exc}") from None
-        events: list[h11.Event] = [head]
-        if request.body:
-            events.append(h11.Data(data=request.body))
-        events.append(h11.EndOfMessage())
-        for event in events:
-            self._outbox += self._h11.send(event) or b""
+            lines.append(b"Content-Length: %d\r\n" % len(request.body))
+        lines.append(b"\r\n")
+        self._outbox += b"".join(lines)
+        self._outbox += request.body
         self._exchange = exchange_id
         self._method = request.method
+        self._request_close = close
         self._informational = 0
-        self._small_chunks = self._chunk_size = 0
+        self._small_chunks = 0
         self._ex_fed = self._ex_charged = 0
         self._reset_meter()
 
@@ -264,11 +325,11 @@ class H1Connection:
         """No further events for ``exchange_id``.  If it is still in flight on the wire,
         the connection becomes broken (the driver closes the socket)."""
         if self._events:
-            kept = deque(e for e in self._events if e.exchange_id != exchange_id)
-            dropped = sum(charged_bytes(e) for e in self._events if e.exchange_id == exchange_id)
+            kept = deque(q for q in self._events if q[0].exchange_id != exchange_id)
+            dropped = sum(q[2] for q in self._events if q[0].exchange_id == exchange_id)
             self._unowned += dropped  # nobody will be charged for these now
             self._events = kept
-            self._queued_bytes = sum(_held(e) for e in kept)
+            self._queued_bytes = sum(q[1] for q in kept)
         if exchange_id == self._exchange:
             self._exchange = None
             self._break()
@@ -285,9 +346,9 @@ class H1Connection:
     def next_event(self) -> ExchangeEvent | None:
         if not self._events:
             return None
-        event = self._events.popleft()
-        self._queued_bytes -= _held(event)
-        self._delivered += charged_bytes(event)
+        event, held, charged = self._events.popleft()
+        self._queued_bytes -= held
+        self._delivered += charged
         return event
 
     def receive_data(self, data: bytes, *, now: float) -> None:
@@ -342,23 +403,7 @@ class H1Connection:
         pos = 0
         size = len(data)
         while pos < size and self._exchange is not None:
-            step, error = self._meter(data, pos)
-            if error is not None:
-                self._fail(error)
-                break
-            assert self._h11 is not None
-            self._h11.receive_data(data[pos : pos + step])
-            self._ex_fed += step
-            pos += step
-            self._pump()
-            lost = self._mode is _Mode.AWAIT or self._mode is _Mode.LOST
-            if lost and self._exchange is not None:  # pragma: no cover - meter mirrors h11
-                # h11 accepted what the meter could not follow: the meter mirrors h11
-                # 0.14-0.16 exactly, so this is defensive -- fail closed, never miscount.
-                self._fail(
-                    ConnectionFailed("server sent malformed HTTP/1.1 framing", cause="framing")
-                )
-                break
+            pos = self._meter(data, pos)
         if pos < size:
             self._unowned += size - pos  # after the response's end, or after a failure
             if not self._broken:
@@ -367,42 +412,47 @@ class H1Connection:
     def _receive_eof(self) -> None:
         if self._broken:
             return
-        self._eof = True
-        if self._exchange is not None:
-            assert self._h11 is not None
-            self._h11.receive_data(b"")
-            self._pump()
-            if self._exchange is not None:  # pragma: no cover - h11 ends or raises on EOF
-                # h11 raises or ends the message on EOF; defensive, fail closed.
+        exchange = self._exchange
+        if exchange is not None:
+            if self._mode is _Mode.CLOSE:
+                self._queue(ResponseEnded(exchange_id=exchange))
+                self._exchange = None
+            else:
+                if self._mode is _Mode.LENGTH:
+                    got = self._received_body
+                    detail = f" (received {got} bytes, expected {got + self._body_left})"
+                elif self._mode is _Mode.HEAD:
+                    detail = ""
+                else:
+                    detail = " (in the chunked body)"
                 self._fail(
                     ConnectionFailed(
-                        "server closed the connection before the response was complete",
+                        f"server closed the connection before the response was complete{detail}",
                         cause="reset",
                     )
                 )
         self._break()
 
     def _crash(self, exc: Exception) -> None:
-        """A fault that got past every check (an h11 bug, an unforeseen input): the
+        """A fault that got past every check (an llhttp bug, an unforeseen input): the
         exchange in flight fails as a framing fault and the connection is done."""
         self._fail(
             ConnectionFailed(
-                f"server input broke the HTTP/1.1 machine ({type(exc).__name__}: {_detail(exc)})",
+                "server input broke the HTTP/1.1 machine "
+                f"({type(exc).__name__}: {_detail(str(exc))})",
                 cause="framing",
             )
         )
-        queued = sum(charged_bytes(event) for event in self._events)
+        queued = sum(q[2] for q in self._events)
         self._unowned = self._received - self._delivered - queued
         self._ex_fed = self._ex_charged
-
-    # -------------------------------------------------------------- internals
 
     def _reset_meter(self) -> None:
         self._mode = _Mode.HEAD
         self._scan = _Scan.START
         self._block = 0
+        self._head.clear()
         self._line.clear()
-        self._chunked = False
         self._overhead = 0
 
     def _orphan(self) -> None:
@@ -413,14 +463,16 @@ class H1Connection:
     def _break(self) -> None:
         self._orphan()
         self._broken = True
-        self._h11 = None  # drops whatever h11 held
+        self._head = bytearray()
         self._line = bytearray()
-        self._mode = _Mode.PASS
+        self._mode = _Mode.DONE
 
-    def _queue(self, event: ExchangeEvent) -> None:
-        self._events.append(event)
-        self._queued_bytes += _held(event)
-        self._ex_charged += charged_bytes(event)
+    def _queue(self, event: ExchangeEvent, held: int = 0, charged: int = 0) -> None:
+        """Queue ``event``, holding ``held`` bytes (``buffered_bytes``: body bytes without
+        their framing, or a head's size) and charged ``charged`` (``charged_bytes``)."""
+        self._events.append((event, held, charged))
+        self._queued_bytes += held
+        self._ex_charged += charged
 
     def _fail(self, error: ConnectionFailed) -> None:
         if self._exchange is not None:
@@ -429,55 +481,126 @@ class H1Connection:
             self._exchange = None
         self._break()
 
-    def _meter(self, data: bytes, pos: int) -> tuple[int, ConnectionFailed | None]:
-        """How many bytes from ``pos`` to hand h11 now, or the bound they break."""
+    def _end(self, exchange: int) -> None:
+        """The response is complete: queue its end; keep the socket if it may be reused."""
+        if self._overhead:
+            self._body(exchange, b"")
+        self._queue(ResponseEnded(exchange_id=exchange))
+        self._exchange = None
+        if self._keep_alive:
+            self._mode = _Mode.DONE
+        else:
+            self._break()
+
+    def _body(self, exchange: int, data: bytes) -> None:
+        size = len(data)
+        event = DataReceived(exchange_id=exchange, data=data, overhead=self._overhead)
+        self._queue(event, size, size + self._overhead)
+        self._overhead = 0
+
+    def _meter(self, data: bytes, pos: int) -> int:
+        """Take what the current mode takes of ``data[pos:]``; return the new position."""
         mode = self._mode
         size = len(data)
+        exchange = self._exchange
+        assert exchange is not None
+        if mode is _Mode.LENGTH:
+            take = min(self._body_left, size - pos)
+            end = pos + take
+            self._body_left -= take
+            self._received_body += take
+            self._ex_fed += take
+            self._body(exchange, data[pos:end] if pos or end != size else data)
+            if not self._body_left:
+                self._end(exchange)
+            return end
         if mode is _Mode.HEAD or mode is _Mode.TRAILER:
-            stop = min(size, pos + self._max_head - self._block)
-            end, done = self._scan_block(data, pos, stop)
-            self._block += end - pos
-            if done:
-                self._block_size = self._block
-                self._block = 0
-                self._scan = _Scan.START
-                self._mode = _Mode.AWAIT if mode is _Mode.HEAD else _Mode.PASS
-            elif stop < size:
-                what = "header" if mode is _Mode.HEAD else "trailer"
-                return 0, budget_exceeded(
-                    f"server sent a {what} block of more than {self._max_head:,} bytes"
-                    " (Limits.max_header_bytes)",
-                    bound="max_header_bytes",
-                    limit=self._max_head,
-                    observed=self._max_head + 1,
-                )
-            return end - pos, None
-        if mode is _Mode.CHUNK_LINE:
-            return self._meter_chunk_line(data, pos)
+            return self._meter_block(data, pos, exchange)
         if mode is _Mode.CHUNK_DATA:
             take = min(self._chunk_left, size - pos)
+            end = pos + take
             self._chunk_left -= take
+            self._ex_fed += take
             if not self._chunk_left:
                 self._mode = _Mode.CHUNK_CRLF
                 self._crlf_seen = 0
-            return take, None
+                if self._small:
+                    self._small_chunks += 1
+                    limit = self._limits.h1_max_small_chunks
+                    if self._small_chunks > limit:
+                        self._fail(
+                            budget_exceeded(
+                                f"server sent more than {limit:,} chunks of under "
+                                f"{_SMALL_CHUNK} bytes in one response "
+                                "(Limits.h1_max_small_chunks)",
+                                bound="h1_max_small_chunks",
+                                limit=limit,
+                                observed=self._small_chunks,
+                            )
+                        )
+                        return end
+            self._body(exchange, data[pos:end])
+            return end
+        if mode is _Mode.CHUNK_LINE:
+            return self._meter_chunk_line(data, pos, exchange)
         if mode is _Mode.CHUNK_CRLF:
-            taken = 0
-            while pos + taken < size and self._crlf_seen < 2:
-                byte = data[pos + taken]
-                taken += 1
+            i = pos
+            while i < size and self._crlf_seen < 2:
+                byte = data[i]
+                i += 1
                 if byte != b"\r\n"[self._crlf_seen]:
-                    self._mode = _Mode.LOST
-                    break
+                    self._ex_fed += i - pos
+                    self._fail(_malformed("a chunk's data is not followed by CRLF"))
+                    return i
                 self._crlf_seen += 1
             if self._crlf_seen == 2:
                 self._mode = _Mode.CHUNK_LINE
-            self._overhead += taken
-            return taken, None
-        # PASS (and LOST, AWAIT: h11 decides)
-        return size - pos, None
+            self._overhead += i - pos
+            self._ex_fed += i - pos
+            return i
+        # CLOSE (DONE never reaches here: no exchange is on the wire then)
+        self._ex_fed += size - pos
+        self._body(exchange, data[pos:] if pos else data)
+        return size
 
-    def _meter_chunk_line(self, data: bytes, pos: int) -> tuple[int, ConnectionFailed | None]:
+    def _meter_block(self, data: bytes, pos: int, exchange: int) -> int:
+        """A header block: count it, bound it, hand it to llhttp once complete."""
+        mode = self._mode
+        size = len(data)
+        stop = min(size, pos + self._max_head - self._block)
+        end, done = self._scan_block(data, pos, stop)
+        self._block += end - pos
+        self._ex_fed += end - pos
+        if not done:
+            if stop < size:
+                what = "header" if mode is _Mode.HEAD else "trailer"
+                self._fail(
+                    budget_exceeded(
+                        f"server sent a {what} block of more than {self._max_head:,} bytes"
+                        " (Limits.max_header_bytes)",
+                        bound="max_header_bytes",
+                        limit=self._max_head,
+                        observed=self._max_head + 1,
+                    )
+                )
+            else:
+                self._head += data[pos:end]
+            return end
+        if self._head:
+            self._head += data[pos:end]
+            block = bytes(self._head)
+            self._head.clear()
+        else:
+            block = data[pos:end]
+        self._block = 0
+        self._scan = _Scan.START
+        if mode is _Mode.HEAD:
+            self._on_head(block, exchange)
+        else:
+            self._on_trailers(block, exchange)
+        return end
+
+    def _meter_chunk_line(self, data: bytes, pos: int, exchange: int) -> int:
         size = len(data)
         stop = min(size, pos + self._max_head - len(self._line))
         if self._line and self._line[-1] == _CR and pos < stop and data[pos] == _LF:
@@ -487,36 +610,45 @@ class H1Connection:
             end = -1 if found < 0 else found + 2
         if end < 0:
             if stop < size:
-                return 0, budget_exceeded(
-                    f"server sent a chunk-size line of more than {self._max_head:,} bytes"
-                    " (Limits.max_header_bytes)",
-                    bound="max_header_bytes",
-                    limit=self._max_head,
-                    observed=self._max_head + 1,
+                self._fail(
+                    budget_exceeded(
+                        f"server sent a chunk-size line of more than {self._max_head:,} bytes"
+                        " (Limits.max_header_bytes)",
+                        bound="max_header_bytes",
+                        limit=self._max_head,
+                        observed=self._max_head + 1,
+                    )
                 )
+                return pos
             self._line += data[pos:stop]
             self._overhead += stop - pos
-            return stop - pos, None
-        self._line += data[pos:end]
+            self._ex_fed += stop - pos
+            return stop
         self._overhead += end - pos
-        match = _CHUNK_LINE.fullmatch(bytes(self._line))
-        self._line.clear()
-        if match is None:
-            self._mode = _Mode.LOST
+        self._ex_fed += end - pos
+        if self._line:
+            self._line += data[pos:end]
+            line = bytes(self._line)
+            self._line.clear()
+            match = _CHUNK_LINE.fullmatch(line)
         else:
-            self._chunk_left = int(match.group(1), 16)
-            if self._chunk_left:
-                self._mode = _Mode.CHUNK_DATA
-            else:
-                self._mode = _Mode.TRAILER
-                self._scan = _Scan.START
-                self._block = 0
-        return end - pos, None
+            match = _CHUNK_LINE.fullmatch(data, pos, end)
+            line = data[pos:end]
+        if match is None:
+            self._fail(_malformed(f"bad chunk-size line {line!r}"))
+            return end
+        self._chunk_left = int(match.group(1), 16)
+        if self._chunk_left:
+            self._small = self._chunk_left < _SMALL_CHUNK
+            self._mode = _Mode.CHUNK_DATA
+        else:
+            self._mode = _Mode.TRAILER
+        return end
 
     def _scan_block(self, data: bytes, pos: int, stop: int) -> tuple[int, bool]:
         """Advance the block scan over ``data[pos:stop]``; return (end, block complete).
 
-        The end of a block is recognised as h11 recognises it: the block is exactly
+        The end of a block is recognised as h11 recognised it: the block is exactly
         b"\\n" or b"\\r\\n", or it ends at the first b"\\n\\r?\\n".  Each byte is looked
         at once (``find`` skips to the next b"\\n").
         """
@@ -545,155 +677,128 @@ class H1Connection:
         self._scan = state
         return i, False
 
-    def _pump(self) -> None:
-        """Take h11's events until it needs data; translate them."""
-        conn = self._h11
-        assert conn is not None
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                self._on_h11_error(exc)
-                return
-            if event is h11.NEED_DATA:
-                break
-            exchange = self._exchange
-            # the most frequent event first: this runs once per body chunk
-            match event:
-                case h11.Data():
-                    assert exchange is not None
-                    # (h11's chunk_start depends on how the bytes were split; chunk_end
-                    # does not)
-                    self._chunk_size += len(event.data)
-                    small = event.chunk_end and self._chunk_size < _SMALL_CHUNK
-                    if event.chunk_end:
-                        self._chunk_size = 0
-                    if small:
-                        self._small_chunks += 1
-                        limit = self._limits.h1_max_small_chunks
-                        if self._small_chunks > limit:
-                            self._fail(
-                                budget_exceeded(
-                                    f"server sent more than {limit:,} chunks of under "
-                                    f"{_SMALL_CHUNK} bytes in one response "
-                                    "(Limits.h1_max_small_chunks)",
-                                    bound="h1_max_small_chunks",
-                                    limit=limit,
-                                    observed=self._small_chunks,
-                                )
-                            )
-                            return
-                    self._queue(
-                        DataReceived(
-                            exchange_id=exchange, data=bytes(event.data), overhead=self._overhead
-                        )
-                    )
-                    self._overhead = 0
-                case h11.Response():
-                    assert exchange is not None and self._mode is _Mode.AWAIT
-                    headers = _headers(event.headers)
-                    self._queue(
-                        ResponseReceived(
-                            exchange_id=exchange,
-                            status=event.status_code,
-                            headers=headers,
-                            raw_size=self._block_size,
-                            http_version=bytes(event.http_version),
-                        )
-                    )
-                    chunked = (
-                        event.status_code not in (204, 304)
-                        and self._method != b"HEAD"
-                        and any(name == b"transfer-encoding" for name, _ in headers)
-                    )
-                    self._chunked = chunked
-                    self._mode = _Mode.CHUNK_LINE if chunked else _Mode.PASS
-                case h11.InformationalResponse():
-                    assert exchange is not None and self._mode is _Mode.AWAIT
-                    self._informational += 1
-                    limit = self._limits.max_informational
-                    if self._informational > limit:
-                        self._fail(
-                            budget_exceeded(
-                                f"server sent more than {limit:,} informational (1xx) "
-                                "responses (Limits.max_informational)",
-                                bound="max_informational",
-                                limit=limit,
-                                observed=self._informational,
-                            )
-                        )
-                        return
-                    self._queue(
-                        InformationalReceived(
-                            exchange_id=exchange,
-                            status=event.status_code,
-                            headers=_headers(event.headers),
-                            raw_size=self._block_size,
-                        )
-                    )
-                    self._mode = _Mode.HEAD
-                case h11.EndOfMessage():
-                    assert exchange is not None
-                    if self._chunked and not event.headers:
-                        self._overhead += self._block_size  # the empty trailer block: framing
-                    if self._overhead:
-                        self._queue(
-                            DataReceived(exchange_id=exchange, data=b"", overhead=self._overhead)
-                        )
-                        self._overhead = 0
-                    if event.headers:
-                        self._queue(
-                            TrailersReceived(
-                                exchange_id=exchange,
-                                headers=_headers(event.headers),
-                                raw_size=self._block_size,
-                            )
-                        )
-                    self._queue(ResponseEnded(exchange_id=exchange))
-                    self._exchange = None
-                case _:
-                    # h11.PAUSED or h11.ConnectionClosed, only after the response ended: we
-                    # never propose a protocol switch, and h11 raises on an EOF that cuts a
-                    # response short.  PAUSED: bytes came after the response; breaking makes
-                    # them unowned (_orphan).  (h11 types its events as an open base class,
-                    # h11.Event, so there is no closed union to assert_never over; the one
-                    # other subclass, Request, never reaches a client.)
-                    if exchange is not None:  # pragma: no cover - only after the response
-                        self._fail(
-                            ConnectionFailed(
-                                "server ended the HTTP/1.1 exchange without a complete response",
-                                cause="reset" if self._eof else "framing",
-                            )
-                        )
-                    self._break()
-                    return
-        if self._exchange is None:
-            # The response is complete and nothing followed it (yet).
-            if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-                conn.start_next_cycle()
-                self._reset_meter()
+    def _parse(self, block: bytes) -> list[tuple[bytes, bytes]] | None:
+        """llhttp's reading of one complete header block (its fields), or None after
+        failing the exchange.  Also holds the field rules h11 had and llhttp lacks."""
+        sink = self._sink
+        fields: list[tuple[bytes, bytes]] = []
+        sink.fields = fields
+        sink.complete = False
+        parser = httptools.HttpResponseParser(sink)
+        parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
+        try:
+            parser.feed_data(block)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            self._fail(_malformed(f"{str(exc) or type(exc).__name__} in {block!r}"))
+            return None
+        if not sink.complete:  # pragma: no cover - the meter ends a block where llhttp does
+            self._fail(_malformed(f"an incomplete header block {block!r}"))
+            return None
+        chunked = False
+        for i, (name, value) in enumerate(fields):
+            if name == b"transfer-encoding":
+                if chunked or value.lower() != b"chunked":
+                    self._fail(_malformed(f"Transfer-Encoding other than one 'chunked': {value!r}"))
+                    return None
+                chunked = True
+                fields[i] = (name, b"chunked")  # as h11 reported it
+            elif name == b"content-length" and len(value) > _MAX_CONTENT_LENGTH_DIGITS:
+                self._fail(_malformed(f"a Content-Length of {len(value)} digits"))
+                return None
+        return fields
+
+    def _on_head(self, block: bytes, exchange: int) -> None:
+        if _STATUS_LINE.match(block) is None:
+            self._fail(_malformed(f"illegal status line in {block!r}"))
+            return
+        fields = self._parse(block)
+        if fields is None:
+            return
+        status = int(block[9:12])
+        headers = tuple(fields)
+        if status >= 200:
+            self._on_final(block, exchange, status, headers)
+            return
+        if status < 100 or status == 101:
+            self._fail(_malformed(f"status {status} (no protocol switch was asked)"))
+            return
+        self._informational += 1
+        limit = self._limits.max_informational
+        if self._informational > limit:
+            self._fail(
+                budget_exceeded(
+                    f"server sent more than {limit:,} informational (1xx) "
+                    "responses (Limits.max_informational)",
+                    bound="max_informational",
+                    limit=limit,
+                    observed=self._informational,
+                )
+            )
+            return
+        size = len(block)
+        self._queue(
+            InformationalReceived(
+                exchange_id=exchange, status=status, headers=headers, raw_size=size
+            ),
+            size,
+            size,
+        )
+        self._mode = _Mode.HEAD
+
+    def _on_final(self, block: bytes, exchange: int, status: int, headers: Headers) -> None:
+        version = block[5:8]
+        size = len(block)
+        self._queue(
+            ResponseReceived(
+                exchange_id=exchange,
+                status=status,
+                headers=headers,
+                raw_size=size,
+                http_version=version,
+            ),
+            size,
+            size,
+        )
+        length: bytes | None = None
+        chunked = close = False
+        for name, value in headers:
+            if name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                chunked = True
+            elif name == b"connection" and _has_close(value):
+                close = True
+        self._keep_alive = not (close or self._request_close or version < b"1.1")
+        if status == 204 or status == 304 or self._method == b"HEAD":
+            self._end(exchange)
+        elif chunked:
+            self._mode = _Mode.CHUNK_LINE
+        elif length is not None:
+            self._body_left = int(length)
+            self._received_body = 0
+            if self._body_left:
+                self._mode = _Mode.LENGTH
             else:
-                self._break()  # keep-alive not allowed
-
-    def _on_h11_error(self, exc: h11.RemoteProtocolError) -> None:
-        if self._eof:
-            error = ConnectionFailed(
-                f"server closed the connection before the response was complete ({_detail(exc)})",
-                cause="reset",
-            )
+                self._end(exchange)
         else:
-            error = ConnectionFailed(
-                f"server sent malformed HTTP/1.1: {_detail(exc)}", cause="framing"
-            )
-        self._fail(error)
+            self._keep_alive = False
+            self._mode = _Mode.CLOSE
 
-
-def _held(event: ExchangeEvent) -> int:
-    """The bytes a queued event holds (``buffered_bytes``): body bytes (without their
-    framing) or what it is charged."""
-    if isinstance(event, DataReceived):
-        return len(event.data)
-    return charged_bytes(event)
+    def _on_trailers(self, block: bytes, exchange: int) -> None:
+        if block == b"\r\n" or block == b"\n":
+            self._overhead += len(block)  # the empty trailer block: framing
+            self._end(exchange)
+            return
+        fields = self._parse(_TRAILER_PREFIX + block)
+        if fields is None:
+            return
+        # the framing before the trailers (at least the last-chunk line) comes first
+        self._body(exchange, b"")
+        size = len(block)
+        self._queue(
+            TrailersReceived(exchange_id=exchange, headers=tuple(fields), raw_size=size), size, size
+        )
+        self._end(exchange)
 
 
 _WIRE: type[Wire] = H1Connection  # mypy checks the machine against the Wire protocol
