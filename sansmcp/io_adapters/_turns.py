@@ -6,8 +6,10 @@ An owner keeps its state under one lock (an ``RLock`` held once at most, see
 :func:`~._selectloop.hold`) and has one poll step, :meth:`Turns._poll`, that blocks
 (``select``) with the lock let go, then feeds what it found to its machine, which
 posts mail to waiters.  :class:`Turns` decides who runs that step.  A waiter is
-anything with a ``_mail`` (truthy once something came for it) and a ``_bell``
-(a :class:`~._selectloop.Bell`).
+anything with a ``_mail`` (a deque the poll step appends to) and a ``_bell`` (a
+:class:`~._selectloop.Bell`); its thread runs a generator of steps with
+:meth:`Turns._perform`: a step None takes the next mail, any other is a blocking
+call made with the lock let go.
 
 A thread that wants its waiter's mail (:meth:`Turns._wait`) takes the turn if no one
 has it and polls until its own mail came -- a sequential caller thus polls for itself
@@ -34,8 +36,9 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Sized
-from typing import Any, Protocol, TypeVar
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Any, Protocol, TypeVar, cast
 
 from ._selectloop import Bell, hold, unlocked
 
@@ -46,10 +49,10 @@ T = TypeVar("T")
 
 
 class Waiter(Protocol):
-    """What waits for mail: ``_mail`` is truthy once some came, ``_bell`` wakes its thread."""
+    """What waits for mail (put in ``_mail`` by the poll step): ``_bell`` wakes its thread."""
 
     @property
-    def _mail(self) -> Sized: ...
+    def _mail(self) -> deque[Any]: ...
 
     @property
     def _bell(self) -> Bell: ...
@@ -98,6 +101,28 @@ class Turns:
                 self._pass_turn()
                 if interrupt is not None:
                     raise interrupt
+
+    def _perform(
+        self, waiter: Waiter, steps: Generator[Any, object, T], call: Callable[[Any], object]
+    ) -> T:
+        """Run ``steps`` in ``waiter``'s thread: a step None is answered with ``waiter``'s
+        next mail (:meth:`_wait`), any other with ``call(step)``, run with the lock let go;
+        what either raises (an interrupt, the callable's own) is thrown in."""
+        reply: object = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return cast(T, stop.value)
+            try:
+                if step is None:
+                    self._wait(waiter)
+                    reply, error = waiter._mail.popleft(), None
+                else:
+                    reply, error = unlocked(self._lock, call, step), None
+            except BaseException as exc:  # the interrupt, or the callable's own
+                reply, error = None, hold(self._lock) or exc
 
     def _post(self, waiter: Waiter) -> None:
         """Mail was put in ``waiter``'s ``_mail``: wake its thread."""

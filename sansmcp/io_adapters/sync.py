@@ -38,7 +38,7 @@ from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Res
 from ..core.results import CallResult
 from ..core.tools import Tool
 from ._common import Call, ClientFace, ConnFace, ProgressCallback, numeric_socket
-from ._selectloop import Bell, SelectLoop, Workers, hold, unlocked
+from ._selectloop import Bell, SelectLoop, Workers, hold
 from ._turns import Turns
 
 __all__ = ["Client", "Conn", "connect", "input_deadline"]
@@ -209,24 +209,10 @@ class Conn(ConnFace):
         is let go only to block: in a callback, in ``select``, waiting for the turn."""
         client = self.client
         steps = self._operation(start, self._trace(traced))
-        reply: object = None
-        error: BaseException | None = None
         try:
             if (interrupt := hold(client._lock)) is not None:
                 raise interrupt
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                try:
-                    if step is None:
-                        client._wait(self)
-                        reply, error = self._mail.popleft(), None
-                    else:
-                        reply, error = unlocked(client._lock, self._call, step), None
-                except BaseException as exc:  # the interrupt, or the callable's own
-                    reply, error = None, hold(client._lock) or exc
+            return client._perform(self, steps, self._call)
         finally:
             interrupt = hold(client._lock)
             if self.view.closed and not self.machine.busy:  # nothing more comes for it
