@@ -5,17 +5,15 @@ Theory of operation
 The driver decides and is not thread-safe: every call into it, and :meth:`Client._pump`
 executing its commands on the Client's :class:`~._selectloop.SelectLoop` (non-blocking
 sockets, sans-I/O TLS, buffered writes), runs under the Client's one lock, where
-nothing blocks.  Reading is **turn-taking** (leader/follower), not a reader thread per
-socket: the threads waiting for their Conn's mail take turns to ``select`` over every
-socket (timeout from ``next_deadline()``; the loop's wake-up cuts it short when another
-thread changed what must be watched or the next deadline), feed the driver, post the
-mail and hand the turn on once their own has come.  A sequential caller thus reads its
-own socket with no thread switch; a reader thread would cost two per response.  One
-watcher thread per Client takes the turn once no caller has wanted it for ``GRACE`` s,
-so a server's EOF and the idle expiry are seen between work items, and yields it to the
-first caller.  Resolves (``getaddrinfo``, the hook: neither can be interrupted) run on
-at most ``RESOLVERS`` threads; the dial deadline binds regardless.  Every thread is a
-daemon and ends with :meth:`Client.close` (a resolver in ``getaddrinfo`` once it returns).
+nothing blocks.  Reading is **turn-taking** (leader/follower, :mod:`._turns`), not a
+reader thread per socket: the threads waiting for their Conn's mail take turns to run
+:meth:`Client._poll` -- ``select`` over every socket until ``next_deadline()``, feed
+the driver, pump, post the mail.  A sequential caller thus reads its own socket with
+no thread switch; a reader thread would cost two per response.  The Client's watcher
+thread polls between work items, so a server's EOF and the idle expiry are seen.
+Resolves (``getaddrinfo``, the hook: neither can be interrupted) run on at most
+``RESOLVERS`` threads; the dial deadline binds regardless.  Every thread is a daemon
+and ends with :meth:`Client.close` (a resolver in ``getaddrinfo`` once it returns).
 
 A ``KeyboardInterrupt`` may land wherever the main thread blocks: the lock is re-taken
 with :func:`~._selectloop.hold`, the turn handed on, the Conn abandoned (its socket
@@ -40,15 +38,15 @@ from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Res
 from ..core.results import CallResult
 from ..core.tools import Tool
 from ._common import Call, ClientFace, ConnFace, ProgressCallback, numeric_socket
-from ._selectloop import Bell, SelectLoop, Workers, hold, unlocked
+from ._selectloop import Bell, SelectLoop, Workers, hold
+from ._turns import Turns
 
 __all__ = ["Client", "Conn", "connect", "input_deadline"]
 
 RESOLVERS = 4  # resolver threads at most
-GRACE = 0.05  # s the turn must have been free before the watcher takes it
 
 
-class Client(ClientFace["Conn"]):
+class Client(ClientFace["Conn"], Turns):
     __doc__ = ClientFace.__doc__
     _conn_type: type[Conn]
     _now = staticmethod(time.monotonic)
@@ -56,13 +54,7 @@ class Client(ClientFace["Conn"]):
     def _setup(self) -> None:
         self._lock = threading.RLock()  # held once at most (see _selectloop.hold)
         self._loop = SelectLoop(self._driver, self._now)
-        self._leader: Conn | Client | None = None  # who has the turn (the Client: the watcher)
-        self._followers: dict[Conn, None] = {}  # waiting for mail or for the turn, in order
-        self._selecting = self._stir = False  # the leader is in select; it must look again
-        self._until = math.inf  # when the leader's select times out
-        self._freed = 0.0  # when a caller last left the turn
-        self._watching = threading.Condition(self._lock)
-        self._watcher: threading.Thread | None = None
+        self._turns(self._loop.wake, self._loop.release, "sansmcp-watcher")
         self._resolvers = Workers(RESOLVERS, "sansmcp-resolver")
 
     def __enter__(self) -> Self:
@@ -77,11 +69,7 @@ class Client(ClientFace["Conn"]):
             self._driver.close(now=self._now())
             self._pump()
             self._resolvers.close()
-            self._watching.notify()
-            if self._leader is None:
-                self._loop.release()
-            else:
-                self._loop.wake()
+            self._end_turns()
 
     @contextlib.contextmanager
     def connect(self, config: Config) -> Iterator[Conn]:
@@ -110,10 +98,7 @@ class Client(ClientFace["Conn"]):
             driver.handle_timer(now=now)
             self._drain()
             deadline = driver.next_deadline()
-        sooner = deadline is not None and deadline < self._until
-        if self._selecting and (self._stir or self._loop.stirred or sooner):
-            self._stir = False
-            self._loop.wake()
+        self._nudge(deadline, self._loop.stirred)
 
     def _drain(self) -> None:
         while (command := self._driver.next_command()) is not None:
@@ -124,8 +109,7 @@ class Client(ClientFace["Conn"]):
                     if (conn := self._conns.get(command.conn_id)) is None:
                         continue  # closed by another thread while it ran: misuse
                     conn._mail.append(command)
-                    conn._bell.ring()
-                    self._stir |= conn is self._leader
+                    self._post(conn)
                 case Connect():
                     self._connect(command)
                 case Resolve():
@@ -135,68 +119,13 @@ class Client(ClientFace["Conn"]):
                 case _:
                     assert_never(command)
 
-    def _next(self, conn: Conn) -> Deliver | Finished:
-        """``conn``'s next mail: wait for it, or take the turn to read (under the lock)."""
-        while not conn._mail:
-            if self._leader is None:
-                self._take_turn(conn)
-                continue
-            self._followers[conn] = None
-            if self._leader is self:  # the watcher: it hands the turn on
-                self._loop.wake()
-            try:
-                conn._bell.wait(self._lock)
-            finally:
-                interrupt = hold(self._lock)  # (held, unless an interrupt landed in between)
-                del self._followers[conn]
-                self._pass_turn()
-                if interrupt is not None:
-                    raise interrupt
-        return conn._mail.popleft()
-
-    def _take_turn(self, leader: Conn | Client) -> None:
-        self._leader = leader
-        try:
-            self._lead(leader)
-        finally:
-            interrupt = hold(self._lock)
-            self._leader, self._selecting, self._freed = None, False, self._now()
-            if self._driver.closed:
-                self._loop.release()
-            self._pass_turn()
-            if interrupt is not None:
-                raise interrupt
-
-    def _pass_turn(self) -> None:
-        if self._leader is None and self._followers:  # to the first waiting thread
-            next(iter(self._followers))._bell.ring()
-
-    def _lead(self, leader: Conn | Client) -> None:
-        mail = leader._mail if isinstance(leader, Conn) else None
-        while not mail if mail is not None else not (self._followers or self._driver.closed):
-            deadline = self._driver.next_deadline()
-            timeout = None if deadline is None else max(deadline - self._now(), 0.0)
-            self._selecting, self._stir = True, False
-            self._until = math.inf if deadline is None else deadline
-            events = unlocked(self._lock, self._loop.wait, timeout)
-            self._selecting = False
-            now = self._loop.handle(events)
-            # select may return a clock tick early: the deadline is due
-            self._pump(now if events or deadline is None else max(now, deadline))
-
-    def _watch(self) -> None:
-        """The watcher thread: takes the turn once no caller has wanted it for ``GRACE`` s
-        (so a server's EOF and the idle expiry are seen between work items) and hands it
-        to the first caller that wants it."""
-        with self._lock:
-            while not self._driver.closed:
-                free = self._leader is None and not self._followers
-                calm = self._now() - self._freed
-                if free and calm >= GRACE:
-                    with contextlib.suppress(Exception):  # the watcher must not die of one
-                        self._take_turn(self)
-                else:
-                    self._watching.wait(GRACE - calm if free else GRACE)
+    def _poll(self) -> None:
+        """One turn's step: ``select`` until the next deadline, feed the driver, pump."""
+        deadline = self._driver.next_deadline()
+        events = self._select(self._loop.wait, deadline)
+        now = self._loop.handle(events)
+        # select may return a clock tick early: the deadline is due
+        self._pump(now if events or deadline is None else max(now, deadline))
 
     def _connect(self, command: Connect) -> None:
         try:
@@ -208,10 +137,7 @@ class Client(ClientFace["Conn"]):
             host, alpn = command.tls
             wrap = functools.partial(self.tls_context(alpn).wrap_bio, server_hostname=host)
         self._loop.connect(command.socket_id, sock, address, wrap)
-        if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, name="sansmcp-watcher")
-            self._watcher.daemon = True
-            self._watcher.start()
+        self._start_watching()
 
     def _resolve(self, command: Resolve) -> None:
         """A resolver thread's job: the hook, else ``getaddrinfo``; reported under the lock."""
@@ -283,23 +209,10 @@ class Conn(ConnFace):
         is let go only to block: in a callback, in ``select``, waiting for the turn."""
         client = self.client
         steps = self._operation(start, self._trace(traced))
-        reply: object = None
-        error: BaseException | None = None
         try:
             if (interrupt := hold(client._lock)) is not None:
                 raise interrupt
-            while True:
-                try:
-                    step = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                try:
-                    if step is None:
-                        reply, error = client._next(self), None
-                    else:
-                        reply, error = unlocked(client._lock, self._call, step), None
-                except BaseException as exc:  # the interrupt, or the callable's own
-                    reply, error = None, hold(client._lock) or exc
+            return client._perform(self, steps, self._call)
         finally:
             interrupt = hold(client._lock)
             if self.view.closed and not self.machine.busy:  # nothing more comes for it
