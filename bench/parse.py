@@ -4,8 +4,9 @@
 official server sent it.  Measured in one process, each for the same number of rounds:
 
 * ``json.loads`` -- the floor;
-* ``sansmcp core: parse + validate`` -- ``parse_json`` and ``validate_tool`` on every
-  entry (what the listing loop of the MCP machine does per page);
+* ``sansmcp core: parse + validate`` -- ``listing.parse_page`` (the body's bounds,
+  checks and typed decode) and ``listing.validate_entry`` on every entry (what the
+  listing loop of the MCP machine does per page);
 * ``sansmcp core: whole exchange`` -- a fresh ``McpMachine`` (warm era hint) lists
   tools and is fed the response as exchange events: request building, budget
   accounting, JSON-RPC matching, parse, validation, ``Tool`` values;
@@ -51,16 +52,16 @@ def _floor(body: bytes, expected: int) -> Callable[[], Any]:
 
 
 def _sansmcp_validate(body: bytes, expected: int) -> Callable[[], Any]:
-    from sansmcp.core.jsonvalue import parse_json
     from sansmcp.core.limits import Limits
-    from sansmcp.core.tools import Tool, validate_tool
+    from sansmcp.core.listing import parse_page, validate_entry
+    from sansmcp.core.tools import Tool
 
     limits = Limits()
 
     def run() -> Any:
-        message = parse_json(body, max_depth=limits.max_json_depth)
+        message = parse_page(body, limits)
         tools = [
-            validate_tool(i, raw, modern=True, max_tool_bytes=limits.max_tool_bytes)
+            validate_entry(i, raw, modern=True, max_tool_bytes=limits.max_tool_bytes)
             for i, raw in enumerate(message["result"]["tools"])
         ]
         assert len(tools) == expected and isinstance(tools[-1], Tool)
