@@ -35,8 +35,8 @@ LIMITS = Limits()
 
 @pytest.fixture(autouse=True)
 def _small_bodies_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The typed pass leaves bodies under 4 KiB to the strict parser; these tests run it on
-    small ones (test_small_bodies_are_left_to_the_strict_parser checks the threshold)."""
+    """The typed pass is not tried on a body under 4 KiB without ``"result"``; these tests
+    try it on every body (test_a_small_body_without_a_result_... checks the threshold)."""
     monkeypatch.setattr(listing, "_TYPED_FROM", 0)
 
 
@@ -380,13 +380,17 @@ def test_a_part_is_declined_for_its_brackets_not_its_length() -> None:
     assert same(wide)[3][0][0] == "tool"
 
 
-def test_small_bodies_are_left_to_the_strict_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_small_body_without_a_result_goes_straight_to_the_strict_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(listing, "_TYPED_FROM", 4096)
     small = body_of([{"name": "a", "inputSchema": {}}])
-    large = body_of([{"name": "a", "description": "d" * 4096, "inputSchema": {}}])
-    assert not typed(small) and typed(large)
-    assert type(parse_page(small, LIMITS)["result"]["tools"][0]) is dict
-    assert type(parse_page(large.decode(), LIMITS)["result"]["tools"][0]) is _Entry
+    event = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {}})
+    large = json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"d": "result" * 1000}})
+    assert typed(small) and type(parse_page(small, LIMITS)["result"]["tools"][0]) is _Entry
+    for text in (event, large):
+        assert not typed(text.encode()) and not typed(text)
+        assert parse_page(text, LIMITS) == parse_message(text, LIMITS)
 
 
 def test_a_tiny_max_json_depth_leaves_the_listing_to_the_strict_parser() -> None:
