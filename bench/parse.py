@@ -13,8 +13,9 @@ official server sent it.  Measured in one process, each for the same number of r
 * ``SDK: pydantic`` -- what the official client does with a JSON response body:
   ``jsonrpc_message_adapter.validate_json``, ``validate_server_result`` for the
   negotiated revision, ``ListToolsResult.model_validate``;
-* ``prototype`` -- not the library: the typed one-pass msgspec design of issue 16 item 2
-  (see ``_typed_prototype`` for what it does not check yet); an error row without msgspec.
+* ``prototype`` -- not the library: the first sketch of the typed one-pass msgspec design
+  of issue 16 item 2 (see ``_typed_prototype`` for what it does not check), kept for
+  comparison with the library's version of it, ``sansmcp.core.listing``.
 
 Each variant runs in its own process (``VARIANT_INDEX``) and prints one JSON line:
 milliseconds of process CPU per listing.

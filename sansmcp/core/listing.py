@@ -25,8 +25,8 @@ one extra C pass.  What the typed pass checks, before or while decoding:
 * the value bound (``max_json_values``) and the decoded-text bound, exactly as
   ``parse_json`` counts them (one ``translate`` then one ``count``; over either: declined,
   so the strict parser raises the budget error);
-* UTF-8: ``bytes.isascii()`` or a strict decode (msgspec does not check the bytes of a
-  string it only skips);
+* UTF-8: ``bytes.isascii()`` or a strict incremental decode, 64 KiB at a time (msgspec
+  does not check the bytes of a string it only skips), after the text bound;
 * numbers: a number can overflow a double or pass the int-digit limit only with a run of at
   least 210 digits or an exponent of at least three digits; the body, mapped so that digits
   are ``0`` and ``e``/``E`` is ``e`` (signs dropped), is searched for ``0`` * 210 and
@@ -55,6 +55,7 @@ JSON of the same value.
 
 from __future__ import annotations
 
+import codecs
 from typing import Any
 
 import msgspec
@@ -140,6 +141,7 @@ del _CLASSES, _byte
 # the cost of one short search, not of a declined typed pass (~3 us); a large body is
 # always tried (searching it would cost more than a decline).  Tests set it to 0.
 _TYPED_FROM = 4096
+_UTF8_CHUNK = 64 << 10  # bytes _utf8 decodes at a time
 _HEAD_BYTES = 256  # where _spaced looks for the serializer's separators
 _LONG_DIGITS = b"0" * 210  # 10**209 * 10**99 is still finite; a longer run may not be
 _BIG_EXPONENT = b"e000"  # e100 and up (a sign between is dropped by the translation)
@@ -171,15 +173,13 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
     else:
         if small and b'"result"' not in data:
             return None
+        # first, as parse_json: the text bound, before anything is decoded or copied
+        max_text = 3 * limits.max_response_bytes
+        if 4 * len(data) > max_text and decoded_size(data) > max_text:
+            return None
+        if not data.isascii() and not _utf8(data):
+            return None
         body = data
-        if not body.isascii():
-            try:
-                str(body, "utf-8")
-            except UnicodeDecodeError:
-                return None
-    max_text = 3 * limits.max_response_bytes
-    if not isinstance(data, str) and 4 * len(body) > max_text and decoded_size(body) > max_text:
-        return None
     classes = body.translate(_CLASS_TABLE, b"+-")
     if classes.count(b",") + 1 > limits.max_json_values:
         return None
@@ -216,6 +216,20 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
     if rpc_id is UNSET:
         del message["id"]
     return message
+
+
+def _utf8(data: bytes | bytearray) -> bool:
+    """Whether ``data`` is strict UTF-8 (as ``str(data, "utf-8")`` would judge it), decoded
+    64 KiB at a time: no decoded copy of the whole body is ever held."""
+    decode = codecs.getincrementaldecoder("utf-8")().decode
+    try:
+        with memoryview(data) as view:
+            for start in range(0, len(view), _UTF8_CHUNK):
+                decode(view[start : start + _UTF8_CHUNK])
+        decode(b"", True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _spaced(body: bytes | bytearray) -> bool:

@@ -329,6 +329,18 @@ def test_what_the_strict_parser_refuses_the_listing_refuses(data: bytes, reason:
     assert str(fast.value) == str(strict.value)
 
 
+@pytest.mark.parametrize("tail", [b"", b"\xa9"])
+def test_utf8_is_checked_across_the_chunks_it_is_decoded_in(tail: bytes) -> None:
+    # "\u00e9" (2 bytes) straddles the first 64 KiB boundary; a lone lead byte at the end
+    head = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","description":"'
+    pad = b"x" * ((64 << 10) - len(head) - 1)
+    data = head + pad + "\u00e9".encode() + b'","inputSchema":{}}]}}'
+    if tail:
+        data = data.replace(b"\xc3\xa9", b"\xc3")  # a lead byte without its continuation
+    assert typed(data) is not bool(tail)
+    same(data)
+
+
 def test_a_lone_surrogate_is_kept_as_the_strict_parser_keeps_it() -> None:
     data = body_of([{"name": "a", "description": "x\ud800", "inputSchema": {"d": "\udc00"}}])
     message = parse_page(bytearray(data), LIMITS)
