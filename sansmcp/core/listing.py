@@ -175,15 +175,22 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
             return None
         # first, as parse_json: the text bound, before anything is decoded or copied
         max_text = 3 * limits.max_response_bytes
-        if 4 * len(data) > max_text and decoded_size(data) > max_text:
+        ascii = data.isascii()
+        if (
+            4 * len(data) > max_text
+            and (
+                2 * len(data)
+                if ascii
+                else decoded_size(data)  # (what decoded_size finds for ASCII)
+            )
+            > max_text
+        ):
             return None
-        if not data.isascii() and not _utf8(data):
+        if not ascii and not _utf8(data):
             return None
         body = data
     classes = body.translate(_CLASS_TABLE, b"+-")
     if classes.count(b",") + 1 > limits.max_json_values:
-        return None
-    if _LONG_DIGITS in classes or _BIG_EXPONENT in classes:
         return None
     try:
         envelope = _decode_envelope(_compact(body, indent=-1) if _spaced(body) else body)
@@ -209,6 +216,10 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
             else:
                 result[key] = _decode_any(part)
     except _DECLINED:
+        return None
+    # last, so that a body declined for its depth does not pay for it (a number msgspec
+    # builds it checks itself; this screens the ones it skipped or kept as bytes)
+    if _LONG_DIGITS in classes or _BIG_EXPONENT in classes:
         return None
     message: dict[str, Any] = {"jsonrpc": jsonrpc, "id": rpc_id, "result": result}
     if jsonrpc is UNSET:

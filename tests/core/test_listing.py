@@ -433,6 +433,18 @@ def test_an_unread_member_is_skipped_unbuilt_whatever_its_depth() -> None:
     assert caught.value.reason == "depth"
 
 
+@pytest.mark.parametrize("factor", [1.9, 2.1])
+def test_the_text_bound_on_an_ascii_body_is_the_strict_parsers(factor: float) -> None:
+    # decoded_size counts 2 bytes a character for an ASCII body: refused when 2 x len is
+    # over 3 x max_response_bytes, accepted (and typed) between that and 4 x len
+    data = body_of([{"name": "a", "description": "d" * 5000, "inputSchema": {}}])
+    limits = Limits(max_response_bytes=int(len(data) * factor / 3))
+    assert typed(data, limits) is (factor > 2)
+    assert run(data, parse_page, validate_entry, limits, True) == run(
+        data, parse_message, validate_tool, limits, True
+    )
+
+
 @pytest.mark.parametrize("bound", ["max_json_values", "max_response_bytes"])
 def test_the_pre_parse_bounds_raise_the_budget_error(bound: str) -> None:
     data = body_of([{"name": "a", "inputSchema": {}}] * 50)
