@@ -4,16 +4,18 @@
 official server sent it.  Measured in one process, each for the same number of rounds:
 
 * ``json.loads`` -- the floor;
-* ``sansmcp core: parse + validate`` -- ``parse_json`` and ``validate_tool`` on every
-  entry (what the listing loop of the MCP machine does per page);
+* ``sansmcp core: parse + validate`` -- ``listing.parse_page`` (the body's bounds,
+  checks and typed decode) and ``listing.validate_entry`` on every entry (what the
+  listing loop of the MCP machine does per page);
 * ``sansmcp core: whole exchange`` -- a fresh ``McpMachine`` (warm era hint) lists
   tools and is fed the response as exchange events: request building, budget
   accounting, JSON-RPC matching, parse, validation, ``Tool`` values;
 * ``SDK: pydantic`` -- what the official client does with a JSON response body:
   ``jsonrpc_message_adapter.validate_json``, ``validate_server_result`` for the
   negotiated revision, ``ListToolsResult.model_validate``;
-* ``prototype`` -- not the library: the typed one-pass msgspec design of issue 16 item 2
-  (see ``_typed_prototype`` for what it does not check yet); an error row without msgspec.
+* ``prototype`` -- not the library: the first sketch of the typed one-pass msgspec design
+  of issue 16 item 2 (see ``_typed_prototype`` for what it does not check), kept for
+  comparison with the library's version of it, ``sansmcp.core.listing``.
 
 Each variant runs in its own process (``VARIANT_INDEX``) and prints one JSON line:
 milliseconds of process CPU per listing.
@@ -51,16 +53,16 @@ def _floor(body: bytes, expected: int) -> Callable[[], Any]:
 
 
 def _sansmcp_validate(body: bytes, expected: int) -> Callable[[], Any]:
-    from sansmcp.core.jsonvalue import parse_json
     from sansmcp.core.limits import Limits
-    from sansmcp.core.tools import Tool, validate_tool
+    from sansmcp.core.listing import parse_page, validate_entry
+    from sansmcp.core.tools import Tool
 
     limits = Limits()
 
     def run() -> Any:
-        message = parse_json(body, max_depth=limits.max_json_depth)
+        message = parse_page(body, limits)
         tools = [
-            validate_tool(i, raw, modern=True, max_tool_bytes=limits.max_tool_bytes)
+            validate_entry(i, raw, modern=True, max_tool_bytes=limits.max_tool_bytes)
             for i, raw in enumerate(message["result"]["tools"])
         ]
         assert len(tools) == expected and isinstance(tools[-1], Tool)

@@ -10,7 +10,9 @@ state between calls.
   the rule.  It never raises for server data: a malformed tool is dropped from the
   listing and recorded, never fatal to the listing (spec brief §b.4, §e.4, §k.15).
   Schemas are re-serialised once, compactly, from the parsed value (key order and
-  every keyword kept); that serialisation is also what the size bound measures.
+  every keyword kept); that serialisation is also what the size bound measures.  A
+  listing the typed decoder accepted (:mod:`sansmcp.core.listing`, the usual case) is
+  judged by the same rules on the server's own schema bytes instead.
 * :func:`header_params_of` walks an ``inputSchema`` for ``x-mcp-header``
   annotations (spec brief §b.4).  Only a chain made solely of ``properties`` keys
   from the root reaches a valid annotation; an annotation anywhere else, or one
@@ -92,8 +94,10 @@ class HeaderParam:
 class Tool:
     """A validated tool definition.
 
-    ``input_schema`` and ``output_schema`` are compact JSON re-serialised from the
-    parsed value: key order and every keyword are kept.  ``header_params`` is
+    ``input_schema`` and ``output_schema`` are JSON: the server's bytes (compacted when
+    it spaced its tokens) or, from a listing only the strict parser could read,
+    compact JSON re-serialised from the parsed value; key order and every keyword are
+    kept either way.  ``header_params`` is
     empty for a legacy server (which does not define ``x-mcp-header``).
     """
 

@@ -427,6 +427,21 @@ def huge_number(request: Request) -> Answer:
     return json_answer(body + b"7" * 1_000_000 + b"}}")
 
 
+def listing_of(entry: bytes) -> Callable[[Request], Answer]:
+    """A modern listing of one tool entry given as raw JSON bytes."""
+
+    def make(request: Request) -> Answer:
+        body = b'{"jsonrpc":"2.0","id":%d,"result":{"resultType":"complete","tools":[%s]}}'
+        return json_answer(body % (request.rpc_id, entry))
+
+    return make
+
+
+def _listed_a(report: dict[str, Any], stats: Any, port: int) -> None:
+    listing = next(entry for entry in report["ops"] if entry["op"] == "list")
+    assert listing["tools"] == ["a"], listing
+
+
 def call_answer(content: list[Any], **extra: Any) -> Callable[[Request], Answer]:
     def make(request: Request) -> Answer:
         return json_answer(result(request.rpc_id, {**call_result(content), **extra}))
@@ -1232,6 +1247,41 @@ CASES: list[Case] = [
         "Python's integer-digit limit",
         h1({L: answer(huge_number)}),
         failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "listing_lone_surrogates",
+        'a tool whose description and schema hold lone surrogate escapes ("\\ud800")',
+        "none: accepted (the strict parser decides what msgspec cannot represent)",
+        h1(
+            {
+                L: answer(
+                    listing_of(
+                        b'{"name":"a","description":"x\\ud800","inputSchema":{"d":"\\udc00"}}'
+                    )
+                )
+            }
+        ),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, check=_listed_a),
+    ),
+    Case(
+        "listing_schema_overflow",
+        "a tool schema holding 1e400 (overflows a double)",
+        "finite numbers only, in the schemas the typed pass keeps as bytes too",
+        h1({L: answer(listing_of(b'{"name":"a","inputSchema":{"maximum":1e400}}'))}),
+        failed("list", "not_jsonrpc", requests={D: 1, L: 1}),
+    ),
+    Case(
+        "listing_schema_long_numbers",
+        "a tool schema holding 1e-400 and a 300-digit integer",
+        "none: accepted (the number screen sends it to the strict parser, which accepts it)",
+        h1(
+            {
+                L: answer(
+                    listing_of(b'{"name":"a","inputSchema":{"m":1e-400,"n":' + b"9" * 300 + b"}}")
+                )
+            }
+        ),
+        Expect("ok", requests={D: 1, L: 1, C: 1}, check=_listed_a),
     ),
     Case(
         "html_200",

@@ -524,6 +524,10 @@ class McpMachine:
                     self._op_cap_bound = instruction.cap_bound
                     self._op_cap = instruction.cap
                     t.op = t.open(instruction.request, instruction.rpc_id, deadline, _OP)
+                    if instruction.method == "tools/list":
+                        from ..listing import parse_page  # lazy: msgspec on the first listing
+
+                        t.op.parse = parse_page
                     return
                 case Sleep():
                     if instruction.until <= t.now:

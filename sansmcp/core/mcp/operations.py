@@ -41,7 +41,6 @@ from ..tools import (
     encode_header_value,
     header_params_of,
     param_headers,
-    validate_tool,
 )
 from . import rules
 from .events import Connected, ToolCalled, ToolsListed
@@ -472,6 +471,8 @@ class Operations:
     def list_pages(
         self,
     ) -> Generator[Instruction, Any, tuple[list[Tool], list[SkippedTool], int]]:
+        from ..listing import validate_entry  # lazy: msgspec on the first listing
+
         limits = self.limits
         modern = self.session.era is Era.MODERN
         tools: list[Tool] = []
@@ -521,7 +522,7 @@ class Operations:
             tools_at, skipped_at, count_at = len(tools), len(skipped), skipped_count
             max_tool_bytes = limits.max_tool_bytes
             for raw in raw_tools:
-                outcome = validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
+                outcome = validate_entry(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
                 if isinstance(outcome, Tool):
                     if outcome.name not in names:
                         names.add(outcome.name)

@@ -145,6 +145,7 @@ class Exchange:
         "kind",
         "last_id",
         "message",
+        "parse",
         "progressed",
         "refusals",
         "request",
@@ -179,6 +180,7 @@ class Exchange:
         self.message: dict[str, Any] | None = None
         self.progressed = False
         self.server_requests = 0
+        self.parse = parse_message  # listing.parse_page for a tools/list request
 
 
 class Transport:
@@ -419,7 +421,7 @@ class Transport:
         if exchange.rpc_id is not None and exchange.kind is _JSON:
             body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
             try:
-                parsed = parse_message(body, self.limits)
+                parsed = exchange.parse(body, self.limits)
                 message, _ = match_response(
                     parsed,
                     exchange.rpc_id,
@@ -456,6 +458,7 @@ class Transport:
             # The server never processed it (GOAWAY, REFUSED_STREAM): send it again.
             retry = self.open(exchange.request, exchange.rpc_id, exchange.deadline, _OP)
             retry.refusals = exchange.refusals + 1
+            retry.parse = exchange.parse
             self.op = retry
             return None
         if exchange.kind is _SSE and exchange.message is None and error.cause != "budget":
@@ -479,7 +482,7 @@ class Transport:
         if role is _DRAIN:
             return  # answered already: later events are ignored unparsed
         try:
-            parsed = parse_message(text, self.limits)
+            parsed = exchange.parse(text, self.limits)
         except JsonError as exc:
             raise ConnectionFailed(
                 f"the server sent an event that is not JSON: {exc}", cause="not_jsonrpc"

@@ -1,0 +1,397 @@
+"""The ``tools/list`` page decoder: one typed msgspec pass, each schema kept as the server's
+bytes, for the bodies it can prove clean; :func:`parse_message` for the rest.
+
+Theory of operation
+-------------------
+A listing is the largest body a Conn parses, and most of its cost used to be building every
+schema as dicts and lists only to re-serialise it.  :func:`parse_page` decodes a
+``tools/list`` response with msgspec (``msgspec.json``, C, imported on the first listing) into
+typed entries whose ``inputSchema`` / ``outputSchema`` stay bytes; :func:`validate_entry`
+turns each entry into a :class:`~sansmcp.core.tools.Tool` or a
+:class:`~sansmcp.core.tools.SkippedTool` under the rules of
+:func:`~sansmcp.core.tools.validate_tool`.
+
+**Two decoders, one verdict.**  The typed pass accepts a body only when cheap counts *prove*
+that the strict parser (:func:`~sansmcp.core.mcp.budget.parse_message`, i.e.
+:func:`~sansmcp.core.jsonvalue.parse_json`) would accept it and build the same values;
+for any other body it returns what ``parse_message`` returns, or raises what it raises, by
+calling it.  So every refusal, bound and error message is today's, and a listing that the
+typed pass declines (a lone surrogate escape, which msgspec cannot represent and which the
+strict parser accepts; a syntax error; an ``error`` answer; a batch; a tool entry that is not
+an object or whose ``name``/``description``/``title`` has another type; a number that may
+overflow; a part nested near ``max_json_depth``) costs what it cost before plus the declined
+attempt, a few C passes over the body (on the costliest body the default bounds accept, 8 MB
+of nested one-key objects in a schema: ~14 ms over a ~175 ms strict parse).  A body under
+4 KiB without ``"result"`` (a notification event of the listing's stream) is not tried.
+What the typed pass checks, before or while decoding:
+
+* the value bound (``max_json_values``) and the decoded-text bound, exactly as
+  ``parse_json`` counts them (one ``translate`` then one ``count``; over either: declined,
+  so the strict parser raises the budget error);
+* UTF-8: ``bytes.isascii()`` or a strict incremental decode, 64 KiB at a time (msgspec
+  does not check the bytes of a string it only skips), after the text bound;
+* numbers: a number can overflow a double or pass the int-digit limit only with a run of at
+  least 210 digits or an exponent of at least three digits; the body, mapped so that digits
+  are ``0`` and ``e``/``E`` is ``e`` (signs dropped), is searched for ``0`` * 210 and
+  ``e000``: if either is there (the text of a string can match too: only slower), declined;
+* syntax, NaN/Infinity, control characters, bad escapes: msgspec refuses them even in what
+  it skips (declined);
+* depth: every part that is built is bounded by its brackets (``[`` + ``{`` in its bytes,
+  counted on the part) against what is left of ``max_json_depth``; over: declined.  Members
+  of a tool entry that sansmcp never reads (``icons``, ``_meta``, unknown keys) and unknown
+  keys of the JSON-RPC envelope are skipped by msgspec without being built: their nesting
+  is bounded by the interpreter's recursion guard (RecursionError: declined), not by
+  ``max_json_depth`` -- the one thing the strict parser refuses that this pass accepts, and
+  nothing is built from it;
+* duplicate keys: the last wins, as in ``json.loads``; a schema's bytes keep both (its
+  consumers parse it with ``json.loads`` again: the same value).
+
+Schemas are the server's bytes: key order, every keyword, escapes and number spellings as
+the server wrote them.  A body whose serializer spaced its tokens (a line break anywhere, or
+``": "`` in its first bytes: indented output, ``json.dumps``'s default) is compacted first,
+once (``msgspec.json.format(indent=-1)``, C); a compact body (what the official SDKs send)
+is not copied.  A server that spaces only some tokens keeps those spaces in its schemas:
+still JSON, counted in ``max_tool_bytes`` and in the cache's bytes as kept.
+``validate_tool`` re-serialises a parsed value instead (a strict-parser listing); both are
+JSON of the same value.
+"""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, Raw
+
+from .jsonvalue import decoded_size
+from .limits import Limits
+from .mcp.budget import parse_message
+from .tools import (
+    _ANNOTATION_BYTES,
+    HeaderParam,
+    SkippedTool,
+    Tool,
+    _new_tool,
+    _set_annotations,
+    _set_description,
+    _set_header_params,
+    _set_input_schema,
+    _set_name,
+    _set_output_schema,
+    _set_title,
+    header_params_of,
+    validate_tool,
+)
+
+__all__ = ["parse_page", "validate_entry"]
+
+_ABSENT = Raw(b"")  # a member the entry does not have
+
+
+class _Entry(msgspec.Struct, gc=False):
+    """One tool entry as the typed pass decodes it; the Raw members become bytes (untracked
+    by the garbage collector: it holds no container)."""
+
+    name: str
+    description: str = ""
+    title: str | None = None
+    inputSchema: Raw = _ABSENT
+    outputSchema: Raw = _ABSENT
+    annotations: Raw = _ABSENT
+    execution: Raw = _ABSENT
+
+
+class _Head(msgspec.Struct):
+    """A schema's root ``type`` (other members skipped); a non-object root fails to decode."""
+
+    type: Any = UNSET
+
+
+class _Execution(msgspec.Struct):
+    taskSupport: Any = None
+
+
+class _Envelope(msgspec.Struct):
+    """A JSON-RPC response with a result; ``error`` or ``method`` present: declined."""
+
+    result: dict[str, Raw]
+    jsonrpc: Any = UNSET
+    id: Any = UNSET
+    error: Raw = _ABSENT
+    method: Raw = _ABSENT
+
+
+_decode_envelope = msgspec.json.Decoder(_Envelope).decode
+_decode_entries = msgspec.json.Decoder(list[_Entry]).decode
+_decode_head = msgspec.json.Decoder(_Head).decode
+_decode_execution = msgspec.json.Decoder(_Execution).decode
+_decode_any = msgspec.json.Decoder().decode
+_compact = msgspec.json.format
+_DECLINED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)
+
+# digits -> "0", e/E -> "e", the value-bound bytes [ { , -> ",", everything else -> " "
+_CLASSES = bytearray(b" " * 256)
+for _byte in b"0123456789":
+    _CLASSES[_byte] = ord("0")
+_CLASSES[ord("e")] = _CLASSES[ord("E")] = ord("e")
+for _byte in b"[{,":
+    _CLASSES[_byte] = ord(",")
+_CLASS_TABLE = bytes(_CLASSES)
+del _CLASSES, _byte
+# A body under this many bytes (characters for an event's text) is tried only when it holds
+# ``"result"``: each notification event of a listing's stream goes to the strict parser at
+# the cost of one short search, not of a declined typed pass (~3 us); a large body is
+# always tried (searching it would cost more than a decline).  Tests set it to 0.
+_TYPED_FROM = 4096
+_UTF8_CHUNK = 64 << 10  # bytes _utf8 decodes at a time
+_HEAD_BYTES = 256  # where _spaced looks for the serializer's separators
+_LONG_DIGITS = b"0" * 210  # 10**209 * 10**99 is still finite; a longer run may not be
+_BIG_EXPONENT = b"e000"  # e100 and up (a sign between is dropped by the translation)
+
+
+def parse_page(data: bytes | bytearray | str, limits: Limits) -> Any:
+    """The parsed ``tools/list`` response in ``data``, as :func:`parse_message` would parse it,
+    with ``result["tools"]`` a list of typed entries (for :func:`validate_entry`) when the
+    typed pass accepted the body.  Raises what ``parse_message`` raises (a ``bytearray`` is
+    consumed, as there)."""
+    message = _typed(data, limits)
+    if message is None:
+        return parse_message(bytearray(data) if isinstance(data, bytes) else data, limits)
+    if isinstance(data, bytearray):
+        data.clear()
+    return message
+
+
+def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | None:
+    small = len(data) < _TYPED_FROM  # without a result: an event's notification, most likely
+    body: bytes | bytearray
+    if isinstance(data, str):
+        if small and '"result"' not in data:
+            return None
+        try:
+            body = data.encode("utf-8")
+        except UnicodeEncodeError:  # pragma: no cover - SseParser decodes strict UTF-8
+            return None
+    else:
+        if small and b'"result"' not in data:
+            return None
+        # first, as parse_json: the text bound, before anything is decoded or copied
+        max_text = 3 * limits.max_response_bytes
+        ascii = data.isascii()
+        if (
+            4 * len(data) > max_text
+            and (
+                2 * len(data)
+                if ascii
+                else decoded_size(data)  # (what decoded_size finds for ASCII)
+            )
+            > max_text
+        ):
+            return None
+        if not ascii and not _utf8(data):
+            return None
+        body = data
+    classes = body.translate(_CLASS_TABLE, b"+-")
+    if classes.count(b",") + 1 > limits.max_json_values:
+        return None
+    try:
+        envelope = _decode_envelope(_compact(body, indent=-1) if _spaced(body) else body)
+    except _DECLINED:
+        return None
+    if envelope.error is not _ABSENT or envelope.method is not _ABSENT:
+        return None
+    rpc_id, jsonrpc = envelope.id, envelope.jsonrpc
+    if isinstance(rpc_id, (dict, list)) or isinstance(jsonrpc, (dict, list)):
+        return None
+    max_depth = limits.max_json_depth
+    if max_depth < 5:  # a tool's schema alone is 5 levels deep in the message
+        return None
+    result: dict[str, Any] = {}
+    try:
+        for key, raw in envelope.result.items():
+            if key == "tools":
+                result[key] = entries = _decode_entries(raw)
+                if not _entries_within(entries, max_depth - 4):
+                    return None
+            elif _deeper(part := bytes(raw), max_depth - 2):
+                return None
+            else:
+                result[key] = _decode_any(part)
+    except _DECLINED:
+        return None
+    # last, so that a body declined for its depth does not pay for it (a number msgspec
+    # builds it checks itself; this screens the ones it skipped or kept as bytes)
+    if _LONG_DIGITS in classes or _BIG_EXPONENT in classes:
+        return None
+    message: dict[str, Any] = {"jsonrpc": jsonrpc, "id": rpc_id, "result": result}
+    if jsonrpc is UNSET:
+        del message["jsonrpc"]
+    if rpc_id is UNSET:
+        del message["id"]
+    return message
+
+
+def _utf8(data: bytes | bytearray) -> bool:
+    """Whether ``data`` is strict UTF-8 (as ``str(data, "utf-8")`` would judge it), decoded
+    64 KiB at a time: no decoded copy of the whole body is ever held."""
+    decode = codecs.getincrementaldecoder("utf-8")().decode
+    try:
+        with memoryview(data) as view:
+            for start in range(0, len(view), _UTF8_CHUNK):
+                decode(view[start : start + _UTF8_CHUNK])
+        decode(b"", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _spaced(body: bytes | bytearray) -> bool:
+    """Whether the serializer of ``body`` put whitespace between tokens: a line break, tab or
+    carriage return anywhere (none can stand raw inside a string), or a space after or before
+    a member's colon in its first bytes (a serializer keeps one style: ``json.dumps``'s
+    default shows it in the envelope's first member)."""
+    if b"\n" in body or b"\r" in body or b"\t" in body:
+        return True
+    head = body[:_HEAD_BYTES]
+    return b'": ' in head or b'" :' in head
+
+
+def _deeper(part: Any, left: int) -> bool:
+    """Whether ``part`` (JSON bytes) may be nested more than ``left`` deep: by its brackets,
+    counted only when it is long enough to hold more than ``left`` pairs of them."""
+    return len(part) > 2 * left + 1 and part.count(b"[") + part.count(b"{") > left
+
+
+def _entries_within(entries: list[_Entry], left: int) -> bool:
+    """Turn each entry's present Raw members into bytes (a Raw holds the whole body) and
+    check that each is nested at most ``left`` deep (:func:`_deeper`, inlined: this runs
+    for every member of every entry of every listing)."""
+    absent = _ABSENT
+    long = 2 * left + 1
+    for entry in entries:
+        one: Any = entry
+        raw = one.inputSchema
+        if raw is not absent:
+            part = bytes(raw)
+            if len(part) > long and part.count(b"[") + part.count(b"{") > left:
+                return False
+            one.inputSchema = part
+        raw = one.outputSchema
+        if raw is not absent:
+            part = bytes(raw)
+            if len(part) > long and part.count(b"[") + part.count(b"{") > left:
+                return False
+            one.outputSchema = part
+        raw = one.annotations
+        if raw is not absent:
+            part = bytes(raw)
+            if len(part) > long and part.count(b"[") + part.count(b"{") > left:
+                return False
+            one.annotations = part
+        raw = one.execution
+        if raw is not absent:
+            part = bytes(raw)
+            if len(part) > long and part.count(b"[") + part.count(b"{") > left:
+                return False
+            one.execution = part
+    return True
+
+
+def validate_entry(
+    index: int, raw: Any, *, modern: bool, max_tool_bytes: int
+) -> Tool | SkippedTool:
+    """One listing entry as :func:`~sansmcp.core.tools.validate_tool` judges it: a typed
+    entry from :func:`parse_page` here, anything else (an entry the strict parser built)
+    by ``validate_tool`` itself."""
+    if type(raw) is not _Entry:
+        return validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
+    entry: Any = raw  # its present Raw members are bytes now (_entries_within)
+    absent = _ABSENT
+    name = raw.name
+    if not name:
+        return SkippedTool(index=index, name=name, reason="tool name is empty")
+    # msgspec strings hold no lone surrogate, so every text has a UTF-8 form
+    text_size = len(name) if name.isascii() else len(name.encode())
+    description = raw.description
+    text_size += len(description) if description.isascii() else len(description.encode())
+    title = raw.title
+    if title is not None:
+        text_size += len(title) if title.isascii() else len(title.encode())
+
+    schema: bytes = entry.inputSchema
+    if schema is absent:
+        return SkippedTool(index=index, name=name, reason="inputSchema is missing")
+    try:
+        kind = _decode_head(schema).type
+    except msgspec.ValidationError:
+        return SkippedTool(index=index, name=name, reason="inputSchema is not a JSON object")
+    if kind is not UNSET and kind != "object":
+        return SkippedTool(
+            index=index, name=name, reason='inputSchema has a "type" other than "object"'
+        )
+
+    output: bytes | None = None if entry.outputSchema is absent else entry.outputSchema
+    if output is not None:
+        try:
+            kind = _decode_head(output).type
+        except msgspec.ValidationError:
+            return SkippedTool(index=index, name=name, reason="outputSchema is not a JSON object")
+        if not modern and kind is not UNSET and kind != "object":
+            return SkippedTool(
+                index=index,
+                name=name,
+                reason='outputSchema has a "type" other than "object" (legacy revisions)',
+            )
+
+    annotations: Any = None
+    size = text_size + len(schema) + (0 if output is None else len(output))
+    if entry.annotations is not absent:
+        annotations = _decode_any(entry.annotations)
+        if not isinstance(annotations, dict):
+            return SkippedTool(index=index, name=name, reason="annotations is not a JSON object")
+        size += len(entry.annotations)
+
+    if entry.execution is not absent:
+        try:
+            support = _decode_execution(entry.execution).taskSupport
+        except msgspec.ValidationError:  # not an object: not checked further
+            support = None
+        if support == "required":
+            return SkippedTool(
+                index=index,
+                name=name,
+                reason='execution.taskSupport is "required" (tasks are not supported)',
+            )
+
+    if text_size > max_tool_bytes:
+        return SkippedTool(
+            index=index,
+            name=name,
+            reason=f"tool definition is over {text_size:,} bytes; limit is {max_tool_bytes:,} "
+            "(Limits.max_tool_bytes)",
+        )
+    if size > max_tool_bytes:
+        return SkippedTool(
+            index=index,
+            name=name,
+            reason=f"tool definition is {size:,} bytes; limit is {max_tool_bytes:,} "
+            "(Limits.max_tool_bytes)",
+        )
+
+    params: tuple[HeaderParam, ...] = ()
+    if modern and _ANNOTATION_BYTES in schema:
+        try:
+            params = header_params_of(_decode_any(schema))
+        except ValueError as exc:
+            return SkippedTool(index=index, name=name, reason=f"invalid x-mcp-header: {exc}")
+
+    tool: Tool = _new_tool(Tool)
+    _set_name(tool, name)
+    _set_description(tool, description)
+    _set_input_schema(tool, schema)
+    _set_title(tool, title)
+    _set_annotations(tool, annotations)
+    _set_output_schema(tool, output)
+    _set_header_params(tool, params)
+    return tool
