@@ -72,15 +72,9 @@ from .tools import (
     HeaderParam,
     SkippedTool,
     Tool,
-    _new_tool,
-    _set_annotations,
-    _set_description,
-    _set_header_params,
-    _set_input_schema,
-    _set_name,
-    _set_output_schema,
-    _set_title,
+    built_tool,
     header_params_of,
+    oversize,
     validate_tool,
 )
 
@@ -365,19 +359,9 @@ def validate_entry(
             )
 
     if text_size > max_tool_bytes:
-        return SkippedTool(
-            index=index,
-            name=name,
-            reason=f"tool definition is over {text_size:,} bytes; limit is {max_tool_bytes:,} "
-            "(Limits.max_tool_bytes)",
-        )
+        return oversize(index, name, "is over", text_size, max_tool_bytes)
     if size > max_tool_bytes:
-        return SkippedTool(
-            index=index,
-            name=name,
-            reason=f"tool definition is {size:,} bytes; limit is {max_tool_bytes:,} "
-            "(Limits.max_tool_bytes)",
-        )
+        return oversize(index, name, "is", size, max_tool_bytes)
 
     params: tuple[HeaderParam, ...] = ()
     if modern and _ANNOTATION_BYTES in schema:
@@ -386,12 +370,4 @@ def validate_entry(
         except ValueError as exc:
             return SkippedTool(index=index, name=name, reason=f"invalid x-mcp-header: {exc}")
 
-    tool: Tool = _new_tool(Tool)
-    _set_name(tool, name)
-    _set_description(tool, description)
-    _set_input_schema(tool, schema)
-    _set_title(tool, title)
-    _set_annotations(tool, annotations)
-    _set_output_schema(tool, output)
-    _set_header_params(tool, params)
-    return tool
+    return built_tool(name, description, schema, title, annotations, output, params)

@@ -245,12 +245,7 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         )
 
     if text_size > max_tool_bytes:  # over already: the schemas need not be serialised
-        return SkippedTool(
-            index=index,
-            name=name,
-            reason=f"tool definition is over {text_size:,} bytes; limit is {max_tool_bytes:,} "
-            "(Limits.max_tool_bytes)",
-        )
+        return oversize(index, name, "is over", text_size, max_tool_bytes)
     try:
         input_bytes = dumps_compact(schema)
         size = text_size + len(input_bytes)
@@ -267,12 +262,7 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         )
 
     if size > max_tool_bytes:
-        return SkippedTool(
-            index=index,
-            name=name,
-            reason=f"tool definition is {size:,} bytes; limit is {max_tool_bytes:,} "
-            "(Limits.max_tool_bytes)",
-        )
+        return oversize(index, name, "is", size, max_tool_bytes)
 
     params: tuple[HeaderParam, ...] = ()
     if modern and _ANNOTATION_BYTES in input_bytes:
@@ -280,15 +270,37 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
             params = header_params_of(schema)
         except ValueError as exc:
             return SkippedTool(index=index, name=name, reason=f"invalid x-mcp-header: {exc}")
+    return built_tool(name, description, input_bytes, title, annotations, output_bytes, params)
 
+
+def oversize(index: int, name: str, how: str, size: int, limit: int) -> SkippedTool:
+    """The skip of a tool whose definition ``how`` (``is``, ``is over``) ``size`` bytes."""
+    return SkippedTool(
+        index=index,
+        name=name,
+        reason=f"tool definition {how} {size:,} bytes; limit is {limit:,} (Limits.max_tool_bytes)",
+    )
+
+
+def built_tool(
+    name: str,
+    description: str | None,
+    input_schema: bytes,
+    title: str | None,
+    annotations: Any,
+    output_schema: bytes | None,
+    header_params: tuple[HeaderParam, ...],
+) -> Tool:
+    """A checked tool's ``Tool``, filled through the slot setters (``validate_tool``'s and
+    the typed listing pass's one constructor)."""
     tool: Tool = _new_tool(Tool)
     _set_name(tool, name)
     _set_description(tool, description)
-    _set_input_schema(tool, input_bytes)
+    _set_input_schema(tool, input_schema)
     _set_title(tool, title)
     _set_annotations(tool, annotations)
-    _set_output_schema(tool, output_bytes)
-    _set_header_params(tool, params)
+    _set_output_schema(tool, output_schema)
+    _set_header_params(tool, header_params)
     return tool
 
 
