@@ -480,21 +480,27 @@ async def resolve(
     getaddrinfo: Callable[..., Awaitable[list[tuple[Any, ...]]]],
 ) -> None:
     """Run ``command`` (the resolver hook, else ``getaddrinfo``) and report to the driver."""
-    driver, hook = client._driver, client._resolver
+    hook, answers, failure = client._resolver, None, None
     try:
         if hook is not None:
-            try:
-                answers: object = await hook(command.host, command.port)
-            except Exception as exc:
-                driver.resolve_failed(command.dial_id, exc, from_hook=True, now=client._now())
-                return
+            answers = await hook(command.host, command.port)
         else:
-            try:
-                infos = await getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
-            except OSError as exc:
-                driver.resolve_failed(command.dial_id, exc, from_hook=False, now=client._now())
-                return
+            infos = await getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
             answers = [info[4][0] for info in infos]
-        driver.resolved(command.dial_id, answers, now=client._now())
-    finally:
-        client._pump()
+    except Exception as exc:  # the hook's, any; the system resolver's, OSError
+        failure = exc
+    report_resolve(client, command, answers, failure)
+
+
+def report_resolve(
+    client: ClientFace[Any], command: Resolve, answers: object, failure: Exception | None
+) -> None:
+    """Report one resolve to the driver and pump (every adapter's): an exception is the
+    hook's, or the system resolver's when it is an ``OSError``."""
+    driver, now = client._driver, client._now()
+    if failure is None:
+        driver.resolved(command.dial_id, answers, now=now)
+    else:
+        hooked = client._resolver is not None or not isinstance(failure, OSError)
+        driver.resolve_failed(command.dial_id, failure, from_hook=hooked, now=now)
+    client._pump()

@@ -37,7 +37,7 @@ from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Resolve, Write
 from ..core.results import CallResult
 from ..core.tools import Tool
-from ._common import Call, ClientFace, ConnFace, ProgressCallback, numeric_socket
+from ._common import Call, ClientFace, ConnFace, ProgressCallback, numeric_socket, report_resolve
 from ._selectloop import Bell, SelectLoop, Workers, hold
 from ._turns import Turns
 
@@ -151,14 +151,7 @@ class Client(ClientFace["Conn"], Turns):
         except Exception as exc:  # the hook's, any; the system resolver's, OSError
             failure = exc
         with self._lock:
-            if failure is None:
-                self._driver.resolved(command.dial_id, answers, now=self._now())
-            else:
-                hooked = hook is not None or not isinstance(failure, OSError)
-                self._driver.resolve_failed(
-                    command.dial_id, failure, from_hook=hooked, now=self._now()
-                )
-            self._pump()
+            report_resolve(self, command, answers, failure)
 
 
 class Conn(ConnFace):
