@@ -78,7 +78,7 @@ conformance: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 interop: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 	$(BIN)/python -X dev -m pytest -W error tests/interop
 
-# Benchmarks (bench/): `bench` runs the full set (17 min at load 4, see bench/README.md), `bench-quick` a
+# Benchmarks (bench/): `bench` runs the full set (~7 min quiet, ~17 at load 4), `bench-quick` a
 # reduced one in under 2 minutes; both write bench/results/latest.{json,md} and plots.
 .PHONY: bench bench-quick
 BENCH_STAMP := $(VENV)/.bench-installed
