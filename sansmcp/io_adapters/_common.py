@@ -300,6 +300,7 @@ class ConnFace:
 
         def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
             driver.call_tool(conn_id, name, arguments, now=now, progress=progress, trace=trace)
+            self._on_progress = on_progress  # until the operation ends (_operation)
 
         return start
 
@@ -339,34 +340,37 @@ class ConnFace:
         own) abandons the Conn and propagates unchanged."""
         client, driver, conn_id = self.client, self.client._driver, self.view.conn_id
         start(conn_id, now=client._now(), **trace)
-        client._pump()
         try:
-            while isinstance(command := cast("Deliver | Finished", (yield None)), Deliver):
-                item = command.item
-                if isinstance(item, InputRequired):
-                    handler, answers = client.input_handler, None
-                    if handler is not None:
-                        answers = yield Call(handler, (item.requests,), command.deadline)
-                    if answers is not LATE:  # (a late one the driver drops: time first)
-                        answers = cast("Mapping[str, Any] | None", answers)
-                        driver.answer(conn_id, item.input_id, answers, now=client._now())
-                elif isinstance(item, AuthorizationNeeded):
-                    step, answer = self._authorization_step(), None
-                    if step is not None:
-                        answer = yield Call(step, (item.url,))
-                    driver.authorized(conn_id, item.auth_id, answer, now=client._now())
-                else:
-                    yield Call(self.observe, (item, client._now()), awaited=False)
-                    continue
-                client._pump()
-        except BaseException as exc:
-            self._abandoned(exc)
-            driver.abandon(conn_id, now=client._now())
             client._pump()
-            raise
-        if command.error is not None:
-            raise command.error
-        return command.value
+            try:
+                while isinstance(command := cast("Deliver | Finished", (yield None)), Deliver):
+                    item = command.item
+                    if isinstance(item, InputRequired):
+                        handler, answers = client.input_handler, None
+                        if handler is not None:
+                            answers = yield Call(handler, (item.requests,), command.deadline)
+                        if answers is not LATE:  # (a late one the driver drops: time first)
+                            answers = cast("Mapping[str, Any] | None", answers)
+                            driver.answer(conn_id, item.input_id, answers, now=client._now())
+                    elif isinstance(item, AuthorizationNeeded):
+                        step, answer = self._authorization_step(), None
+                        if step is not None:
+                            answer = yield Call(step, (item.url,))
+                        driver.authorized(conn_id, item.auth_id, answer, now=client._now())
+                    else:
+                        yield Call(self.observe, (item, client._now()), awaited=False)
+                        continue
+                    client._pump()
+            except BaseException as exc:
+                self._abandoned(exc)
+                driver.abandon(conn_id, now=client._now())
+                client._pump()
+                raise
+            if command.error is not None:
+                raise command.error
+            return command.value
+        finally:
+            self._on_progress = None  # (a call's: set once its request started)
 
     def _abandoned(self, error: BaseException) -> None:
         if self._telemetry is not None:
@@ -409,11 +413,7 @@ class ConnBase(ConnFace):
         """Call ``name``; ``on_progress(progress, total, message)`` is called for each
         progress notification of this call, in order, in the caller's task."""
         start = self._calling(name, arguments, on_progress)
-        self._on_progress = on_progress
-        try:
-            return cast("CallResult", await self._run(start, traced=True))
-        finally:
-            self._on_progress = None
+        return cast("CallResult", await self._run(start, traced=True))
 
     async def aclose(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""

@@ -181,11 +181,7 @@ class Conn(ConnFace):
         """Call ``name``; ``on_progress(progress, total, message)`` is called for each
         progress notification of this call, in order, in the caller's thread."""
         start = self._calling(name, arguments, on_progress)
-        self._on_progress = on_progress
-        try:
-            return cast("CallResult", self._run(start, traced=True))
-        finally:
-            self._on_progress = None
+        return cast("CallResult", self._run(start, traced=True))
 
     def close(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
