@@ -97,15 +97,21 @@ class TelemetryHook(Protocol):
         """``conn``'s operation was abandoned by ``error``: end what is still open."""
 
 
+MAX_CARRIER = 16_384  # characters of a telemetry carrier's keys and values (W3C: 8,192 of baggage)
+
+
 def checked_carrier(value: object) -> Mapping[str, str] | None:
-    """A telemetry hook's carrier, checked: None or a mapping of str to str."""
+    """A telemetry hook's carrier, checked: None or a mapping of str to str of at most
+    ``MAX_CARRIER`` characters.  Its items are read once and that copy is what is checked
+    and kept (a mapping may answer ``items()`` and ``[]`` differently)."""
     if value is None:
         return None
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
+    items = list(value.items()) if isinstance(value, Mapping) else None
+    if items is None or not all(isinstance(k, str) and isinstance(v, str) for k, v in items):
         raise CallerError("the telemetry carrier must be None or a mapping of str to str")
-    return dict(value) or None
+    if sum(len(k) + len(v) for k, v in items) > MAX_CARRIER:
+        raise CallerError(f"the telemetry carrier is over {MAX_CARRIER:,} characters")
+    return dict(items) or None
 
 
 class ClientFace(Generic[ConnT]):

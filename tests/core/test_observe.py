@@ -22,6 +22,7 @@ from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered, U
 from sansmcp.core.http import HttpRequest
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import (
+    META_VERSION,
     ConnSettings,
     LogMessage,
     Notification,
@@ -618,3 +619,37 @@ def test_through_the_driver_over_h2c_the_http_version_is_2() -> None:
     net.ok("list_tools", view)
     ended = [d.item for d in net.delivered if isinstance(d.item, RequestEnded)]
     assert [e.http_version for e in ended] == ["2", "2"]  # server/discover, tools/list
+
+
+_TRACE = ("traceparent", "tracestate", "baggage")
+_CARRIER_KEYS = st.sampled_from([*_TRACE, "progressToken", META_VERSION, "b3", "x"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    carrier=st.dictionaries(_CARRIER_KEYS, st.text(max_size=12), max_size=7),
+    own=st.dictionaries(st.sampled_from(["tracestate", "baggage", "k"]), st.text(max_size=5)),
+    legacy=st.booleans(),
+)
+def test_a_carrier_never_duplicates_or_forges_a_meta_key(
+    carrier: dict[str, str], own: dict[str, str], legacy: bool
+) -> None:
+    """Whatever keys a telemetry carrier holds, the request's ``_meta`` takes from it only
+    the trace context (traceparent, tracestate, baggage) that ``Config.meta`` does not
+    have: a ``progressToken``, a protocol key or a ``Config.meta`` key never comes from it
+    (in the modern era ``_meta`` is spliced as bytes, where a duplicate would win)."""
+    server = FakeServer(modern=False, legacy=LEGACY) if legacy else FakeServer()
+    versions = {"protocol_versions": (LEGACY,)} if legacy else {}
+    driver = Driver(server, settings=settings_with(meta=own, **versions))
+    driver.machine.propagate(carrier)
+    driver.ok(driver.connect())
+    meta = bodies(server, "initialize" if legacy else "server/discover")[-1]["params"].get(
+        "_meta", {}
+    )
+    taken = {k: v for k, v in carrier.items() if k in _TRACE and k not in own}
+    ours = {k: v for k, v in meta.items() if k not in own and k not in _TRACE}
+    assert {k: meta[k] for k in own} == own
+    assert {k: v for k, v in meta.items() if k in _TRACE and k not in own} == taken
+    assert "progressToken" not in meta and "b3" not in ours and "x" not in ours
+    if not legacy:
+        assert ours[META_VERSION] == driver.machine.protocol_version

@@ -90,6 +90,9 @@ _LEGACY: Final = Era.LEGACY
 _MODERN: Final = Era.MODERN
 
 
+TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})  # W3C trace context
+
+
 class McpMachine:
     """One MCP connection's protocol state, sans I/O.
 
@@ -219,10 +222,15 @@ class McpMachine:
         self._t.yield_listen(exchange_id)
 
     def propagate(self, meta: Mapping[str, str] | None) -> None:
-        """The next operation's requests carry ``meta`` (trace context) in ``_meta``,
-        unless ``Config.meta`` carries a ``traceparent`` of its own, which wins."""
-        requests = self._t.requests
-        requests.op_meta = None if "traceparent" in self.settings.meta else meta
+        """The next operation's requests carry ``meta``'s trace context (``TRACE_KEYS``) in
+        ``_meta``, unless ``Config.meta`` carries a ``traceparent`` of its own, which wins.
+        Any other key of the embedder's carrier (``progressToken``, a protocol key, one
+        ``Config.meta`` has) is dropped: it would duplicate or forge one of ours."""
+        own = self.settings.meta
+        kept = None
+        if meta is not None and "traceparent" not in own:
+            kept = {k: v for k, v in meta.items() if k in TRACE_KEYS and k not in own} or None
+        self._t.requests.op_meta = kept
 
     @property
     def state(self) -> MachineState:
