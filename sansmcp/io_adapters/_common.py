@@ -448,9 +448,13 @@ class ConnBase(ConnFace):
             return await self._next()
         if not step.awaited:
             return step.fn(*step.args)
-        if step.deadline == math.inf:  # the authorization step: a person may take minutes
-            return await step.fn(*step.args)
-        done, value = await self.client._within(step.deadline, step.fn(*step.args))
+        pending = step.fn(*step.args)
+        if not isinstance(pending, Awaitable):  # a plain function given to an async Client
+            raise CallerError(
+                f"{getattr(step.fn, '__name__', 'the callable')} must be async on this "
+                f"adapter: it returned {type(pending).__name__}, not an awaitable"
+            )
+        done, value = await self.client._within(step.deadline, pending)  # (inf: unbounded)
         return value if done else LATE
 
     # what each runtime provides

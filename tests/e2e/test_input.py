@@ -360,3 +360,30 @@ def test_a_session_id_that_is_not_visible_ascii_fails_the_connect(backend: Backe
                 assert refused.value.reason == "bad_session_id"
 
         backend.run(main)
+
+
+@pytest.mark.parametrize("era", list(ERAS))
+def test_a_plain_handler_on_an_async_client_is_a_caller_error(
+    backend: Backend, stateful_sse: Server, era: str
+) -> None:
+    """An async Client awaits what its input handler returns: a plain function's mapping
+    is the embedder's mistake, refused as ``CallerError``, and the Client stays usable."""
+    if backend.name == "sync":
+        pytest.skip("the blocking Client takes a plain function: there is nothing to await")
+    tool, versions = ERAS[era]
+
+    def plain(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        return {key: {"action": "decline"} for key in requests}
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True, input_handler=plain, capabilities=CAPABILITIES
+        ) as client:
+            config = Config(url=stateful_sse.url(), protocol_versions=versions)
+            with pytest.raises(CallerError, match="plain must be async on this adapter"):
+                async with client.connect(config) as conn:
+                    await conn.call_tool(tool, b"{}")
+            async with client.connect(config) as conn:
+                assert (await conn.call_tool("echo", b'{"text": "ok"}')).content[0].text == "ok"
+
+    backend.run(main)
