@@ -505,12 +505,12 @@ async def resolve(
 def report_resolve(
     client: ClientFace[Any], command: Resolve, answers: object, failure: Exception | None
 ) -> None:
-    """Report one resolve to the driver and pump (every adapter's): an exception is the
-    hook's, or the system resolver's when it is an ``OSError``."""
+    """Report one resolve to the driver and pump (every adapter's): a failure is the
+    hook's when there is one, else the system resolver's (the driver classifies it)."""
     driver, now = client._driver, client._now()
     if failure is None:
         driver.resolved(command.dial_id, answers, now=now)
     else:
-        hooked = client._resolver is not None or not isinstance(failure, OSError)
+        hooked = client._resolver is not None
         driver.resolve_failed(command.dial_id, failure, from_hook=hooked, now=now)
     client._pump()
