@@ -364,7 +364,7 @@ def validate_entry(
         return oversize(index, name, "is", size, max_tool_bytes)
 
     params: tuple[HeaderParam, ...] = ()
-    if modern and _ANNOTATION_BYTES in schema:
+    if modern and (_ANNOTATION_BYTES in schema or b"\\u" in schema):  # (or escaped)
         try:
             params = header_params_of(_decode_any(schema))
         except ValueError as exc:

@@ -519,3 +519,20 @@ def test_the_machine_lists_through_the_typed_pass(sse: bool) -> None:
     listed = driver.ok(driver.list_tools())
     assert isinstance(listed, ToolsListed)
     assert [(t.name, t.input_schema) for t in listed.tools] == [("a", b'{"type":"object"}')]
+
+
+@pytest.mark.parametrize("header", ["Region", "bad name"])
+@pytest.mark.parametrize("key", ["x\\u002dmcp-header", "\\u0078-mcp-header", "x-mcp-header"])
+def test_an_escaped_annotation_key_is_found_on_both_paths(key: str, header: str) -> None:
+    """The typed pass keeps the server's bytes: an ``x-mcp-header`` key written with JSON
+    escapes must still be read (a valid one becomes a header parameter, a bad one skips
+    the tool), as the strict path, which searches re-serialised bytes, does."""
+    schema = {"type": "object", "properties": {"region": {"type": "string", "K": header}}}
+    entry = json.dumps({"name": "t", "inputSchema": schema}).replace('"K"', f'"{key}"')
+    data = ('{"jsonrpc":"2.0","id":1,"result":{"tools":[' + entry + "]}}").encode()
+    assert typed(data)
+    ((verdict,),) = [same(data)[3]]
+    if header == "Region":
+        assert verdict[0] == "tool" and verdict[7][0].header == "Region"
+    else:
+        assert verdict[0] == "skipped" and "invalid x-mcp-header" in verdict[3]
