@@ -767,10 +767,11 @@ class ClientDriver:
             idle > 0 or pool.socket_count < self.limits.pool_max_sockets
         )
 
-    def _preempt(self, conn: _Conn, now: float) -> None:
-        """``conn`` waits for a socket: a standalone stream to its origin (its own
-        first) gives its socket up (see the module docstring)."""
-        listeners = self._listeners.get(conn.origin)
+    def _preempt(self, conn: _Conn, origin: Origin, now: float) -> None:
+        """``conn`` waits for a socket to ``origin`` (its MCP server's, or an OAuth
+        server's): a standalone stream to that origin (its own first) gives its socket
+        up (see the module docstring)."""
+        listeners = self._listeners.get(origin)
         while listeners:
             owner = conn if conn in listeners else next(iter(listeners))
             del listeners[owner]
@@ -791,7 +792,7 @@ class ClientDriver:
             case MustWait(ticket=ticket):
                 self._waits[ticket] = (conn, start)
                 self._pending[start.exchange_id] = ticket
-                self._preempt(conn, now)
+                self._preempt(conn, start.origin or conn.origin, now)
             case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                 assert_never(checkout)
 
