@@ -279,6 +279,14 @@ def test_switching_protocols_is_framing() -> None:
     assert_failed_at(run, conn, 1, "framing")
 
 
+@pytest.mark.parametrize(
+    "head", [b"HTTP/1.1 101 Switching Protocols\r\n\r\n", b"HTTP/1.1 099 x\r\n\r\n"]
+)
+def test_a_status_no_request_asked_for_says_so(head: bytes) -> None:
+    failed = assert_failed_at(feed(conn := started(), head, "whole"), conn, 1, "framing")
+    assert "(no protocol switch was asked)" in failed.error.message
+
+
 # ---------------------------------------------------------------- chunked framing
 
 

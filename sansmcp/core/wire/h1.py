@@ -711,16 +711,16 @@ class H1Connection:
         if _STATUS_LINE.match(block) is None:
             self._fail(_malformed(f"illegal status line in {block!r}"))
             return
+        status = int(block[9:12])
+        if status < 100 or status == 101:  # (before llhttp, which pauses on any 101)
+            self._fail(_malformed(f"status {status} (no protocol switch was asked)"))
+            return
         fields = self._parse(block)
         if fields is None:
             return
-        status = int(block[9:12])
         headers = tuple(fields)
         if status >= 200:
             self._on_final(block, exchange, status, headers)
-            return
-        if status < 100 or status == 101:
-            self._fail(_malformed(f"status {status} (no protocol switch was asked)"))
             return
         self._informational += 1
         limit = self._limits.max_informational
