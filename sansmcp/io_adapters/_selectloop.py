@@ -48,9 +48,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
+from ._common import READ_SIZE  # (a constant: the loop knows no driver)
+
 __all__ = ["Bell", "SelectLoop", "Sink", "Workers", "hold", "unlocked"]
 
-READ_SIZE = 65536
 _R, _W = selectors.EVENT_READ, selectors.EVENT_WRITE
 _SSL_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
 Phase = Literal["tcp", "tls"]
