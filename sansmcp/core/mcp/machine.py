@@ -53,6 +53,7 @@ from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
 from ..http import ExchangeEvent
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
+from ..messages import METHOD_NOT_FOUND
 from ..oauth.store import AuthorizationNeeded
 from ..tools import Tool
 from . import rules
@@ -664,7 +665,8 @@ class McpMachine:
             return
         if not self._ops.can_answer:
             self._answer_server(
-                server_id, error={"code": -32601, "message": f"client does not support {method}"}
+                server_id,
+                error={"code": METHOD_NOT_FOUND, "message": f"client does not support {method}"},
             )
             return
         input_id = next(self._input_ids)

@@ -27,7 +27,9 @@ from ..http import HttpRequest, header_value
 from ..limits import Limits
 from ..messages import (
     HEADER_MISMATCH,
+    INVALID_PARAMS,
     LEGACY_VERSIONS,
+    METHOD_NOT_FOUND,
     Verdict,
     classify_probe,
     is_modern,
@@ -93,7 +95,7 @@ OpGen = Generator[Instruction, Any, Any]
 
 # JSON-RPC errors on tools/call that say the caller's idea of the tool is stale (the spec's
 # caching page: "method not found or the parameters were invalid")
-STALE_TOOL_CODES = frozenset({-32601, -32602})
+STALE_TOOL_CODES = frozenset({METHOD_NOT_FOUND, INVALID_PARAMS})
 
 
 def _token(rpc_id: int, progress: bool) -> int | None:
