@@ -33,7 +33,7 @@ digests the identity and the secret itself is never kept.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,7 +137,7 @@ def caller_identity(settings: ConnSettings, salt: bytes) -> bytes | None:
     return digest.digest()
 
 
-def ttl_of(result: dict[str, Any]) -> int:
+def ttl_of(result: Mapping[str, Any]) -> int:
     """A result's ``ttlMs`` as the cache reads it: 0 unless a positive int, and at most
     :data:`MAX_TTL_MS` (a 400-digit ttl must neither overflow a float nor pin an entry)."""
     ttl = result.get("ttlMs")

@@ -167,6 +167,14 @@ def test_a_400_digit_ttl_is_capped_at_a_day() -> None:
     assert list_count(server) == 2
 
 
+def test_a_listing_reports_the_same_ttl_fresh_and_from_the_cache() -> None:
+    server = hinted(ttl=10**400)
+    shared = cache()
+    fresh, cached = listed(conn(server, shared)), listed(conn(server, shared))
+    assert list_count(server) == 1
+    assert fresh.ttl_ms == cached.ttl_ms == MAX_TTL_MS
+
+
 def test_each_page_has_its_own_clock_and_a_stale_page_refetches_from_the_first() -> None:
     server = FakeServer(tools=[tool(f"t{i}") for i in range(3)])
     ttls = {None: 10_000, "1": 1_000, "2": 10_000}

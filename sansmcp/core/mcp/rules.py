@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..auth import parse_www_authenticate
+from ..cache import ttl_of
 from ..errors import CallerError, ConnectionFailed, ServerAnswered, Unauthorized
 from ..http import Headers, header_value
 from ..jsonvalue import JsonError, dumps_compact
@@ -203,10 +204,10 @@ def advance_cursor(cursor: object, seen: set[str], page: int, max_echo_bytes: in
 def merge_cache(
     ttl: int | None, scope: str | None, result: Mapping[str, Any]
 ) -> tuple[int, str | None]:
-    """The listing's cache hints after one more page: the smallest ``ttlMs`` (a missing
-    or unusable one counts as 0), the last ``cacheScope`` unless one said ``private``."""
-    page_ttl = result.get("ttlMs")
-    page_ttl = page_ttl if type(page_ttl) is int and page_ttl > 0 else 0
+    """The listing's cache hints after one more page: the smallest ``ttlMs`` as the cache
+    reads it (:func:`~..cache.ttl_of`: a missing or unusable one counts as 0, a huge one
+    is capped), the last ``cacheScope`` unless one said ``private``."""
+    page_ttl = ttl_of(result)
     page_scope = result.get("cacheScope")
     if isinstance(page_scope, str) and scope != "private":
         scope = page_scope
