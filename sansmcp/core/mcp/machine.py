@@ -120,7 +120,6 @@ class McpMachine:
         self._session = session = Session()
         self._budget = budget = Budget(limits)
         requests = Requests(settings, session)
-        self._requests = requests
         self._t = transport = Transport(
             limits=limits,
             budget=budget,
@@ -373,8 +372,8 @@ class McpMachine:
     def use_bearer_token(self, token: str | None) -> None:
         """Send ``token`` (None: none) as the bearer credential from the next request on."""
         self.settings = dataclasses.replace(self.settings, bearer_token=token)
-        self._requests.settings = self.settings
-        self._requests.forget_headers()
+        self._t.requests.settings = self.settings
+        self._t.requests.forget_headers()
 
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
