@@ -93,6 +93,10 @@ def test_validated_tool_equals_one_built_by_init(
     assert fields["description"] == ("" if description is None else description)
     assert fields["title"] == (title if isinstance(title, str) else None)
     assert fields["annotations"] == annotations
+    assert json.loads(fields["input_schema"]) == raw["inputSchema"]
+    expected_output = None if output is None else raw["outputSchema"]
+    assert (fields["output_schema"] and json.loads(fields["output_schema"])) == expected_output
+    assert fields["header_params"] == ()
     assert (fields["output_schema"] is None) == (output is None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         tool.name = "other"  # type: ignore[misc]
