@@ -49,21 +49,23 @@ def assert_consistent(client: sync.Client, url: str) -> None:
     assert pool.socket_count == pool.idle_count(parse_endpoint(url).origin)
 
 
-@pytest.mark.parametrize("transport", ["h1", "h2c"])
+@pytest.mark.parametrize(("transport", "cap"), [("h1", None), ("h1", 8), ("h2c", None)])
 def test_threads_share_one_client(
-    plain: Server, h2c_many: Server, relay: Callable[..., Relay], transport: str
+    plain: Server, h2c_many: Server, relay: Callable[..., Relay], transport: str, cap: int | None
 ) -> None:
     """50 threads x 20 work items on one Client: no error, the sockets within the pool's
-    bounds at every sample, and over h2c one TCP connection (>= 2 requests per item, so
-    at most one connection per 1,000 requests)."""
+    bounds at every sample (with a per-origin cap of 8, reached and never passed), and
+    over h2c one TCP connection (>= 2 requests per item, so at most one connection per
+    1,000 requests)."""
     proxy = relay((plain if transport == "h1" else h2c_many).address)
-    limits = Limits()
+    limits = Limits() if cap is None else Limits(pool_max_sockets_per_origin=cap)
     errors: list[BaseException] = []
     peak = [0, 0]  # pool sockets, connections open at the relay
     start = threading.Barrier(THREADS + 1)
     done = threading.Event()
 
-    with sync.Client(allow_loopback=True, http2_prior_knowledge=transport == "h2c") as client:
+    h2c = transport == "h2c"
+    with sync.Client(allow_loopback=True, http2_prior_knowledge=h2c, limits=limits) as client:
 
         def worker(index: int) -> None:
             start.wait()
@@ -93,6 +95,8 @@ def test_threads_share_one_client(
         assert_consistent(client, proxy.url())
     assert 1 <= peak[0] <= limits.pool_max_sockets_per_origin
     assert 1 <= peak[1] <= limits.pool_max_sockets_per_origin
+    if cap is not None:
+        assert peak[0] == cap
     if transport == "h2c":
         assert proxy.accepts <= max(1, 2 * THREADS * ITEMS // 1000)
     else:
