@@ -372,3 +372,42 @@ def test_the_worker_example_runs_from_a_thread_pool(plain: Server) -> None:
     )
     lines = out.stdout.splitlines()
     assert lines == [f"item {i}" for i in range(32)], out.stderr
+
+
+def test_hanging_resolves_use_at_most_four_threads_and_each_dial_deadline_binds() -> None:
+    """Six dials whose resolver hook hangs: at most ``RESOLVERS`` (4) threads run the hook,
+    the other two wait in the queue, and every dial still ends at its own deadline with
+    ``ConnectionFailed`` (a hook cannot be interrupted; the deadline binds regardless)."""
+    release = threading.Event()
+    running: list[str] = []
+
+    def hook(host: str, port: int) -> list[str]:
+        running.append(threading.current_thread().name)
+        release.wait(10)
+        return ["127.0.0.1"]
+
+    limits = Limits(dial_timeout=0.5)
+    errors: list[BaseException] = []
+    spent: list[float] = []
+    with sync.Client(allow_loopback=True, resolver=hook, limits=limits) as client:
+
+        def work(index: int) -> None:
+            began = time.monotonic()
+            try:
+                with client.connect(Config(url=f"http://mcp{index}.test:9/mcp")):
+                    pass
+            except ConnectionFailed as exc:
+                errors.append(exc)
+            spent.append(time.monotonic() - began)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        hooks = len(running)
+        resolvers = sum(t.name == "sansmcp-resolver" for t in threading.enumerate())
+        release.set()
+    assert len(errors) == 6 and all(isinstance(e, ConnectionFailed) for e in errors)
+    assert max(spent) < limits.dial_timeout + MARGIN
+    assert hooks == 4 and resolvers <= sync.RESOLVERS == 4
