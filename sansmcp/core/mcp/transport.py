@@ -491,12 +491,7 @@ class Transport:
             items = parsed if isinstance(parsed, list) else [parsed]
             for item in items:
                 if isinstance(item, dict) and isinstance(item.get("method"), str):
-                    if "id" in item:
-                        self._server_request(exchange, item)
-                    else:
-                        if item["method"] == LIST_CHANGED:
-                            self.on_list_changed()
-                        self.notices.take(item)
+                    self._from_server(exchange, item)
             return
         # Only the operation's JSON-RPC requests have event streams (a notification's or a
         # side exchange's head never makes one), and DRAIN returned above.
@@ -508,12 +503,7 @@ class Transport:
             idless_ok=False,
         )
         for other in others:
-            if "id" in other:
-                self._server_request(exchange, other)
-            else:
-                if other["method"] == LIST_CHANGED:
-                    self.on_list_changed()
-                self.notices.take(other)
+            self._from_server(exchange, other)
         if message is not None:
             now = self.now
             limits = self.limits
@@ -523,6 +513,15 @@ class Transport:
             self.op = None
             self.held = (exchange, Reply(exchange.status or 200, exchange.headers, message))
             self.held_until = now + min(limits.stream_end_wait, limits.cancel_grace)
+
+    def _from_server(self, exchange: Exchange, item: dict[str, Any]) -> None:
+        """A server request or notification on an event stream (``method`` a string)."""
+        if "id" in item:
+            self._server_request(exchange, item)
+            return
+        if item["method"] == LIST_CHANGED:
+            self.on_list_changed()
+        self.notices.take(item)
 
     def _server_request(self, exchange: Exchange, request: dict[str, Any]) -> None:
         exchange.server_requests += 1
