@@ -852,3 +852,67 @@ def test_a_token_the_store_returns_is_sent_only_when_sendable(token: Any) -> Non
     runner = connected(world, OAuth(redirect_uri=REDIRECT, store=store))
     assert runner.asked == []
     assert world.log[0][2] == "/mcp"
+
+
+# ------------------------------------------------------------------ the token answer's values
+
+
+def _answering(world: World, extra: dict[str, Any]) -> None:
+    def token(request: Any) -> Response:
+        world.issued["t-x"] = ""
+        return json_response({"access_token": "t-x", **extra})
+
+    world.overrides["/token"] = token
+
+
+def test_a_400_digit_expires_in_is_capped_at_a_year() -> None:
+    store = MemoryTokenStore()
+    world = World()
+    _answering(world, {"token_type": "Bearer", "expires_in": 10**400})
+    connected(world, OAuth(store=store, redirect_uri=REDIRECT))
+    kept = store.tokens(MCP)
+    assert kept is not None and kept.expires_at == 600.0 + 31_536_000
+
+
+_json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**500), max_value=10**500),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(["Bearer", "bearer", "DPoP", "", "read write"]),
+)
+_json_value = st.recursive(
+    _json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    answer=st.fixed_dictionaries(
+        {}, optional={"expires_in": _json_value, "token_type": _json_value, "scope": _json_value}
+    )
+)
+def test_any_token_answer_values_connect_or_fail_classified(answer: dict[str, Any]) -> None:
+    """Whatever JSON the token endpoint puts in expires_in, token_type and scope: the
+    connection succeeds with a finite expiry, or fails as a classified error."""
+    store = MemoryTokenStore()
+    world = World()
+    _answering(world, answer)
+    runner = Runner(world, OAuth(store=store, redirect_uri=REDIRECT))
+    outcome = runner.run(runner.machine.connect)
+    if isinstance(outcome, Connected):
+        kept = store.tokens(MCP)
+        assert kept is not None and kept.token_type == "Bearer"
+        assert kept.expires_at is None or 600.0 <= kept.expires_at <= 600.0 + 31_536_000
+        assert kept.scope is None or isinstance(kept.scope, str)
+        return
+    error = runner.fail(outcome)
+    assert isinstance(error, ConnectionFailed | Unauthorized), error
+    assert str(answer.get("token_type", "Bearer")).lower() != "bearer" or not isinstance(
+        answer.get("token_type", "Bearer"), str
+    )

@@ -64,6 +64,7 @@ __all__ = [
     "complete",
 ]
 
+MAX_EXPIRES_IN = 31_536_000  # a year: the longest a token answer's expires_in is believed
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FORM = b"application/x-www-form-urlencoded"
 JSON = b"application/json"
@@ -532,7 +533,7 @@ def _token_request(
         refresh = previous.refresh_token  # not rotated: keep it
     expires = doc.get("expires_in")
     expires_at = (
-        ctx.now() + float(expires)
+        ctx.now() + float(min(expires, MAX_EXPIRES_IN))  # a 400-digit int must not overflow
         if isinstance(expires, int | float) and not isinstance(expires, bool) and expires > 0
         else None
     )
