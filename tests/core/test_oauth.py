@@ -916,3 +916,109 @@ def test_any_token_answer_values_connect_or_fail_classified(answer: dict[str, An
     assert str(answer.get("token_type", "Bearer")).lower() != "bearer" or not isinstance(
         answer.get("token_type", "Bearer"), str
     )
+
+
+# ------------------------------------------------------------------ a stored registration
+
+
+def test_a_stored_registration_with_a_non_str_secret_registers_again() -> None:
+    store = MemoryTokenStore()
+    store.save_registration(
+        AS,
+        ClientRegistration(client_id="stored", client_secret=5, auth_method="client_secret_basic"),  # type: ignore[arg-type]
+    )
+    world = World()
+    runner = connected(world, OAuth(store=store, redirect_uri=REDIRECT))
+    assert query_of(runner.asked[0])["client_id"] == "dcr-client"
+    assert "/register" in [p for _, _, p in world.log]
+
+
+def test_a_stored_private_key_jwt_registration_without_a_signer_registers_again() -> None:
+    store = MemoryTokenStore()
+    store.save_registration(
+        AS, ClientRegistration(client_id="stored", auth_method="private_key_jwt")
+    )
+    world = World()
+    runner = connected(world, OAuth(store=store, redirect_uri=REDIRECT))
+    assert query_of(runner.asked[0])["client_id"] == "dcr-client"
+
+
+def test_a_refresh_with_an_unusable_stored_registration_uses_the_configured_client() -> None:
+    store = MemoryTokenStore()
+    store.save_registration(AS, ClientRegistration(client_id="stored", auth_method="bogus"))
+    store.save_tokens(
+        MCP, Tokens(access_token="old", refresh_token="r", issuer=AS, token_endpoint=f"{AS}/token")
+    )
+    world = World()
+    connected(world, OAuth(client_id="cfg", store=store, redirect_uri=REDIRECT))
+    assert world.forms[0]["grant_type"] == "refresh_token" and world.forms[0]["client_id"] == "cfg"
+
+
+_anything = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=8),
+    st.binary(max_size=4),
+    st.lists(st.integers(), max_size=2),
+)
+_registration = st.one_of(
+    _anything,
+    st.builds(
+        ClientRegistration,
+        client_id=st.one_of(st.just("stored"), _anything),
+        client_secret=st.one_of(st.just("s3cret"), _anything),
+        auth_method=st.one_of(
+            st.sampled_from(
+                ["none", "client_secret_basic", "client_secret_post", "private_key_jwt", "x"]
+            ),
+            _anything,
+        ),
+    ),
+)
+
+
+def _usable(value: object, signer: object) -> bool:
+    return (
+        isinstance(value, ClientRegistration)
+        and isinstance(value.client_id, str)
+        and (value.client_secret is None or isinstance(value.client_secret, str))
+        and value.auth_method
+        in ("none", "client_secret_basic", "client_secret_post", "private_key_jwt")
+        and (value.auth_method != "private_key_jwt" or signer is not None)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    registration=_registration, signer=st.sampled_from([None, FakeSigner()]), refresh=st.booleans()
+)
+def test_whatever_registration_the_store_returns_is_used_or_ignored(
+    registration: Any, signer: Any, refresh: bool
+) -> None:
+    """The store is the embedder's hook: a registration it returns is used when usable, else
+    ignored as absent (register again; a refresh without one is refresh_failed)."""
+    store = MemoryTokenStore()
+    store._registrations[AS] = registration
+    if refresh:
+        store.save_tokens(
+            MCP,
+            Tokens(access_token="old", refresh_token="r", issuer=AS, token_endpoint=f"{AS}/token"),
+        )
+    world = World()
+    runner = Runner(world, OAuth(store=store, redirect_uri=REDIRECT, signer=signer))
+    outcome = runner.run(runner.machine.connect)
+    usable = _usable(registration, signer)
+    if refresh and not usable:
+        error = runner.fail(outcome)
+        assert isinstance(error, Unauthorized) and error.cause == "refresh_failed"
+        return
+    if not isinstance(outcome, Connected):
+        error = runner.fail(outcome)
+        assert isinstance(error, ConnectionFailed | Unauthorized | CallerError), error
+        assert usable  # an ignored registration registers again, which the world allows
+        return
+    registered = "/register" in [p for _, _, p in world.log]
+    assert registered is (not usable)
+    if usable and not refresh:
+        assert query_of(runner.asked[0])["client_id"] == registration.client_id

@@ -321,6 +321,26 @@ def _choose_method(server: _Server, has_secret: bool, signer: object = None) -> 
     return "client_secret_basic"
 
 
+AUTH_METHODS = frozenset({"none", "client_secret_basic", "client_secret_post", "private_key_jwt"})
+
+
+def usable_registration(value: object, signer: object) -> ClientRegistration | None:
+    """A registration the embedder's token store returned, if it can be used: a str
+    ``client_id``, a str or None ``client_secret``, a known ``auth_method`` (and
+    ``private_key_jwt`` only with a signer).  Anything else is ignored, as absent (the
+    store's contract): the client registers again."""
+    if not isinstance(value, ClientRegistration) or not isinstance(value.client_id, str):
+        return None
+    secret, method = value.client_secret, value.auth_method
+    if secret is not None and not isinstance(secret, str):
+        return None
+    if not isinstance(method, str) or method not in AUTH_METHODS:
+        return None
+    if method == "private_key_jwt" and signer is None:
+        return None
+    return value
+
+
 def _register(
     ctx: Context, server: _Server, status: int
 ) -> Generator[Fetch, Any, ClientRegistration]:
@@ -337,8 +357,8 @@ def _register(
         and server.metadata.get("client_id_metadata_document_supported") is True
     ):
         return ClientRegistration(client_id=oauth.client_metadata_url)
-    stored = oauth.store.registration(server.issuer)
-    if isinstance(stored, ClientRegistration) and isinstance(stored.client_id, str):
+    stored = usable_registration(oauth.store.registration(server.issuer), oauth.signer)
+    if stored is not None:
         return stored
     if server.registration_endpoint is None:
         raise _unauthorized(
@@ -593,8 +613,10 @@ def refresh(ctx: Context, tokens: Tokens, status: int) -> Flow:
     """Trade ``tokens.refresh_token`` for new tokens (``refresh_failed`` when refused)."""
     assert tokens.refresh_token is not None
     endpoint = check_url(tokens.token_endpoint, "the stored token endpoint")
-    registration = ctx.oauth.store.registration(tokens.issuer)
-    if not isinstance(registration, ClientRegistration):
+    registration = usable_registration(
+        ctx.oauth.store.registration(tokens.issuer), ctx.oauth.signer
+    )
+    if registration is None:
         if ctx.oauth.client_id is None:
             raise _unauthorized("refresh_failed", status, "no client registration to refresh with")
         registration = ClientRegistration(
