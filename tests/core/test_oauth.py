@@ -982,6 +982,7 @@ def _usable(value: object, signer: object) -> bool:
     return (
         isinstance(value, ClientRegistration)
         and isinstance(value.client_id, str)
+        and value.client_id != ""
         and (value.client_secret is None or isinstance(value.client_secret, str))
         and value.auth_method
         in ("none", "client_secret_basic", "client_secret_post", "private_key_jwt")
@@ -1022,3 +1023,28 @@ def test_whatever_registration_the_store_returns_is_used_or_ignored(
     assert registered is (not usable)
     if usable and not refresh:
         assert query_of(runner.asked[0])["client_id"] == registration.client_id
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_document_of_exactly_the_limit_is_read_and_one_byte_more_is_not(extra: int) -> None:
+    """The bound is checked before the body grows, over a body split into chunks."""
+    limit = 4096
+    world = World()
+    body = json.dumps({"access_token": "t-x", "token_type": "Bearer"}).encode()
+    body = body.ljust(limit + extra, b" ")
+
+    def token(request: Any) -> Response:
+        world.issued["t-x"] = ""
+        return Response(headers=[(b"content-type", b"application/json")], chunks=[body])
+
+    world.overrides["/token"] = token
+    runner = Runner(world, chunk=1000, max_auth_document_bytes=limit)
+    outcome = runner.run(runner.machine.connect)
+    if not extra:
+        assert isinstance(outcome, Connected)
+        return
+    error = runner.fail(outcome)
+    assert isinstance(error, ConnectionFailed) and error.cause == "budget"
+    assert error.bound == "max_auth_document_bytes" and error.limit == limit
+    assert error.observed == limit + 1
+    assert len(runner.machine._body) <= limit  # the chunk past the bound was never kept

@@ -325,11 +325,13 @@ AUTH_METHODS = frozenset({"none", "client_secret_basic", "client_secret_post", "
 
 
 def usable_registration(value: object, signer: object) -> ClientRegistration | None:
-    """A registration the embedder's token store returned, if it can be used: a str
-    ``client_id``, a str or None ``client_secret``, a known ``auth_method`` (and
+    """A registration the embedder's token store returned, if it can be used: a non-empty
+    str ``client_id``, a str or None ``client_secret``, a known ``auth_method`` (and
     ``private_key_jwt`` only with a signer).  Anything else is ignored, as absent (the
     store's contract): the client registers again."""
-    if not isinstance(value, ClientRegistration) or not isinstance(value.client_id, str):
+    if not isinstance(value, ClientRegistration):
+        return None
+    if not isinstance(value.client_id, str) or not value.client_id:
         return None
     secret, method = value.client_secret, value.auth_method
     if secret is not None and not isinstance(secret, str):

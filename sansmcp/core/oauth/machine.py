@@ -389,16 +389,18 @@ class OAuthMachine(McpMachine):
                     )
                 )
         elif isinstance(event, DataReceived):
-            self._body += event.data
             limit = self.limits.max_auth_document_bytes
-            if len(self._body) > limit:
+            size = len(self._body) + len(event.data)  # checked before the body grows
+            if size <= limit:
+                self._body += event.data
+            else:
                 self._abort(
                     ConnectionFailed(
                         f"{fetch.what} sent over {limit:,} bytes (Limits.max_auth_document_bytes)",
                         cause="budget",
                         bound="max_auth_document_bytes",
                         limit=limit,
-                        observed=len(self._body),
+                        observed=size,
                     )
                 )
         elif isinstance(event, ResponseEnded):
