@@ -47,10 +47,11 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from ..errors import AuthCause, CallerError, ConnectionFailed, Unauthorized
 from ..http import Headers, header_value
-from ..jsonvalue import JsonError, parse_json_object_strict
+from ..jsonvalue import JsonError, dumps_compact, parse_json_object_strict
 from ..limits import Limits
 from ..url import Endpoint, is_loopback_host, parse_endpoint
 from . import dpop
+from .jose import b64url, compact_jws
 from .store import ClientRegistration, OAuth, PendingAuthorization, Tokens
 
 __all__ = [
@@ -109,10 +110,6 @@ class Context:
     @property
     def resource_key(self) -> str:
         return self.endpoint.url
-
-
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def check_url(text: object, what: str) -> Endpoint:
@@ -200,7 +197,7 @@ def _resource_matches(resource: str, endpoint: Endpoint) -> bool:
 
 
 def _discover_prm(
-    ctx: Context, params: Mapping[str, str], status: int
+    ctx: Context, params: Mapping[str, str]
 ) -> Generator[Fetch, Any, dict[str, Any] | None]:
     candidates: list[Endpoint] = []
     named = params.get("resource_metadata")
@@ -378,8 +375,6 @@ def _register(
         "token_endpoint_auth_method": method,
         "application_type": "native",
     }
-    from ..jsonvalue import dumps_compact
-
     fetched: Fetched = yield Fetch(
         method=b"POST",
         endpoint=server.registration_endpoint,
@@ -444,16 +439,9 @@ def _scope(
 
 def jws(ctx: Context, claims: Mapping[str, Any], typ: str = "JWT") -> str:
     """A compact JWS of ``claims``, signed by ``ctx.oauth.signer``."""
-    from ..jsonvalue import dumps_compact
-
     signer = ctx.oauth.signer
     assert signer is not None
-    header = {"alg": signer.alg, "typ": typ}
-    head = b64url(dumps_compact(header)) + "." + b64url(dumps_compact(dict(claims)))
-    signature = signer.sign(head.encode("ascii"))
-    if not isinstance(signature, bytes) or not signature:
-        raise CallerError("the OAuth signer must return the signature as bytes")
-    return head + "." + b64url(signature)
+    return compact_jws(signer, {"alg": signer.alg, "typ": typ}, claims, who="the OAuth signer")
 
 
 def _assertion(ctx: Context, client_id: str, audience: str) -> str:
@@ -675,7 +663,7 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
         and params.get("error") != "insufficient_scope"
     ):
         return (yield from refresh(ctx, stored, status))
-    prm = yield from _discover_prm(ctx, params, status)
+    prm = yield from _discover_prm(ctx, params)
     server, resource = yield from _discover_server(ctx, prm, status)
     registration = yield from _register(ctx, server, status)
     scope = _scope(ctx, params, prm, server)
