@@ -18,9 +18,10 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from .core.oauth.store import ClientRegistration, Tokens
 
@@ -85,6 +86,7 @@ class FileTokenStore:
         # no expires_at: it was on another process's clock
         return Tokens(
             access_token=entry["access_token"],
+            token_type=_str(entry.get("token_type")) or "Bearer",  # a DPoP token stays DPoP
             refresh_token=_str(entry.get("refresh_token")),
             scope=_str(entry.get("scope")),
             issuer=_str(entry.get("issuer")) or "",
@@ -98,6 +100,7 @@ class FileTokenStore:
         else:
             data["tokens"][resource] = {
                 "access_token": tokens.access_token,
+                "token_type": tokens.token_type,
                 "refresh_token": tokens.refresh_token,
                 "scope": tokens.scope,
                 "issuer": tokens.issuer,
@@ -152,15 +155,21 @@ class RedirectListener:
         self._sock.close()
 
     def wait(self, timeout: float = 600.0) -> str | None:
-        """Serve until the redirect comes (or ``timeout``); the full redirect URL."""
-        self._sock.settimeout(timeout)
+        """Serve until the redirect comes (or ``timeout`` in all, however many other
+        requests arrive); the full redirect URL.  Only a ``GET /callback`` whose query
+        carries ``state`` is the redirect; anything else is answered 404 and ignored."""
+        deadline = time.monotonic() + timeout
         while self.received is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._sock.settimeout(remaining)
             try:
                 conn, _ = self._sock.accept()
             except OSError:
                 return None
             with conn:
-                conn.settimeout(10)
+                conn.settimeout(min(10.0, remaining))
                 head = b""
                 with contextlib.suppress(OSError):
                     while b"\r\n\r\n" not in head and len(head) < 16384:
@@ -171,7 +180,12 @@ class RedirectListener:
                 line = head.split(b"\r\n", 1)[0].decode("latin-1")
                 parts = line.split(" ")
                 target = parts[1] if len(parts) >= 2 else ""
-                if parts[0] == "GET" and urlsplit(target).path == "/callback":
+                split = urlsplit(target)
+                if (
+                    parts[0] == "GET"
+                    and split.path == "/callback"
+                    and "state" in parse_qs(split.query)
+                ):
                     self.received = f"http://127.0.0.1:{self.port}{target}"
                     status = b"200 OK"
                 else:

@@ -9,7 +9,6 @@ The core never imports a crypto library: a JWS it assembles (an RFC 7523
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,11 +16,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
+from .core.oauth.jose import b64url
+
 __all__ = ["Es256Key"]
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 class Es256Key:
@@ -59,8 +56,8 @@ class Es256Key:
         jwk = {
             "kty": "EC",
             "crv": "P-256",
-            "x": _b64url(numbers.x.to_bytes(32, "big")),
-            "y": _b64url(numbers.y.to_bytes(32, "big")),
+            "x": b64url(numbers.x.to_bytes(32, "big")),
+            "y": b64url(numbers.y.to_bytes(32, "big")),
         }
         if self.kid is not None:
             jwk["kid"] = self.kid

@@ -852,3 +852,199 @@ def test_a_token_the_store_returns_is_sent_only_when_sendable(token: Any) -> Non
     runner = connected(world, OAuth(redirect_uri=REDIRECT, store=store))
     assert runner.asked == []
     assert world.log[0][2] == "/mcp"
+
+
+# ------------------------------------------------------------------ the token answer's values
+
+
+def _answering(world: World, extra: dict[str, Any]) -> None:
+    def token(request: Any) -> Response:
+        world.issued["t-x"] = ""
+        return json_response({"access_token": "t-x", **extra})
+
+    world.overrides["/token"] = token
+
+
+def test_a_400_digit_expires_in_is_capped_at_a_year() -> None:
+    store = MemoryTokenStore()
+    world = World()
+    _answering(world, {"token_type": "Bearer", "expires_in": 10**400})
+    connected(world, OAuth(store=store, redirect_uri=REDIRECT))
+    kept = store.tokens(MCP)
+    assert kept is not None and kept.expires_at == 600.0 + 31_536_000
+
+
+_json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**500), max_value=10**500),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(["Bearer", "bearer", "DPoP", "", "read write"]),
+)
+_json_value = st.recursive(
+    _json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    answer=st.fixed_dictionaries(
+        {}, optional={"expires_in": _json_value, "token_type": _json_value, "scope": _json_value}
+    )
+)
+def test_any_token_answer_values_connect_or_fail_classified(answer: dict[str, Any]) -> None:
+    """Whatever JSON the token endpoint puts in expires_in, token_type and scope: the
+    connection succeeds with a finite expiry, or fails as a classified error."""
+    store = MemoryTokenStore()
+    world = World()
+    _answering(world, answer)
+    runner = Runner(world, OAuth(store=store, redirect_uri=REDIRECT))
+    outcome = runner.run(runner.machine.connect)
+    if isinstance(outcome, Connected):
+        kept = store.tokens(MCP)
+        assert kept is not None and kept.token_type == "Bearer"
+        assert kept.expires_at is None or 600.0 <= kept.expires_at <= 600.0 + 31_536_000
+        assert kept.scope is None or isinstance(kept.scope, str)
+        return
+    error = runner.fail(outcome)
+    assert isinstance(error, ConnectionFailed | Unauthorized), error
+    assert str(answer.get("token_type", "Bearer")).lower() != "bearer" or not isinstance(
+        answer.get("token_type", "Bearer"), str
+    )
+
+
+# ------------------------------------------------------------------ a stored registration
+
+
+def test_a_stored_registration_with_a_non_str_secret_registers_again() -> None:
+    store = MemoryTokenStore()
+    store.save_registration(
+        AS,
+        ClientRegistration(client_id="stored", client_secret=5, auth_method="client_secret_basic"),  # type: ignore[arg-type]
+    )
+    world = World()
+    runner = connected(world, OAuth(store=store, redirect_uri=REDIRECT))
+    assert query_of(runner.asked[0])["client_id"] == "dcr-client"
+    assert "/register" in [p for _, _, p in world.log]
+
+
+def test_a_stored_private_key_jwt_registration_without_a_signer_registers_again() -> None:
+    store = MemoryTokenStore()
+    store.save_registration(
+        AS, ClientRegistration(client_id="stored", auth_method="private_key_jwt")
+    )
+    world = World()
+    runner = connected(world, OAuth(store=store, redirect_uri=REDIRECT))
+    assert query_of(runner.asked[0])["client_id"] == "dcr-client"
+
+
+def test_a_refresh_with_an_unusable_stored_registration_uses_the_configured_client() -> None:
+    store = MemoryTokenStore()
+    store.save_registration(AS, ClientRegistration(client_id="stored", auth_method="bogus"))
+    store.save_tokens(
+        MCP, Tokens(access_token="old", refresh_token="r", issuer=AS, token_endpoint=f"{AS}/token")
+    )
+    world = World()
+    connected(world, OAuth(client_id="cfg", store=store, redirect_uri=REDIRECT))
+    assert world.forms[0]["grant_type"] == "refresh_token" and world.forms[0]["client_id"] == "cfg"
+
+
+_anything = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=8),
+    st.binary(max_size=4),
+    st.lists(st.integers(), max_size=2),
+)
+_registration = st.one_of(
+    _anything,
+    st.builds(
+        ClientRegistration,
+        client_id=st.one_of(st.just("stored"), _anything),
+        client_secret=st.one_of(st.just("s3cret"), _anything),
+        auth_method=st.one_of(
+            st.sampled_from(
+                ["none", "client_secret_basic", "client_secret_post", "private_key_jwt", "x"]
+            ),
+            _anything,
+        ),
+    ),
+)
+
+
+def _usable(value: object, signer: object) -> bool:
+    return (
+        isinstance(value, ClientRegistration)
+        and isinstance(value.client_id, str)
+        and value.client_id != ""
+        and (value.client_secret is None or isinstance(value.client_secret, str))
+        and value.auth_method
+        in ("none", "client_secret_basic", "client_secret_post", "private_key_jwt")
+        and (value.auth_method != "private_key_jwt" or signer is not None)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    registration=_registration, signer=st.sampled_from([None, FakeSigner()]), refresh=st.booleans()
+)
+def test_whatever_registration_the_store_returns_is_used_or_ignored(
+    registration: Any, signer: Any, refresh: bool
+) -> None:
+    """The store is the embedder's hook: a registration it returns is used when usable, else
+    ignored as absent (register again; a refresh without one is refresh_failed)."""
+    store = MemoryTokenStore()
+    store._registrations[AS] = registration
+    if refresh:
+        store.save_tokens(
+            MCP,
+            Tokens(access_token="old", refresh_token="r", issuer=AS, token_endpoint=f"{AS}/token"),
+        )
+    world = World()
+    runner = Runner(world, OAuth(store=store, redirect_uri=REDIRECT, signer=signer))
+    outcome = runner.run(runner.machine.connect)
+    usable = _usable(registration, signer)
+    if refresh and not usable:
+        error = runner.fail(outcome)
+        assert isinstance(error, Unauthorized) and error.cause == "refresh_failed"
+        return
+    if not isinstance(outcome, Connected):
+        error = runner.fail(outcome)
+        assert isinstance(error, ConnectionFailed | Unauthorized | CallerError), error
+        assert usable  # an ignored registration registers again, which the world allows
+        return
+    registered = "/register" in [p for _, _, p in world.log]
+    assert registered is (not usable)
+    if usable and not refresh:
+        assert query_of(runner.asked[0])["client_id"] == registration.client_id
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_document_of_exactly_the_limit_is_read_and_one_byte_more_is_not(extra: int) -> None:
+    """The bound is checked before the body grows, over a body split into chunks."""
+    limit = 4096
+    world = World()
+    body = json.dumps({"access_token": "t-x", "token_type": "Bearer"}).encode()
+    body = body.ljust(limit + extra, b" ")
+
+    def token(request: Any) -> Response:
+        world.issued["t-x"] = ""
+        return Response(headers=[(b"content-type", b"application/json")], chunks=[body])
+
+    world.overrides["/token"] = token
+    runner = Runner(world, chunk=1000, max_auth_document_bytes=limit)
+    outcome = runner.run(runner.machine.connect)
+    if not extra:
+        assert isinstance(outcome, Connected)
+        return
+    error = runner.fail(outcome)
+    assert isinstance(error, ConnectionFailed) and error.cause == "budget"
+    assert error.bound == "max_auth_document_bytes" and error.limit == limit
+    assert error.observed == limit + 1
+    assert len(runner.machine._body) <= limit  # the chunk past the bound was never kept

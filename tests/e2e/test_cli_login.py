@@ -12,6 +12,7 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +85,65 @@ def test_login_then_tools_with_oauth_then_logout(
     status = cli.main(["tools", gated.url(), "--oauth", *common])
     assert status == cli.EXIT_UNAUTHORIZED
     assert "cause=authorization_required" in capsys.readouterr().err
+
+
+def test_the_token_file_keeps_a_dpop_token_dpop(tmp_path: Path) -> None:
+    from sansmcp.cli_oauth import FileTokenStore
+    from sansmcp.core.oauth.store import Tokens
+
+    store = FileTokenStore(tmp_path / "tokens.json")
+    store.save_tokens("https://mcp.example/mcp", Tokens(access_token="a", token_type="DPoP"))
+    again = FileTokenStore(tmp_path / "tokens.json").tokens("https://mcp.example/mcp")
+    assert again is not None and again.token_type == "DPoP" and again.access_token == "a"
+    store.save_tokens("https://other.example/mcp", Tokens(access_token="b"))
+    kept = store.tokens("https://other.example/mcp")
+    assert kept is not None and kept.token_type == "Bearer"
+
+
+def _in_thread(listener: Any, timeout: float) -> tuple[threading.Thread, list[str | None]]:
+    result: list[str | None] = []
+    thread = threading.Thread(target=lambda: result.append(listener.wait(timeout)), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_the_redirect_listener_takes_only_a_callback_with_state() -> None:
+    from sansmcp.cli_oauth import RedirectListener
+
+    listener = RedirectListener()
+    try:
+        thread, result = _in_thread(listener, 60.0)
+        base = f"http://127.0.0.1:{listener.port}"
+        assert _get(f"{base}/callback").status == 404
+        assert _get(f"{base}/callback?code=c").status == 404
+        assert _get(f"{base}/other?state=s").status == 404
+        assert _get(f"{base}/callback?code=c&state=s").status == 200
+        thread.join(30)
+        assert result == [f"{base}/callback?code=c&state=s"]
+    finally:
+        listener.close()
+
+
+def test_the_redirect_listener_keeps_one_deadline_under_other_requests() -> None:
+    """Requests that are not the redirect do not extend the wait: it ends with None."""
+    from sansmcp.cli_oauth import RedirectListener
+
+    listener = RedirectListener()
+    stop = threading.Event()
+
+    def pester() -> None:
+        while not stop.is_set():
+            try:
+                _get(f"http://127.0.0.1:{listener.port}/elsewhere")
+            except OSError:
+                return
+
+    try:
+        thread, result = _in_thread(listener, 0.5)
+        pests = threading.Thread(target=pester, daemon=True)
+        pests.start()
+        thread.join(30)  # a guard against a hang, not a speed check
+        assert not thread.is_alive() and result == [None]
+    finally:
+        stop.set()
+        listener.close()

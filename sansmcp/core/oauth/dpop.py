@@ -11,23 +11,18 @@ What the signer returns is checked (a bad value -> ``CallerError``).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import CallerError
 from ..http import Headers, header_value
-from ..jsonvalue import dumps_compact
+from .jose import b64url, compact_jws
 from .store import Signer
 
 __all__ = ["MAX_NONCE", "htu_of", "nonce_of", "proof"]
 
 MAX_NONCE = 512  # bytes of a DPoP-Nonce we keep; a longer one is ignored
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def htu_of(url: str) -> str:
@@ -61,17 +56,13 @@ def proof(
         raise CallerError("OAuth.dpop_key.public_jwk() must return the public JWK (a mapping)")
     header: dict[str, Any] = {"typ": "dpop+jwt", "alg": key.alg, "jwk": dict(jwk)}
     claims: dict[str, Any] = {
-        "jti": _b64url(random_bytes(16)),
+        "jti": b64url(random_bytes(16)),
         "htm": method,
         "htu": htu_of(url),
         "iat": int(wall_clock()),
     }
     if access_token is not None:
-        claims["ath"] = _b64url(hashlib.sha256(access_token.encode("ascii")).digest())
+        claims["ath"] = b64url(hashlib.sha256(access_token.encode("ascii")).digest())
     if nonce is not None:
         claims["nonce"] = nonce
-    head = _b64url(dumps_compact(header)) + "." + _b64url(dumps_compact(claims))
-    signature = key.sign(head.encode("ascii"))
-    if not isinstance(signature, bytes) or not signature:
-        raise CallerError("OAuth.dpop_key must return the signature as bytes")
-    return (head + "." + _b64url(signature)).encode("ascii")
+    return compact_jws(key, header, claims, who="OAuth.dpop_key").encode("ascii")

@@ -47,10 +47,11 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from ..errors import AuthCause, CallerError, ConnectionFailed, Unauthorized
 from ..http import Headers, header_value
-from ..jsonvalue import JsonError, parse_json_object_strict
+from ..jsonvalue import JsonError, dumps_compact, parse_json_object_strict
 from ..limits import Limits
 from ..url import Endpoint, is_loopback_host, parse_endpoint
 from . import dpop
+from .jose import b64url, compact_jws
 from .store import ClientRegistration, OAuth, PendingAuthorization, Tokens
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "complete",
 ]
 
+MAX_EXPIRES_IN = 31_536_000  # a year: the longest a token answer's expires_in is believed
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FORM = b"application/x-www-form-urlencoded"
 JSON = b"application/json"
@@ -108,10 +110,6 @@ class Context:
     @property
     def resource_key(self) -> str:
         return self.endpoint.url
-
-
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def check_url(text: object, what: str) -> Endpoint:
@@ -199,7 +197,7 @@ def _resource_matches(resource: str, endpoint: Endpoint) -> bool:
 
 
 def _discover_prm(
-    ctx: Context, params: Mapping[str, str], status: int
+    ctx: Context, params: Mapping[str, str]
 ) -> Generator[Fetch, Any, dict[str, Any] | None]:
     candidates: list[Endpoint] = []
     named = params.get("resource_metadata")
@@ -320,6 +318,28 @@ def _choose_method(server: _Server, has_secret: bool, signer: object = None) -> 
     return "client_secret_basic"
 
 
+AUTH_METHODS = frozenset({"none", "client_secret_basic", "client_secret_post", "private_key_jwt"})
+
+
+def usable_registration(value: object, signer: object) -> ClientRegistration | None:
+    """A registration the embedder's token store returned, if it can be used: a non-empty
+    str ``client_id``, a str or None ``client_secret``, a known ``auth_method`` (and
+    ``private_key_jwt`` only with a signer).  Anything else is ignored, as absent (the
+    store's contract): the client registers again."""
+    if not isinstance(value, ClientRegistration):
+        return None
+    if not isinstance(value.client_id, str) or not value.client_id:
+        return None
+    secret, method = value.client_secret, value.auth_method
+    if secret is not None and not isinstance(secret, str):
+        return None
+    if not isinstance(method, str) or method not in AUTH_METHODS:
+        return None
+    if method == "private_key_jwt" and signer is None:
+        return None
+    return value
+
+
 def _register(
     ctx: Context, server: _Server, status: int
 ) -> Generator[Fetch, Any, ClientRegistration]:
@@ -336,8 +356,8 @@ def _register(
         and server.metadata.get("client_id_metadata_document_supported") is True
     ):
         return ClientRegistration(client_id=oauth.client_metadata_url)
-    stored = oauth.store.registration(server.issuer)
-    if isinstance(stored, ClientRegistration) and isinstance(stored.client_id, str):
+    stored = usable_registration(oauth.store.registration(server.issuer), oauth.signer)
+    if stored is not None:
         return stored
     if server.registration_endpoint is None:
         raise _unauthorized(
@@ -355,8 +375,6 @@ def _register(
         "token_endpoint_auth_method": method,
         "application_type": "native",
     }
-    from ..jsonvalue import dumps_compact
-
     fetched: Fetched = yield Fetch(
         method=b"POST",
         endpoint=server.registration_endpoint,
@@ -421,16 +439,9 @@ def _scope(
 
 def jws(ctx: Context, claims: Mapping[str, Any], typ: str = "JWT") -> str:
     """A compact JWS of ``claims``, signed by ``ctx.oauth.signer``."""
-    from ..jsonvalue import dumps_compact
-
     signer = ctx.oauth.signer
     assert signer is not None
-    header = {"alg": signer.alg, "typ": typ}
-    head = b64url(dumps_compact(header)) + "." + b64url(dumps_compact(dict(claims)))
-    signature = signer.sign(head.encode("ascii"))
-    if not isinstance(signature, bytes) or not signature:
-        raise CallerError("the OAuth signer must return the signature as bytes")
-    return head + "." + b64url(signature)
+    return compact_jws(signer, {"alg": signer.alg, "typ": typ}, claims, who="the OAuth signer")
 
 
 def _assertion(ctx: Context, client_id: str, audience: str) -> str:
@@ -532,7 +543,7 @@ def _token_request(
         refresh = previous.refresh_token  # not rotated: keep it
     expires = doc.get("expires_in")
     expires_at = (
-        ctx.now() + float(expires)
+        ctx.now() + float(min(expires, MAX_EXPIRES_IN))  # a 400-digit int must not overflow
         if isinstance(expires, int | float) and not isinstance(expires, bool) and expires > 0
         else None
     )
@@ -592,8 +603,10 @@ def refresh(ctx: Context, tokens: Tokens, status: int) -> Flow:
     """Trade ``tokens.refresh_token`` for new tokens (``refresh_failed`` when refused)."""
     assert tokens.refresh_token is not None
     endpoint = check_url(tokens.token_endpoint, "the stored token endpoint")
-    registration = ctx.oauth.store.registration(tokens.issuer)
-    if not isinstance(registration, ClientRegistration):
+    registration = usable_registration(
+        ctx.oauth.store.registration(tokens.issuer), ctx.oauth.signer
+    )
+    if registration is None:
         if ctx.oauth.client_id is None:
             raise _unauthorized("refresh_failed", status, "no client registration to refresh with")
         registration = ClientRegistration(
@@ -650,7 +663,7 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
         and params.get("error") != "insufficient_scope"
     ):
         return (yield from refresh(ctx, stored, status))
-    prm = yield from _discover_prm(ctx, params, status)
+    prm = yield from _discover_prm(ctx, params)
     server, resource = yield from _discover_server(ctx, prm, status)
     registration = yield from _register(ctx, server, status)
     scope = _scope(ctx, params, prm, server)

@@ -96,7 +96,6 @@ class OAuthMachine(McpMachine):
         self._replay: Callable[[float], None] | None = None
         self._attempts = 0
         self._flow: Flow | None = None
-        self._started_by: Unauthorized | None = None
         self._deadline: float | None = None  # of the authorization's fetches
         self._remaining = 0.0  # of that budget, while a person authorizes
         self._fetch_id: int | None = None
@@ -274,7 +273,6 @@ class OAuthMachine(McpMachine):
                 )
             )
             return
-        self._started_by = error
         self._deadline = self._now_of() + self.limits.auth_timeout
         self._flow = authorize(self._ctx, error)
         self._step(None)
@@ -389,16 +387,18 @@ class OAuthMachine(McpMachine):
                     )
                 )
         elif isinstance(event, DataReceived):
-            self._body += event.data
             limit = self.limits.max_auth_document_bytes
-            if len(self._body) > limit:
+            size = len(self._body) + len(event.data)  # checked before the body grows
+            if size <= limit:
+                self._body += event.data
+            else:
                 self._abort(
                     ConnectionFailed(
                         f"{fetch.what} sent over {limit:,} bytes (Limits.max_auth_document_bytes)",
                         cause="budget",
                         bound="max_auth_document_bytes",
                         limit=limit,
-                        observed=len(self._body),
+                        observed=size,
                     )
                 )
         elif isinstance(event, ResponseEnded):
