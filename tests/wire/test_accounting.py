@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import h2.connection
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as note_event
@@ -36,6 +35,7 @@ from sansmcp.core.http import (
     charged_bytes,
 )
 from sansmcp.core.limits import Limits
+from sansmcp.core.wire import h2 as h2_wire
 from sansmcp.core.wire import reader_fault
 from sansmcp.core.wire.h1 import H1Connection
 from sansmcp.core.wire.h2 import H2Connection
@@ -367,16 +367,16 @@ def test_h2_non_numeric_status_is_a_framing_failure(status: bytes) -> None:
 def test_h2_an_exception_inside_the_machine_is_a_framing_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The boundary: even an exception no check foresaw (here h2 itself raising a
-    ValueError) fails the socket's exchanges as framing faults, and nothing escapes."""
+    """The boundary: even an exception no check foresaw (here the frame handling itself
+    raising a ValueError) fails the socket's exchanges as framing faults, and nothing escapes."""
     client = h2_client(1 << 20)
     ledger = Ledger(client)
     ledger.feed(SERVER_SETTINGS)
 
-    def broken(self: Any, data: bytes) -> None:
+    def broken(self: Any, unit: bytes) -> None:
         raise ValueError("invalid literal for int() with base 10: b'abc'")
 
-    monkeypatch.setattr(h2.connection.H2Connection, "receive_data", broken)
+    monkeypatch.setattr(H2Connection, "_handle", broken)
     ledger.feed(frame(PING, 0, 0, b"12345678"))
     assert client.is_broken
     errors = ledger.failures()
@@ -398,8 +398,7 @@ def test_h2_next_event_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(h2.connection.H2Connection, "acknowledge_received_data", broken)
-    monkeypatch.setattr(h2.connection.H2Connection, "data_to_send", broken)
+    monkeypatch.setattr(H2Connection, "_give_back", broken)
     assert isinstance(client.next_event(), DataReceived)  # handed out, then the fault
     failed = client.next_event()
     assert isinstance(failed, ExchangeFailed) and failed.error.cause == "framing"
@@ -599,7 +598,7 @@ def test_h2_eof_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(h2.connection.H2Connection, "close_connection", broken)
+    monkeypatch.setattr(h2_wire, "goaway", broken)
     ledger.eof()
     errors = ledger.failures()
     assert [e.exchange_id for e in ledger.events] == [1, 3]

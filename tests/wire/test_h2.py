@@ -917,7 +917,7 @@ def test_closed_streams_are_remembered_up_to_a_bound() -> None:
         pair.server.send_headers(sid, [(b":status", b"204")], end_stream=True)
         pair.client.receive_data(pair.server.data_to_send(), now=0.0)
         assert [type(e) for e in drain(pair.client)] == [ResponseReceived, ResponseEnded]
-    assert len(pair.client._h2._closed_streams) == 512
+    assert len(pair.client._closed) == 512
 
 
 def test_goaway_with_error_refuses_the_streams_above_its_last_stream_id() -> None:
@@ -940,7 +940,7 @@ def test_goaway_with_error_refuses_the_streams_above_its_last_stream_id() -> Non
 def test_the_servers_header_table_size_reaches_our_encoder() -> None:
     pair = Pair(HEADER_TABLE_SIZE=0)
     pair.handshake()
-    assert pair.client._h2.encoder.header_table_size == 0  # h2's slot, our encoder behind it
+    assert pair.client._encoder.table_size == 0
     request = HttpRequest(method=b"GET", scheme=b"http", authority=b"h", target=b"/x",
                           headers=((b"x-a", b"1"),))  # fmt: skip
     blocks = []

@@ -1,46 +1,62 @@
-"""The HTTP/2 client machine: one connection, many exchanges, counted before h2 parses.
+"""The HTTP/2 client machine: one connection, many exchanges, counted before a frame is read.
 
-(Why over 600 lines: the frame scanner, the translation of h2's events and the flow
-control share one byte ledger -- every byte charged to an event, unowned or unsettled --
-that a split would spread over modules reaching into each other's fields.  A tenth of it
-is this docstring.)
+(Why over 600 lines: the frame scanner, the connection logic and the flow control share
+one byte ledger -- every byte charged to an event, unowned or unsettled -- that a split
+would spread over modules reaching into each other's fields.  The frame formats and the
+stateless checks live in :mod:`.h2_frames`, the request encoder in :mod:`.h2_headers`.)
 
 Theory of operation
 -------------------
-:class:`H2Connection` wraps an ``h2.connection.H2Connection`` (client side, headers as
-bytes) and puts a frame scanner of its own in front of it.  Bytes from the server go
-through the scanner first; only bytes the scanner has accepted reach h2:
+:class:`H2Connection` is the client side of RFC 9113 that sansmcp needs, written here:
+the preface and our SETTINGS, the server's SETTINGS (applied and acknowledged), PING,
+WINDOW_UPDATE, DATA, HEADERS + CONTINUATION (decoded with ``hpack.Decoder``),
+RST_STREAM, GOAWAY; PRIORITY and frame types we do not know are ignored (s5.5).  Server
+push is off, so PUSH_PROMISE is refused.  Bytes from the server go through a frame
+scanner first:
 
 * The 9-byte frame header of every frame is held back (at most 8 bytes buffered) until
-  it is complete and checked: length against our ``SETTINGS_MAX_FRAME_SIZE`` (16,384:
-  h2 would otherwise buffer a whole announced 16 MiB frame before refusing it), the
-  first frame must be the server's SETTINGS, PUSH_PROMISE is refused (push is off),
-  a CONTINUATION must continue an open header block and nothing else may interrupt it.
+  it is complete and checked: length against our ``SETTINGS_MAX_FRAME_SIZE`` (16,384),
+  the first frame must be the server's SETTINGS, PUSH_PROMISE is refused, a
+  CONTINUATION must continue an open header block and nothing else may interrupt it.
   Then the frame's bytes are collected into a *unit* -- the frame, or the whole header
-  block (HEADERS + CONTINUATIONs) -- and h2 gets each unit once it is complete, so the
-  events h2 returns for it belong to that unit alone.
+  block (HEADERS + CONTINUATIONs) -- and the unit is handled once it is complete, so the
+  events it produces belong to that unit alone.
 * Header blocks are measured from the frame headers: the payload bytes of HEADERS +
   CONTINUATION frames of one block (padding and priority fields included) are summed
   as each frame header arrives, and a frame header that would take the block over
   ``Limits.max_header_bytes`` fails the connection before a byte of that frame is
-  passed on.  A block may span at most ``Limits.h2_max_header_frames`` frames (32 by
-  default, under h2's own 64), which bounds CONTINUATION floods of tiny or empty
-  frames.  The block's size becomes the ``raw_size`` of the head it decodes to.
-  A refused block always kills the connection: HPACK state is connection-wide, and a
-  block we do not decode leaves the decoder out of step with the server.
+  taken.  A block may span at most ``Limits.h2_max_header_frames`` frames (32 by
+  default), which bounds CONTINUATION floods of tiny or empty frames.  The block's size
+  becomes the ``raw_size`` of the head it decodes to.  Every block is decoded, also on a
+  stream we gave up on: HPACK state is connection-wide, and a block we do not decode
+  leaves the decoder out of step with the server; for the same reason a refused block
+  always kills the connection.
 * The decoded header list is bounded by hpack's ``max_header_list_size`` (set to
-  ``max_header_bytes``, counted as RFC 9113 §6.5.2 does: name + value + 32 per field),
+  ``max_header_bytes``, counted as RFC 9113 s6.5.2 does: name + value + 32 per field),
   so an HPACK bomb stops at the first field that crosses it; a metered decoder
-  records the figure for the error.
+  records the figure for the error.  The decoded fields are checked as s8.2-8.3 ask
+  (:func:`.h2_frames.response_fields`).
 * Control frames (PING, SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, and also
-  GOAWAY and frame types h2 ignores) are counted in a sliding window of
+  GOAWAY and frame types we ignore) are counted in a sliding window of
   ``h2_control_window`` seconds of ``now``; more than ``h2_max_control_frames`` fails
   the connection.  DATA frames carrying fewer than 16 bytes of data are counted per
   response; more than ``h2_max_small_data_frames`` fails the connection.
 
+Streams.  We open odd streams only.  A stream carries a live exchange until its
+response ends, it is reset (either way) or refused by a GOAWAY; then its id is
+remembered (the last :data:`CLOSED_STREAMS`) as closed *by reset* (frames still in flight
+there are dropped: DATA has its connection window given back and is answered with
+RST_STREAM(STREAM_CLOSED), as is a header block once decoded) or closed *by end* (DATA
+is dropped as above; a header block there is a connection error STREAM_CLOSED, s5.1).
+A stream past that memory counts as closed by end.  DATA or HEADERS on a stream we
+never opened (an idle one), and RST_STREAM/WINDOW_UPDATE there, are a connection error;
+DATA before the final head, a second final head, trailers without END_STREAM, a 1xx
+head with END_STREAM and a body longer or shorter than its ``content-length`` are
+connection errors too (PROTOCOL_ERROR).
+
 What is charged where.  Every byte received is charged exactly once, in one place (the
 unit's owner is decided at its first frame header; :meth:`H2Connection._feed` settles a
-unit's bytes once h2 has seen it):
+unit's bytes once it has been handled):
 
     bytes received == sum(charged_bytes(event) for every event)   (sansmcp.core.http)
                       + unowned_bytes + unsettled_bytes
@@ -63,7 +79,7 @@ unit's bytes once h2 has seen it):
   when the connection failed, and every byte after that.  A frame header that would take
   unowned + pending bytes over ``Limits.max_unowned_bytes_per_socket`` (1 MiB) fails
   every exchange with ``ConnectionFailed(cause="budget",
-  bound="max_unowned_bytes_per_socket")`` before a byte of that frame is passed on
+  bound="max_unowned_bytes_per_socket")`` before a byte of that frame is taken
   (observed: the figure with that frame).  The count is for the socket's life; once it
   passes half the bound, ``can_start()`` is false and the pool retires the socket when
   idle, so a well-behaved server's stream-0 traffic (SETTINGS, PING, connection
@@ -76,25 +92,29 @@ DATA on a stream we gave up on still has its flow-control window returned at onc
 connection window must not shrink), so only the unowned bound stops such a flood.
 
 Flow control: we advertise a 256 KiB initial stream window and open the connection
-window to 1 MiB, and acknowledge data (h2 queues WINDOW_UPDATE when half a window is
-consumed) only when :meth:`H2Connection.next_event` returns the ``DataReceived`` that
-carried it; a server exceeding a window is a framing failure (h2's FlowControlError).
-So the queued body bytes never exceed 1 MiB, whatever the consumer does.  Request
-bodies larger than the server's windows are queued and sent as WINDOW_UPDATEs arrive.
+window to 1 MiB, and acknowledge data only when :meth:`H2Connection.next_event` returns
+the ``DataReceived`` that carried it: a window is reopened (WINDOW_UPDATE) once half of
+it has been taken, or once it is empty and more than 1,024 bytes were taken; a stream's
+window only while its response goes on.  A server exceeding a window is a connection
+error (FLOW_CONTROL_ERROR).  So the queued body bytes never exceed 1 MiB, whatever the
+consumer does.  Our send windows follow the server's SETTINGS_INITIAL_WINDOW_SIZE and
+WINDOW_UPDATEs (past 2**31 - 1: FLOW_CONTROL_ERROR, for the connection or, on a stream,
+that stream's exchange fails and the stream is reset); request bodies larger than the
+windows are queued and sent as WINDOW_UPDATEs arrive, in frames of at most the
+server's SETTINGS_MAX_FRAME_SIZE.
 
 GOAWAY from the server: exchanges on streams above its last stream id fail (cause
 "refused": the server never processed them, a retry is safe -- also when the GOAWAY
 carries an error, RFC 9113 s6.8), no more exchanges start, and the others finish (or,
-after a GOAWAY with an error, fail "reset").  h2 closes its state machine on any
-GOAWAY (python-hyper/h2#1181), so after a graceful (NO_ERROR) GOAWAY with streams still
-in flight the machine puts h2's connection state back to open.
-Our own :meth:`close` sends GOAWAY only once no exchange is in flight, for the same
-reason.
+after a GOAWAY with an error, fail "reset").  Output not yet taken is dropped on a
+GOAWAY, and nothing more is sent unless exchanges remain after a graceful one.
+Our own :meth:`close` sends GOAWAY only once no exchange is in flight; a connection
+failure sends GOAWAY with PROTOCOL_ERROR (ENHANCE_YOUR_CALM for a bound, or the code of
+the fault: FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, STREAM_CLOSED).
 
-Request headers: h2 runs with ``validate_outbound_headers`` and
-``normalize_outbound_headers`` off; :mod:`.h2_headers` checks each field the first time the
-connection sends it and HPACK-encodes the block itself (constant fields become one-byte
-indices), and h2 only frames that block.  ``start`` drops the connection-specific fields
+Request headers: :mod:`.h2_headers` checks each field the first time the connection
+sends it and HPACK-encodes the block; this module frames it (HEADERS, and CONTINUATIONs
+past the server's frame size).  ``start`` drops the connection-specific fields
 (``host``, ``connection``, ``te`` but ``trailers``...) and refuses a regular field named
 like a pseudo-header; a field that fails the check raises ``LocalProtocolError`` before
 anything is sent (a bad ``:path`` or ``:authority`` also breaks the connection).  Every
@@ -105,28 +125,20 @@ path); the check here is the backstop.
 Every server fault becomes ``ExchangeFailed`` events; a connection-level fault fails
 every open exchange with the same ``ConnectionFailed`` and leaves ``is_broken`` true
 (the machine then ignores further input).  A ``:status`` that is not three ASCII digits
-(h2 passes ``abc`` and ``1zz`` on) fails its exchange as a framing fault.  Nothing
-escapes the entry points that take server input (``receive_data``, ``receive_eof``,
-``next_event``): they catch any exception at that boundary, which fails every exchange
-as ``ConnectionFailed(cause="framing")`` and breaks the connection.  Misuse by the driver raises ``LocalProtocolError`` and leaves the machine as
-it was (except an h2 refusal inside ``start``, after which the connection is broken).
+fails its exchange as a framing fault.  Nothing escapes the entry points that take
+server input (``receive_data``, ``receive_eof``, ``next_event``): they catch any
+exception at that boundary, which fails every exchange as
+``ConnectionFailed(cause="framing")`` and breaks the connection.  Misuse by the driver
+raises ``LocalProtocolError`` and leaves the machine as it was (except a refused
+request line inside ``start``, after which the connection is broken).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from dataclasses import dataclass
 
-import h2.config
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-import h2.settings
 import hpack
-import hpack.table
-from hpack.struct import HeaderTuple
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
@@ -143,9 +155,30 @@ from ..http import (
 )
 from ..limits import Limits
 from . import Wire
+from .h2_frames import (
+    CANCEL,
+    ENHANCE_YOUR_CALM,
+    FLOW_CONTROL_ERROR,
+    FRAME_SIZE_ERROR,
+    MAX_WINDOW,
+    NO_ERROR,
+    PROTOCOL_ERROR,
+    REFUSED_STREAM,
+    STREAM_CLOSED,
+    MeteredDecoder,
+    ProtocolFault,
+    code_name,
+    frame,
+    goaway,
+    response_fields,
+    rst_stream,
+    settings,
+    window_update,
+)
 from .h2_headers import PseudoHeaderRefused, RequestEncoder
 
 __all__ = [
+    "CLOSED_STREAMS",
     "CONNECTION_WINDOW",
     "MAX_FRAME_SIZE",
     "SMALL_DATA_FRAME",
@@ -161,9 +194,15 @@ CONNECTION_WINDOW = 1 << 20
 """The connection flow-control window we open at the start."""
 SMALL_DATA_FRAME = 16
 """A DATA frame carrying fewer data bytes than this counts as small."""
+CLOSED_STREAMS = 512
+"""Closed streams remembered (how each closed), so late frames on them are told apart."""
 
-_DATA, _HEADERS, _PUSH_PROMISE, _SETTINGS, _CONTINUATION = 0x0, 0x1, 0x5, 0x4, 0x9
-_END_HEADERS, _ACK = 0x4, 0x1
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_DATA, _HEADERS, _PRIORITY, _RST_STREAM, _SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
+_PUSH_PROMISE, _PING, _GOAWAY, _WINDOW_UPDATE, _CONTINUATION = 0x5, 0x6, 0x7, 0x8, 0x9
+_END_STREAM, _ACK, _END_HEADERS, _PADDED, _PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
+_DEFAULT_WINDOW = 65_535
+_SETTINGS_ACK = frame(_SETTINGS, _ACK, 0)
 _DROPPED_HEADERS = frozenset(
     {
         b"host",
@@ -180,44 +219,22 @@ _MAX_STREAM_ID = 2**31 - 1
 _MAX_SHOWN = 40  # bytes of a bad server value quoted in an error message
 
 
-class _MeteredDecoder(hpack.Decoder):
-    """hpack's decoder, recording the decoded size of the block being decoded.
-
-    hpack refuses a list over ``max_header_list_size`` at the first field crossing it,
-    but does not say by how much; ``inflated`` holds the figure it stopped at.
-    """
-
-    def __init__(self, max_header_list_size: int) -> None:
-        super().__init__(max_header_list_size=max_header_list_size)
-        self.inflated = 0
-
-    def decode(self, data: bytes, raw: bool = False) -> list[HeaderTuple]:
-        self.inflated = 0
-        return list(super().decode(data, raw))
-
-    def _decode_indexed(self, data: bytes | memoryview) -> tuple[HeaderTuple, int]:
-        header, consumed = super()._decode_indexed(data)
-        self.inflated += hpack.table.table_entry_size(header[0], header[1])
-        return header, consumed
-
-    def _decode_literal(
-        self, data: bytes | memoryview, should_index: bool
-    ) -> tuple[HeaderTuple, int]:
-        header, consumed = super()._decode_literal(data, should_index)
-        self.inflated += hpack.table.table_entry_size(header[0], header[1])
-        return header, consumed
-
-
 @dataclass(slots=True)
 class _Exchange:
     exchange_id: int
     stream_id: int
     body: memoryview
+    send_window: int  # what we may still send on the stream
+    head_request: bool = False
     body_sent: int = 0
     informational: int = 0
     small_frames: int = 0
     head_seen: bool = False  # its final head arrived: later framing on it is charged to it
     pending: int = 0  # bytes of frames on its stream before its head, charged after it
+    recv_window: int = STREAM_WINDOW  # what the server may still send on the stream
+    taken: int = 0  # flow-controlled bytes handed out and not yet given back
+    expected: int | None = None  # the content-length of its response
+    received: int = 0  # body bytes received
 
 
 @dataclass(slots=True)
@@ -232,73 +249,34 @@ def _framing(message: str) -> ConnectionFailed:
     return ConnectionFailed(message, cause="framing")
 
 
-class _BlockSlot(hpack.Encoder):
-    """h2's ``encoder``: h2 frames the block :class:`RequestEncoder` made for the stream
-    being opened (set in ``block`` just before ``send_headers``), and tells our encoder
-    of the server's ``SETTINGS_HEADER_TABLE_SIZE``.  We send no trailers and no push, so
-    h2 asks for nothing else."""
-
-    def __init__(self, encoder: RequestEncoder) -> None:
-        super().__init__()
-        self.requests = encoder
-        self.block: bytes | None = None
-
-    @property
-    def header_table_size(self) -> int:
-        return self.requests.table_size
-
-    @header_table_size.setter
-    def header_table_size(self, value: int) -> None:
-        self.requests.peer_table_size(value)
-
-    def encode(self, headers: object, huffman: bool = True) -> bytes:
-        block, self.block = self.block, None
-        assert block is not None, "h2 encoded headers the machine did not prepare"
-        return block
-
-
-class _H2(h2.connection.H2Connection):
-    # h2 remembers up to 65,536 closed streams (about 240 bytes each) so late frames on
-    # them are handled gracefully; a few hundred cover every stream we ever have open.
-    MAX_CLOSED_STREAMS = 512
-
-
 class H2Connection:
     """An HTTP/2 client connection carrying many exchanges (see the module docstring)."""
 
     def __init__(self, *, limits: Limits, now: float) -> None:
         self._limits = limits
-        config = h2.config.H2Configuration(
-            client_side=True,
-            header_encoding=None,
-            # our request headers are checked and encoded by h2_headers, once per field
-            validate_outbound_headers=False,
-            normalize_outbound_headers=False,
-            split_outbound_cookies=False,
-        )
-        self._h2 = _H2(config=config)
         self._encoder = RequestEncoder()
-        self._slot = _BlockSlot(self._encoder)
-        self._h2.encoder = self._slot
-        codes = h2.settings.SettingCodes
-        self._h2.local_settings = h2.settings.Settings(
-            client=True,
-            initial_values={
-                codes.ENABLE_PUSH: 0,
-                codes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
-                codes.MAX_HEADER_LIST_SIZE: limits.max_header_bytes,
-                codes.MAX_CONCURRENT_STREAMS: limits.h2_max_concurrent_streams,
-            },
-        )
-        self._decoder = _MeteredDecoder(limits.max_header_bytes)
-        self._h2.decoder = self._decoder
-        self._h2.initiate_connection()
-        self._h2.increment_flow_control_window(CONNECTION_WINDOW - 65_535)
-        self._out = bytearray(self._h2.data_to_send())
+        self._decoder = MeteredDecoder(limits.max_header_bytes)
+        ours = {
+            0x2: 0,  # SETTINGS_ENABLE_PUSH
+            0x3: limits.h2_max_concurrent_streams,  # SETTINGS_MAX_CONCURRENT_STREAMS
+            0x4: STREAM_WINDOW,  # SETTINGS_INITIAL_WINDOW_SIZE
+            0x6: limits.max_header_bytes,  # SETTINGS_MAX_HEADER_LIST_SIZE
+        }
+        self._out = bytearray(_PREFACE + settings(ours))
+        self._out += window_update(0, CONNECTION_WINDOW - _DEFAULT_WINDOW)
         self._exchanges: dict[int, _Exchange] = {}
         self._by_stream: dict[int, _Exchange] = {}
         self._unsent: dict[int, _Exchange] = {}  # exchanges whose body is not all sent
+        self._closed: dict[int, bool] = {}  # the last closed streams: True = by a reset
+        self._next_stream = 1
         self._stream_cap = limits.h2_max_concurrent_streams  # and the server's, once known
+        # the server's settings and our windows
+        self._peer_window = _DEFAULT_WINDOW  # its SETTINGS_INITIAL_WINDOW_SIZE
+        self._peer_frame_size = MAX_FRAME_SIZE  # its SETTINGS_MAX_FRAME_SIZE
+        self._send_window = _DEFAULT_WINDOW  # the connection window we may send into
+        self._recv_window = CONNECTION_WINDOW  # what the server may still send
+        self._taken = 0  # flow-controlled bytes handed out, not yet given back
+        self._silent = False  # a GOAWAY was sent, or received and not outlived: send nothing
         self._queue: deque[_Queued] = deque()
         self._queued_bytes = 0
         self._broken = False
@@ -309,7 +287,6 @@ class H2Connection:
         self._frame_header = bytearray()
         self._in_payload = False
         self._remaining = 0  # payload bytes of the current frame still to come
-        self._frame_length = 0
         self._frame_ends_block = False
         self._seen_settings = False
         self._block_stream = 0  # 0: no header block open
@@ -319,10 +296,10 @@ class H2Connection:
         self._unit = bytearray()  # the current unit (a frame, or a header block) so far
         self._unit_owned = False
         self._unit_stream = 0
-        self._unit_charged = 0  # bytes the events of the unit being fed carry
+        self._unit_charged = 0  # bytes the events of the unit being handled carry
         self._unowned = 0
         self._pending = 0  # sum of the live exchanges' pending bytes
-        self._windows_changed = False  # h2 took a unit since request bodies were last sent
+        self._windows_changed = False  # a send window grew since bodies were last sent
         self._received = 0
         self._delivered = 0  # charged bytes of events handed out or dropped
 
@@ -353,8 +330,7 @@ class H2Connection:
             return False
         if self._unowned > self._limits.max_unowned_bytes_per_socket // 2:
             return False  # retire the socket before its unowned bound could fail anything
-        last = self._h2.highest_outbound_stream_id + 2
-        if last > _MAX_STREAM_ID:  # pragma: no cover - 2**30 requests on one connection
+        if self._next_stream > _MAX_STREAM_ID:  # pragma: no cover - 2**30 requests on one socket
             return False
         return len(self._exchanges) < self._stream_cap
 
@@ -387,28 +363,23 @@ class H2Connection:
         except PseudoHeaderRefused:
             self._broken = True  # a request line we cannot send: the socket is not reused
             raise
-        stream_id = self._h2.get_next_available_stream_id()
-        self._slot.block = block
-        try:  # h2 reads only these two fields itself: the stream's method and authority
-            self._h2.send_headers(stream_id, fields[:3:2], end_stream=not body)
-        except h2.exceptions.H2Error as exc:  # pragma: no cover - can_start() rules them out
-            # (h2 refuses here only past the stream count or in a closed connection state)
-            self._broken = True
-            raise LocalProtocolError(f"h2 refused to open a stream: {exc}") from exc
-        exchange = _Exchange(exchange_id, stream_id, memoryview(body))
+        stream_id = self._next_stream
+        self._next_stream += 2
+        self._send_headers(stream_id, block, end_stream=not body)
+        exchange = _Exchange(exchange_id, stream_id, memoryview(body), self._peer_window)
+        exchange.head_request = request.method == b"HEAD"
         self._exchanges[exchange_id] = exchange
         self._by_stream[stream_id] = exchange
         if body:
             self._unsent[exchange_id] = exchange
             self._send_body(exchange)
-        self._pull()
 
     def cancel(self, exchange_id: int, *, now: float) -> None:
         """Give up on an exchange: RST_STREAM(CANCEL), and no further events for it."""
         exchange = self._exchanges.get(exchange_id)
         if exchange is not None:
-            self._forget(exchange)
-            self._reset(exchange.stream_id, h2.errors.ErrorCodes.CANCEL)
+            self._forget(exchange, by_reset=True)
+            self._reset(exchange.stream_id, CANCEL)
         kept: deque[_Queued] = deque()
         for item in self._queue:
             if item.event.exchange_id != exchange_id:
@@ -419,7 +390,6 @@ class H2Connection:
             self._acknowledge(item)
         self._queue = kept
         self._after_exchange_end()
-        self._pull()
 
     def close(self, *, now: float) -> None:
         """No more starts; GOAWAY is sent once no exchange is in flight."""
@@ -448,7 +418,7 @@ class H2Connection:
             self._crash(exc)
 
     def receive_data(self, data: bytes, *, now: float) -> None:
-        """Scan ``data`` frame by frame, checking bounds before h2 sees a frame."""
+        """Scan ``data`` frame by frame, checking bounds before a frame is handled."""
         self._received += len(data)
         if self.is_broken:
             self._unowned += len(data)
@@ -459,8 +429,8 @@ class H2Connection:
             self._crash(exc)
 
     def abort(self, error: ConnectionFailed) -> None:
-        """Give up on the socket without another h2 call (the driver's last resort when
-        its reader hits a fault): every exchange in flight fails with ``error``."""
+        """Give up on the socket without sending anything more (the driver's last resort
+        when its reader hits a fault): every exchange in flight fails with ``error``."""
         self._broken = True
         for exchange in list(self._exchanges.values()):
             self._forget(exchange)
@@ -473,15 +443,14 @@ class H2Connection:
         item = self._queue.popleft()
         self._queued_bytes -= item.size
         self._delivered += charged_bytes(item.event)
-        try:
-            self._acknowledge(item)
-            self._pull()
-        except Exception as exc:  # the boundary: nothing the server sends may escape
-            self._crash(exc)
+        if item.ack:
+            try:
+                self._acknowledge(item)
+            except Exception as exc:  # the boundary: nothing the server sends may escape
+                self._crash(exc)
         return item.event
 
     def data_to_send(self) -> bytes:
-        self._pull()
         out = bytes(self._out)
         self._out.clear()
         return out
@@ -528,7 +497,6 @@ class H2Connection:
         if self._windows_changed and not self._broken:
             self._windows_changed = False
             self._send_bodies()
-        self._pull()
 
     def _take(self, chunk: bytes | bytearray | memoryview) -> None:
         self._unit += chunk
@@ -571,7 +539,7 @@ class H2Connection:
                 f"server sent a frame of {length:,} bytes; our SETTINGS_MAX_FRAME_SIZE "
                 f"is {MAX_FRAME_SIZE:,}"
             )
-        self._frame_length = self._remaining = length
+        self._remaining = length
         self._frame_ends_block = False
         if self._block_stream and (kind != _CONTINUATION or stream_id != self._block_stream):
             return _framing(
@@ -634,12 +602,17 @@ class H2Connection:
         return None
 
     def _feed(self, unit: bytes, owned: bool) -> None:
-        """Hand one complete unit to h2 and settle its bytes: what the events it produced
+        """Handle one complete unit and settle its bytes: what the events it produced
         carry is charged to their exchange; the rest of an owned unit is charged to its
         exchange as framing once that exchange has its head (``DataReceived(b"", n)``),
         and is unowned otherwise."""
         self._unit_charged = 0
-        self._feed_h2(unit)
+        try:
+            self._handle(unit)
+        except ProtocolFault as fault:
+            self._fail_connection(
+                _framing(f"server broke the HTTP/2 protocol: {fault}"), code=fault.code
+            )
         if not owned:
             return
         rest = len(unit) - self._unit_charged
@@ -672,10 +645,156 @@ class H2Connection:
                 )
             )
 
-    def _feed_h2(self, unit: bytes) -> None:
+    # -- the frames ----------------------------------------------------------------
+
+    def _handle(self, unit: bytes) -> None:
+        """One complete frame (or header block) the scanner has checked."""
+        kind, flags = unit[3], unit[4]
+        stream_id = int.from_bytes(unit[5:9], "big") & _MAX_STREAM_ID
+        # the most frequent first: DATA, then header blocks
+        if kind == _DATA:
+            self._on_data(unit, flags, stream_id)
+        elif kind == _HEADERS:
+            self._on_header_block(unit, flags, stream_id)
+        elif kind == _SETTINGS:
+            self._on_settings(unit, flags, stream_id)
+        elif kind == _WINDOW_UPDATE:
+            self._on_window_update(unit, stream_id)
+        elif kind == _PING:
+            if stream_id:
+                raise ProtocolFault(f"PING on stream {stream_id}")
+            if len(unit) != 17:
+                raise ProtocolFault(f"PING of {len(unit) - 9} bytes", FRAME_SIZE_ERROR)
+            if not flags & _ACK and not self._silent:
+                self._out += frame(_PING, _ACK, 0, unit[9:])
+        elif kind == _RST_STREAM:
+            if not stream_id:
+                raise ProtocolFault("RST_STREAM on stream 0")
+            if len(unit) != 13:
+                raise ProtocolFault(f"RST_STREAM of {len(unit) - 9} bytes", FRAME_SIZE_ERROR)
+            exchange = self._by_stream.get(stream_id)
+            if exchange is not None:
+                self._on_stream_reset(exchange, int.from_bytes(unit[9:13], "big"))
+            elif self._is_idle(stream_id):
+                raise ProtocolFault(f"RST_STREAM on idle stream {stream_id}")
+        elif kind == _GOAWAY:
+            if stream_id:
+                raise ProtocolFault(f"GOAWAY on stream {stream_id}")
+            if len(unit) < 17:
+                raise ProtocolFault(f"GOAWAY of {len(unit) - 9} bytes", FRAME_SIZE_ERROR)
+            last = int.from_bytes(unit[9:13], "big") & _MAX_STREAM_ID
+            self._on_goaway(last, int.from_bytes(unit[13:17], "big"))
+        elif kind == _PRIORITY:
+            if not stream_id:
+                raise ProtocolFault("PRIORITY on stream 0")
+            if len(unit) != 14:
+                raise ProtocolFault(f"PRIORITY of {len(unit) - 9} bytes", FRAME_SIZE_ERROR)
+            if int.from_bytes(unit[9:13], "big") & _MAX_STREAM_ID == stream_id:
+                raise ProtocolFault(f"stream {stream_id} may not depend on itself")
+        # anything else (ALTSVC, ORIGIN, unknown types) is ignored: RFC 9113 s5.5
+
+    def _is_idle(self, stream_id: int) -> bool:
+        """A stream we never opened (servers open none: push is off)."""
+        return not stream_id & 1 or stream_id >= self._next_stream
+
+    def _on_data(self, unit: bytes, flags: int, stream_id: int) -> None:
+        if not stream_id:
+            raise ProtocolFault("DATA on stream 0")
+        size = len(unit) - 9  # flow-controlled: data, Pad Length and padding
+        start, end = 9, len(unit)
+        if flags & _PADDED:
+            if not size or unit[9] >= size:
+                raise ProtocolFault(f"DATA on stream {stream_id} with more padding than payload")
+            start, end = 10, end - unit[9]
+        self._recv_window -= size
+        if self._recv_window < 0:
+            raise ProtocolFault(
+                "the server sent more DATA than the connection's flow control window "
+                "(FLOW_CONTROL_ERROR)",
+                FLOW_CONTROL_ERROR,
+            )
+        exchange = self._by_stream.get(stream_id)
+        if exchange is None:
+            if self._is_idle(stream_id):
+                raise ProtocolFault(f"DATA on idle stream {stream_id}")
+            # a stream we gave up on, or that ended: give the window back at once
+            if not self._silent:
+                self._out += rst_stream(stream_id, STREAM_CLOSED)
+            self._give_back(size, None)
+            return
+        if not exchange.head_seen:
+            raise ProtocolFault(f"DATA before the response head on stream {stream_id}")
+        exchange.recv_window -= size
+        if exchange.recv_window < 0:
+            raise ProtocolFault(
+                f"the server sent more DATA than stream {stream_id}'s flow control window "
+                "(FLOW_CONTROL_ERROR)",
+                FLOW_CONTROL_ERROR,
+            )
+        length = end - start
+        exchange.received += length
+        expected = exchange.expected
+        if expected is not None and (
+            exchange.received > expected or (flags & _END_STREAM and exchange.received != expected)
+        ):
+            raise ProtocolFault(
+                f"stream {stream_id}'s body is not its content-length: {expected:,} "
+                f"announced, {exchange.received:,} received"
+            )
+        if length < SMALL_DATA_FRAME:
+            exchange.small_frames += 1
+            limit = self._limits.h2_max_small_data_frames
+            if exchange.small_frames > limit:
+                self._fail_connection(
+                    budget_exceeded(
+                        f"server sent more than {limit:,} DATA frames of under "
+                        f"{SMALL_DATA_FRAME} bytes in one response "
+                        "(Limits.h2_max_small_data_frames)",
+                        "h2_max_small_data_frames",
+                        limit,
+                        exchange.small_frames,
+                    )
+                )
+                return
+        self._push(
+            DataReceived(
+                exchange_id=exchange.exchange_id,
+                data=unit[start:end],
+                overhead=len(unit) - length,  # frame header, Pad Length byte, padding
+            ),
+            stream_id,
+            ack=size,
+            size=length,
+        )
+        if flags & _END_STREAM:
+            self._on_end(exchange)
+
+    def _on_header_block(self, unit: bytes, flags: int, stream_id: int) -> None:
+        if not stream_id:
+            raise ProtocolFault("HEADERS on stream 0")
+        length = int.from_bytes(unit[0:3], "big")
+        start, end = 9, 9 + length
+        if flags & _PADDED:
+            if not length:
+                raise ProtocolFault(f"HEADERS on stream {stream_id} without its Pad Length")
+            start, end = 10, end - unit[9]
+        if flags & _PRIORITY_FLAG:
+            if end - start < 5:
+                raise ProtocolFault(f"HEADERS on stream {stream_id} with a short priority")
+            if int.from_bytes(unit[start : start + 4], "big") & _MAX_STREAM_ID == stream_id:
+                raise ProtocolFault(f"stream {stream_id} may not depend on itself")
+            start += 5
+        if end < start:
+            raise ProtocolFault(f"HEADERS on stream {stream_id} with more padding than payload")
+        block = unit[start:end]
+        index = 9 + length
+        while index < len(unit):  # the CONTINUATIONs
+            size = int.from_bytes(unit[index : index + 3], "big")
+            block += unit[index + 9 : index + 9 + size]
+            index += 9 + size
         try:
-            events = self._h2.receive_data(unit)
-        except h2.exceptions.DenialOfServiceError:
+            decoded = self._decoder.decode(block, raw=True)
+        except hpack.OversizedHeaderListError:
             limit = self._limits.max_header_bytes
             self._fail_connection(
                 budget_exceeded(
@@ -685,69 +804,128 @@ class H2Connection:
                     "max_header_bytes",
                     limit,
                     self._decoder.inflated,
-                )
+                ),
+                code=ENHANCE_YOUR_CALM,
             )
             return
-        except h2.exceptions.H2Error as exc:
-            self._fail_connection(_framing(f"server broke the HTTP/2 protocol: {exc}"))
+        except (hpack.HPACKError, IndexError, TypeError, UnicodeDecodeError) as exc:
+            raise ProtocolFault(f"Error decoding header block: {exc}", 0x9) from exc
+        exchange = self._by_stream.get(stream_id)
+        if exchange is None:
+            if self._is_idle(stream_id):
+                raise ProtocolFault(f"HEADERS on idle stream {stream_id}")
+            if not self._closed.get(stream_id, False):
+                raise ProtocolFault(
+                    f"HEADERS on stream {stream_id} after it ended (STREAM_CLOSED)", STREAM_CLOSED
+                )
+            if not self._silent:  # a stream we reset: what was in flight is dropped
+                self._out += rst_stream(stream_id, STREAM_CLOSED)
             return
-        for event in events:
-            self._handle(event, len(unit))
-            if self._broken:
-                return
-        self._windows_changed = True  # bodies may go out: once per read, in _scan
+        end_stream = flags & _END_STREAM
+        known = self._decoder.known_names
+        if exchange.head_seen:
+            if not end_stream:
+                raise ProtocolFault(f"trailers on stream {stream_id} without END_STREAM")
+            _, headers = response_fields(decoded, trailers=True, known=known)
+            self._push(
+                TrailersReceived(
+                    exchange_id=exchange.exchange_id, headers=headers, raw_size=len(unit)
+                ),
+                stream_id,
+                size=len(unit),
+            )
+            self._on_end(exchange)
+            return
+        value, headers = response_fields(decoded, trailers=False, known=known)
+        assert value is not None  # response_fields refuses a head without :status
+        if value[:1] == b"1":
+            if end_stream:
+                raise ProtocolFault(f"END_STREAM on an informational head on stream {stream_id}")
+            self._on_informational(exchange, value, headers, len(unit))
+            return
+        if self._on_response(exchange, value, headers, len(unit)) and end_stream:
+            self._on_end(exchange)
 
-    # -- h2 events -----------------------------------------------------------------
-
-    def _handle(self, event: h2.events.Event, unit_size: int) -> None:
-        # the most frequent event first: this runs once per DATA frame
-        match event:
-            case h2.events.DataReceived():
-                self._on_data(self._by_stream.get(event.stream_id), event)
-            case h2.events.ResponseReceived():
-                exchange = self._by_stream.get(event.stream_id)
-                if exchange is not None:
-                    self._on_response(exchange, event.headers, unit_size)
-            case h2.events.StreamEnded():
-                exchange = self._by_stream.get(event.stream_id)
-                if exchange is not None:
-                    self._forget(exchange)
-                    if exchange.body_sent < len(exchange.body):
-                        self._reset(exchange.stream_id, h2.errors.ErrorCodes.CANCEL)
-                    self._push(ResponseEnded(exchange_id=exchange.exchange_id), exchange.stream_id)
-                    self._after_exchange_end()
-            case h2.events.InformationalResponseReceived():
-                exchange = self._by_stream.get(event.stream_id)
-                if exchange is not None:
-                    self._on_informational(exchange, event.headers, unit_size)
-            case h2.events.TrailersReceived():
-                exchange = self._by_stream.get(event.stream_id)
-                if exchange is not None:
-                    _, headers = _split(event.headers)
-                    self._push(
-                        TrailersReceived(
-                            exchange_id=exchange.exchange_id, headers=headers, raw_size=unit_size
-                        ),
-                        exchange.stream_id,
-                        size=unit_size,
+    def _on_settings(self, unit: bytes, flags: int, stream_id: int) -> None:
+        if stream_id:
+            raise ProtocolFault(f"SETTINGS on stream {stream_id}")
+        size = len(unit) - 9
+        if flags & _ACK:
+            if size:
+                raise ProtocolFault("SETTINGS ACK with a payload", FRAME_SIZE_ERROR)
+            return
+        if size % 6:
+            raise ProtocolFault(f"SETTINGS of {size} bytes", FRAME_SIZE_ERROR)
+        for index in range(9, len(unit), 6):
+            code = int.from_bytes(unit[index : index + 2], "big")
+            value = int.from_bytes(unit[index + 2 : index + 6], "big")
+            if code == 0x1:  # SETTINGS_HEADER_TABLE_SIZE
+                self._encoder.peer_table_size(value)
+            elif code in (0x2, 0x8):  # SETTINGS_ENABLE_PUSH, SETTINGS_ENABLE_CONNECT_PROTOCOL
+                if value > 1:
+                    raise ProtocolFault(f"setting {code:#x} must be 0 or 1, not {value}")
+            elif code == 0x3:  # SETTINGS_MAX_CONCURRENT_STREAMS
+                self._stream_cap = min(value, self._limits.h2_max_concurrent_streams)
+            elif code == 0x4:  # SETTINGS_INITIAL_WINDOW_SIZE
+                if value > MAX_WINDOW:
+                    raise ProtocolFault(
+                        f"SETTINGS_INITIAL_WINDOW_SIZE of {value:,} (FLOW_CONTROL_ERROR)",
+                        FLOW_CONTROL_ERROR,
                     )
-            case h2.events.StreamReset():
-                exchange = self._by_stream.get(event.stream_id)
-                if exchange is not None:
-                    self._on_stream_reset(exchange, event)
-            case h2.events.ConnectionTerminated():
-                self._on_goaway(event)
-            case h2.events.RemoteSettingsChanged():
-                peer = self._h2.remote_settings.max_concurrent_streams
-                self._stream_cap = min(peer, self._limits.h2_max_concurrent_streams)
-            case _:
-                # h2 types its events as an open base class (h2.events.Event), not a closed
-                # union, so there is no assert_never here: the others (settings, pings,
-                # window updates, priority, ALTSVC, unknown frames) h2 handles itself.
-                pass
+                delta, self._peer_window = value - self._peer_window, value
+                for exchange in self._exchanges.values():
+                    exchange.send_window += delta
+                    if exchange.send_window > MAX_WINDOW:
+                        raise ProtocolFault(
+                            f"SETTINGS_INITIAL_WINDOW_SIZE of {value:,} takes stream "
+                            f"{exchange.stream_id}'s window past {MAX_WINDOW:,} "
+                            "(FLOW_CONTROL_ERROR)",
+                            FLOW_CONTROL_ERROR,
+                        )
+                self._windows_changed = True
+            elif code == 0x5:  # SETTINGS_MAX_FRAME_SIZE
+                if not MAX_FRAME_SIZE <= value <= 2**24 - 1:
+                    raise ProtocolFault(f"SETTINGS_MAX_FRAME_SIZE of {value:,}")
+                self._peer_frame_size = value
+            # others (SETTINGS_MAX_HEADER_LIST_SIZE, unknown ones) need nothing from us
+        if not self._silent:
+            self._out += _SETTINGS_ACK
+
+    def _on_window_update(self, unit: bytes, stream_id: int) -> None:
+        if len(unit) != 13:
+            raise ProtocolFault(f"WINDOW_UPDATE of {len(unit) - 9} bytes", FRAME_SIZE_ERROR)
+        increment = int.from_bytes(unit[9:13], "big") & _MAX_STREAM_ID
+        if not increment:
+            raise ProtocolFault(f"WINDOW_UPDATE of 0 on stream {stream_id}")
+        if not stream_id:
+            self._send_window += increment
+            if self._send_window > MAX_WINDOW:
+                raise ProtocolFault(
+                    f"WINDOW_UPDATE takes the connection's window past {MAX_WINDOW:,} "
+                    "(FLOW_CONTROL_ERROR)",
+                    FLOW_CONTROL_ERROR,
+                )
+            self._windows_changed = True
+            return
+        exchange = self._by_stream.get(stream_id)
+        if exchange is None:
+            if self._is_idle(stream_id):
+                raise ProtocolFault(f"WINDOW_UPDATE on idle stream {stream_id}")
+            return  # late, on a stream that is done
+        exchange.send_window += increment
+        if exchange.send_window > MAX_WINDOW:  # a stream error (RFC 9113 s6.9.1)
+            self._fail_exchange(
+                exchange,
+                _framing(f"server broke HTTP/2 on stream {stream_id} (FLOW_CONTROL_ERROR)"),
+                code=FLOW_CONTROL_ERROR,
+            )
+            return
+        self._windows_changed = True
+
+    # -- what the frames mean for an exchange --------------------------------------
 
     def _on_informational(
-        self, exchange: _Exchange, raw: list[tuple[bytes, bytes]], unit_size: int
+        self, exchange: _Exchange, value: bytes, headers: Headers, unit_size: int
     ) -> None:
         exchange.informational += 1
         if exchange.informational > self._limits.max_informational:
@@ -762,9 +940,9 @@ class H2Connection:
                 ),
             )
             return
-        status, headers = _split(raw)
+        status = _status(value)
         if status is None or not 100 <= status <= 199:
-            self._bad_status(exchange, raw)
+            self._bad_status(exchange, value)
             return
         self._push(
             InformationalReceived(
@@ -778,13 +956,23 @@ class H2Connection:
         )
 
     def _on_response(
-        self, exchange: _Exchange, raw: list[tuple[bytes, bytes]], unit_size: int
-    ) -> None:
-        status, headers = _split(raw)
+        self, exchange: _Exchange, value: bytes, headers: Headers, unit_size: int
+    ) -> bool:
+        """The final head: pushed (True), or the exchange failed on its status."""
+        status = _status(value)
         if status is None or not 200 <= status <= 999:
-            self._bad_status(exchange, raw)
-            return
+            self._bad_status(exchange, value)
+            return False
         exchange.head_seen = True
+        if exchange.head_request:
+            exchange.expected = 0
+        else:
+            for name, field in headers:
+                if name == b"content-length":
+                    if not field.isdigit():
+                        raise ProtocolFault(f"Invalid content-length header: {field!r}")
+                    exchange.expected = int(field)
+                    break
         self._push(
             ResponseReceived(
                 exchange_id=exchange.exchange_id,
@@ -804,53 +992,34 @@ class H2Connection:
             self._unit_charged -= exchange.pending  # earlier units' bytes, not this one's
             self._pending -= exchange.pending
             exchange.pending = 0
+        return True
 
-    def _on_stream_reset(self, exchange: _Exchange, event: h2.events.StreamReset) -> None:
-        code = _code_name(event.error_code)
-        if event.remote_reset:
-            refused = event.error_code == h2.errors.ErrorCodes.REFUSED_STREAM
-            error = ConnectionFailed(
-                f"server reset stream {exchange.stream_id} ({code})"
-                + ("; the request was not processed, a retry is safe" if refused else ""),
-                cause="refused" if refused else "reset",
+    def _on_end(self, exchange: _Exchange) -> None:
+        """END_STREAM from the server: the response is complete."""
+        if exchange.expected is not None and exchange.received != exchange.expected:
+            raise ProtocolFault(
+                f"stream {exchange.stream_id}'s body is not its content-length: "
+                f"{exchange.expected:,} announced, {exchange.received:,} received"
             )
-        else:
-            error = _framing(f"server broke HTTP/2 on stream {exchange.stream_id} ({code})")
-        self._fail_exchange(exchange, error, reset=False)
+        unsent = exchange.body_sent < len(exchange.body)
+        self._forget(exchange, by_reset=unsent)
+        if unsent:  # the server answered before taking the whole body
+            self._reset(exchange.stream_id, CANCEL)
+        self._push(ResponseEnded(exchange_id=exchange.exchange_id), exchange.stream_id)
+        self._after_exchange_end()
 
-    def _on_data(self, exchange: _Exchange | None, event: h2.events.DataReceived) -> None:
-        data: bytes = event.data
-        ack: int = event.flow_controlled_length  # the whole payload: data + padding
-        if exchange is None:  # a stream we gave up on: give the window back at once
-            self._acknowledge_raw(ack, event.stream_id)
-            return
-        if len(data) < SMALL_DATA_FRAME:
-            exchange.small_frames += 1
-            limit = self._limits.h2_max_small_data_frames
-            if exchange.small_frames > limit:
-                self._fail_connection(
-                    budget_exceeded(
-                        f"server sent more than {limit:,} DATA frames of under "
-                        f"{SMALL_DATA_FRAME} bytes in one response "
-                        "(Limits.h2_max_small_data_frames)",
-                        "h2_max_small_data_frames",
-                        limit,
-                        exchange.small_frames,
-                    )
-                )
-                return
-        overhead = 9 + ack - len(data)  # frame header, Pad Length byte, padding
-        self._push(
-            DataReceived(exchange_id=exchange.exchange_id, data=data, overhead=overhead),
-            exchange.stream_id,
-            ack=ack,
-            size=len(data),
+    def _on_stream_reset(self, exchange: _Exchange, code: int) -> None:
+        refused = code == REFUSED_STREAM
+        error = ConnectionFailed(
+            f"server reset stream {exchange.stream_id} ({code_name(code)})"
+            + ("; the request was not processed, a retry is safe" if refused else ""),
+            cause="refused" if refused else "reset",
         )
+        self._fail_exchange(exchange, error, code=None)
 
-    def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
+    def _on_goaway(self, last: int, code: int) -> None:
         self._closing = True
-        last: int = event.last_stream_id or 0
-        code = _code_name(int(event.error_code or 0))
+        self._out.clear()  # nothing more goes out on a connection the server is closing
         # RFC 9113 s6.8: a stream above last_stream_id was not processed, whatever the
         # error code, so it fails "refused" (a retry is safe) even before an error fails the
         # rest
@@ -863,21 +1032,18 @@ class H2Connection:
                         f"{exchange.stream_id}; the request was not processed, a retry is safe",
                         cause="refused",
                     ),
-                    reset=False,
+                    code=None,
                 )
-        if event.error_code:
+        # what the server keeps may still finish after a graceful GOAWAY; else we are done
+        self._silent = self._silent or bool(code) or not self._exchanges
+        if code:
             self._fail_connection(
                 ConnectionFailed(
-                    f"server sent GOAWAY ({code}, last stream {last})"
+                    f"server sent GOAWAY ({code_name(code)}, last stream {last})"
                     + (" with the exchanges at or below it in flight" if self._exchanges else ""),
                     cause="reset",
                 )
             )
-            return
-        if self._exchanges:
-            # h2 closes its state machine on any GOAWAY (python-hyper/h2#1181); the
-            # streams the server kept may still finish, so reopen it for them.
-            self._h2.state_machine.state = h2.connection.ConnectionState.CLIENT_OPEN
 
     # -- helpers -------------------------------------------------------------------
 
@@ -886,8 +1052,7 @@ class H2Connection:
         self._queued_bytes += size
         self._unit_charged += charged_bytes(event)
 
-    def _bad_status(self, exchange: _Exchange, raw: list[tuple[bytes, bytes]]) -> None:
-        value = next((bytes(v) for n, v in raw if n == b":status"), b"")
+    def _bad_status(self, exchange: _Exchange, value: bytes) -> None:
         self._fail_exchange(
             exchange,
             _framing(
@@ -897,7 +1062,7 @@ class H2Connection:
         )
 
     def _crash(self, exc: Exception) -> None:
-        """A fault that got past every check (an h2/hpack bug, an unforeseen input): the
+        """A fault that got past every check (an hpack bug, an unforeseen input): the
         connection is done, its exchanges fail as framing faults, and the bytes nobody was
         charged for count as unowned."""
         self.abort(_framing(f"server input broke the HTTP/2 machine ({type(exc).__name__}: {exc})"))
@@ -905,35 +1070,38 @@ class H2Connection:
         self._unowned = self._received - charged
         self._clear_scanner()
 
-    def _forget(self, exchange: _Exchange) -> None:
+    def _forget(self, exchange: _Exchange, *, by_reset: bool = True) -> None:
         del self._exchanges[exchange.exchange_id]
         del self._by_stream[exchange.stream_id]
         self._unsent.pop(exchange.exchange_id, None)
         self._unowned += exchange.pending  # no head will carry them now
         self._pending -= exchange.pending
         exchange.pending = 0
+        closed = self._closed
+        closed[exchange.stream_id] = by_reset
+        if len(closed) > CLOSED_STREAMS:
+            del closed[next(iter(closed))]
 
     def _fail_exchange(
-        self, exchange: _Exchange, error: ConnectionFailed, *, reset: bool = True
+        self, exchange: _Exchange, error: ConnectionFailed, *, code: int | None = CANCEL
     ) -> None:
+        """``exchange`` fails with ``error``; its stream is reset with ``code`` (None: the
+        server reset it, or refused it with a GOAWAY)."""
         self._forget(exchange)
-        if reset:
-            self._reset(exchange.stream_id, h2.errors.ErrorCodes.CANCEL)
+        if code is not None:
+            self._reset(exchange.stream_id, code)
         self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
         self._after_exchange_end()
 
-    def _fail_connection(self, error: ConnectionFailed) -> None:
-        if not self._broken and self._h2.state_machine.state != (
-            h2.connection.ConnectionState.CLOSED
-        ):
-            code = h2.errors.ErrorCodes.PROTOCOL_ERROR
-            if error.cause == "budget":
-                code = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
-            self._h2.close_connection(error_code=code)
+    def _fail_connection(self, error: ConnectionFailed, *, code: int | None = None) -> None:
+        if not self._broken and not self._silent:
+            if code is None:
+                code = ENHANCE_YOUR_CALM if error.cause == "budget" else PROTOCOL_ERROR
+            self._out += goaway(code)
+            self._silent = True
         self._broken = True
         self._unowned += self._partial_bytes()  # and _forget moves each pending count
         self._clear_scanner()
-        self._pull()
         for exchange in list(self._exchanges.values()):
             self._forget(exchange)
             self._push(ExchangeFailed(exchange_id=exchange.exchange_id, error=error), 0)
@@ -941,21 +1109,51 @@ class H2Connection:
     def _after_exchange_end(self) -> None:
         if self._goaway_pending and not self._exchanges and not self._broken:
             self._goaway_pending = False
-            self._h2.close_connection()
-            self._pull()
+            if not self._silent:
+                self._out += goaway(NO_ERROR)
+                self._silent = True
 
     def _reset(self, stream_id: int, code: int) -> None:
-        with contextlib.suppress(h2.exceptions.H2Error):  # already closed on h2's side
-            self._h2.reset_stream(stream_id, code)
+        if not self._silent:
+            self._out += rst_stream(stream_id, code)
 
     def _acknowledge(self, item: _Queued) -> None:
         if item.ack:
-            self._acknowledge_raw(item.ack, item.stream_id)
+            self._give_back(item.ack, self._by_stream.get(item.stream_id))
 
-    def _acknowledge_raw(self, size: int, stream_id: int) -> None:
-        if size and not self._broken:
-            with contextlib.suppress(h2.exceptions.H2Error):  # h2 closed: nothing to give back
-                self._h2.acknowledge_received_data(size, stream_id)
+    def _give_back(self, size: int, exchange: _Exchange | None) -> None:
+        """``size`` flow-controlled bytes were taken: reopen the windows they were sent in
+        once half of a window is taken (or it is empty and over 1,024 bytes are)."""
+        if self._broken or self._silent:
+            return
+        self._taken += size
+        if self._taken >= CONNECTION_WINDOW // 2 or (not self._recv_window and self._taken > 1024):
+            self._out += window_update(0, self._taken)
+            self._recv_window += self._taken
+            self._taken = 0
+        if exchange is None:  # the stream is done: no point reopening its window
+            return
+        exchange.taken += size
+        if exchange.taken >= STREAM_WINDOW // 2 or (
+            not exchange.recv_window and exchange.taken > 1024
+        ):
+            self._out += window_update(exchange.stream_id, exchange.taken)
+            exchange.recv_window += exchange.taken
+            exchange.taken = 0
+
+    def _send_headers(self, stream_id: int, block: bytes, *, end_stream: bool) -> None:
+        """Frame a header block: one HEADERS frame, or HEADERS + CONTINUATIONs."""
+        flags = _END_STREAM if end_stream else 0
+        limit = self._peer_frame_size
+        if len(block) <= limit:
+            self._out += frame(_HEADERS, flags | _END_HEADERS, stream_id, block)
+            return
+        view = memoryview(block)
+        self._out += frame(_HEADERS, flags, stream_id, view[:limit])
+        for start in range(limit, len(block), limit):
+            last = start + limit >= len(block)
+            piece = view[start : start + limit]
+            self._out += frame(_CONTINUATION, _END_HEADERS if last else 0, stream_id, piece)
 
     def _send_bodies(self) -> None:
         for exchange in list(self._unsent.values()):
@@ -965,40 +1163,22 @@ class H2Connection:
         """As much of ``exchange``'s body as the windows allow (END_STREAM on the last)."""
         total = len(exchange.body)
         while exchange.body_sent < total:
-            window = self._h2.local_flow_control_window(exchange.stream_id)
-            size = min(window, self._h2.max_outbound_frame_size, total - exchange.body_sent)
-            if size <= 0:
+            window = min(exchange.send_window, self._send_window)
+            size = min(window, self._peer_frame_size, total - exchange.body_sent)
+            if size <= 0 or self._silent:
                 return
             chunk = exchange.body[exchange.body_sent : exchange.body_sent + size]
             exchange.body_sent += size
-            self._h2.send_data(
-                exchange.stream_id, bytes(chunk), end_stream=exchange.body_sent == total
-            )
+            exchange.send_window -= size
+            self._send_window -= size
+            flags = _END_STREAM if exchange.body_sent == total else 0
+            self._out += frame(_DATA, flags, exchange.stream_id, chunk)
         del self._unsent[exchange.exchange_id]
 
-    def _pull(self) -> None:
-        self._out += self._h2.data_to_send()
 
-
-def _split(raw: list[tuple[bytes, bytes]]) -> tuple[int | None, Headers]:
-    """The :status of an h2 header list (None unless exactly three ASCII digits) and its
-    regular fields."""
-    status: int | None = None
-    headers: list[tuple[bytes, bytes]] = []
-    for name, value in raw:
-        if name == b":status":
-            text = bytes(value)
-            status = int(text) if len(text) == 3 and text.isdigit() else None
-        else:  # h2 admits no other pseudo-header in a response
-            headers.append((bytes(name), bytes(value)))
-    return status, tuple(headers)
-
-
-def _code_name(code: int) -> str:
-    try:
-        return h2.errors.ErrorCodes(code).name
-    except ValueError:
-        return f"error code {code:#x}"
+def _status(value: bytes) -> int | None:
+    """A :status value as a number, or None unless it is exactly three ASCII digits."""
+    return int(value) if len(value) == 3 and value.isdigit() else None
 
 
 _WIRE: type[Wire] = H2Connection  # mypy checks the machine against the Wire protocol
