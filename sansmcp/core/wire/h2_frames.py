@@ -14,6 +14,8 @@ checks follows what h2 said for the same faults, so a message names the same thi
 
 from __future__ import annotations
 
+import contextlib
+
 import hpack
 import hpack.table
 from hpack.struct import HeaderTuple
@@ -30,12 +32,16 @@ __all__ = [
     "STREAM_CLOSED",
     "MeteredDecoder",
     "ProtocolFault",
+    "check_control",
     "code_name",
+    "data_bounds",
     "frame",
     "goaway",
+    "header_fragment",
     "response_fields",
     "rst_stream",
     "settings",
+    "settings_values",
     "window_update",
 ]
 
@@ -62,6 +68,7 @@ MAX_WINDOW = 2**31 - 1
 """The largest flow-control window (RFC 9113 s6.9.1)."""
 
 _RST_STREAM, _SETTINGS, _GOAWAY, _WINDOW_UPDATE = 0x3, 0x4, 0x7, 0x8
+_ACK, _PADDED, _PRIORITY_FLAG = 0x1, 0x8, 0x20
 
 # a regular field name: visible ASCII, no upper case, no colon (RFC 9113 s8.2.1)
 _NAME_BYTES = bytes(c for c in range(0x21, 0x7F) if not 0x41 <= c <= 0x5A and c != 0x3A)
@@ -108,12 +115,109 @@ def goaway(code: int) -> bytes:
     return frame(_GOAWAY, 0, 0, code.to_bytes(8, "big"))
 
 
+# the fixed payload size of a control frame, and whether it is on stream 0 (True) or on
+# a stream (False): RFC 9113 s6.3-6.9
+_CONTROL_RULES = {
+    0x2: ("PRIORITY", 5, False),
+    0x3: ("RST_STREAM", 4, False),
+    0x6: ("PING", 8, True),
+    0x7: ("GOAWAY", 8, True),  # at least 8: debug data may follow
+    0x8: ("WINDOW_UPDATE", 4, None),  # either
+}
+
+
+def check_control(kind: int, stream_id: int, unit: bytes) -> None:
+    """A PRIORITY, RST_STREAM, PING, GOAWAY or WINDOW_UPDATE frame's size and stream."""
+    name, size, on_zero = _CONTROL_RULES[kind]
+    if on_zero is not None and on_zero != (stream_id == 0):
+        raise ProtocolFault(f"{name} on stream {stream_id}")
+    length = len(unit) - 9
+    if length != size and not (kind == 0x7 and length > size):
+        raise ProtocolFault(f"{name} of {length} bytes", FRAME_SIZE_ERROR)
+    if kind == 0x2 and int.from_bytes(unit[9:13], "big") & MAX_WINDOW == stream_id:
+        raise ProtocolFault(f"stream {stream_id} may not depend on itself")
+    if kind == 0x8 and not int.from_bytes(unit[9:13], "big") & MAX_WINDOW:
+        raise ProtocolFault(f"WINDOW_UPDATE of 0 on stream {stream_id}")
+
+
+def data_bounds(unit: bytes, flags: int, stream_id: int) -> tuple[int, int]:
+    """Where a DATA frame's data lies in ``unit`` (the frame), padding taken off."""
+    if not stream_id:
+        raise ProtocolFault("DATA on stream 0")
+    if not flags & _PADDED:
+        return 9, len(unit)
+    if len(unit) == 9 or unit[9] >= len(unit) - 9:
+        raise ProtocolFault(f"DATA on stream {stream_id} with more padding than payload")
+    return 10, len(unit) - unit[9]
+
+
+def header_fragment(unit: bytes, flags: int, stream_id: int) -> bytes:
+    """The header block of ``unit`` (a HEADERS frame and its CONTINUATIONs): each frame's
+    fragment, the HEADERS frame's padding and priority fields taken off."""
+    if not stream_id:
+        raise ProtocolFault("HEADERS on stream 0")
+    length = int.from_bytes(unit[0:3], "big")
+    start, end = 9, 9 + length
+    if flags & _PADDED:
+        if not length:
+            raise ProtocolFault(f"HEADERS on stream {stream_id} without its Pad Length")
+        start, end = 10, end - unit[9]
+    if flags & _PRIORITY_FLAG:
+        if end - start < 5:
+            raise ProtocolFault(f"HEADERS on stream {stream_id} with a short priority")
+        if int.from_bytes(unit[start : start + 4], "big") & MAX_WINDOW == stream_id:
+            raise ProtocolFault(f"stream {stream_id} may not depend on itself")
+        start += 5
+    if end < start:
+        raise ProtocolFault(f"HEADERS on stream {stream_id} with more padding than payload")
+    block = unit[start:end]
+    index = 9 + length
+    while index < len(unit):  # the CONTINUATIONs
+        size = int.from_bytes(unit[index : index + 3], "big")
+        block += unit[index + 9 : index + 9 + size]
+        index += 9 + size
+    return block
+
+
+def settings_values(unit: bytes, flags: int, stream_id: int) -> list[tuple[int, int]]:
+    """The (identifier, value) pairs of a SETTINGS frame (none for an ACK), each value
+    checked against RFC 9113 s6.5.2."""
+    if stream_id:
+        raise ProtocolFault(f"SETTINGS on stream {stream_id}")
+    size = len(unit) - 9
+    if flags & _ACK:
+        if size:
+            raise ProtocolFault("SETTINGS ACK with a payload", FRAME_SIZE_ERROR)
+        return []
+    if size % 6:
+        raise ProtocolFault(f"SETTINGS of {size} bytes", FRAME_SIZE_ERROR)
+    values = []
+    for index in range(9, len(unit), 6):
+        code = int.from_bytes(unit[index : index + 2], "big")
+        value = int.from_bytes(unit[index + 2 : index + 6], "big")
+        if code in (0x2, 0x8) and value > 1:  # ENABLE_PUSH, ENABLE_CONNECT_PROTOCOL
+            raise ProtocolFault(f"setting {code:#x} must be 0 or 1, not {value}")
+        if code == 0x4 and value > MAX_WINDOW:  # INITIAL_WINDOW_SIZE
+            raise ProtocolFault(
+                f"SETTINGS_INITIAL_WINDOW_SIZE of {value:,} (FLOW_CONTROL_ERROR)",
+                FLOW_CONTROL_ERROR,
+            )
+        if code == 0x5 and not 1 << 14 <= value <= (1 << 24) - 1:  # MAX_FRAME_SIZE
+            raise ProtocolFault(f"SETTINGS_MAX_FRAME_SIZE of {value:,}")
+        values.append((code, value))
+    return values
+
+
 class MeteredDecoder(hpack.Decoder):
-    """hpack's decoder, recording the decoded size of the block being decoded.
+    """hpack's decoder, saying by how much a refused block was over its bound.
 
     hpack refuses a list over ``max_header_list_size`` at the first field crossing it,
-    but does not say by how much; ``inflated`` holds the figure it stopped at.  It also
-    remembers the regular field names the connection has already checked
+    but does not say by how much.  Counting every field costs a call per field, so the
+    figure is found only when a block is refused: the dynamic table is noted before each
+    block (a copy of a few dozen entries), and a refused block is decoded again from that
+    state by a :class:`_Meter`, which counts; ``inflated`` holds the figure it stopped at.
+    The connection fails on a refused block, so that second pass runs once at most.  It
+    also remembers the regular field names the connection has already checked
     (``known_names``), so a repeated name costs a set lookup.
     """
 
@@ -123,8 +227,25 @@ class MeteredDecoder(hpack.Decoder):
         self.known_names: set[bytes] = set()
 
     def decode(self, data: bytes, raw: bool = False) -> list[HeaderTuple]:
-        self.inflated = 0
-        return list(super().decode(data, raw))
+        table = self.header_table
+        before = (table.dynamic_entries.copy(), table._current_size, table._maxsize)
+        try:
+            return list(super().decode(data, raw))
+        except hpack.OversizedHeaderListError:
+            meter = _Meter(self.max_header_list_size)
+            meter.max_allowed_table_size = self.max_allowed_table_size
+            again = meter.header_table
+            again.dynamic_entries, again._current_size, again._maxsize = before
+            with contextlib.suppress(hpack.OversizedHeaderListError):
+                meter.decode(data, raw)
+            self.inflated = meter.inflated
+            raise
+
+
+class _Meter(hpack.Decoder):
+    """A decoder counting the decoded size of its block, as hpack does, field by field."""
+
+    inflated = 0
 
     def _decode_indexed(self, data: bytes | memoryview) -> tuple[HeaderTuple, int]:
         header, consumed = super()._decode_indexed(data)
