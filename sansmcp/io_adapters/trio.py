@@ -46,10 +46,6 @@ __all__ = ["Client", "Conn", "connect"]
 _BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
-def _succeeded(_: object) -> trio.lowlevel.Abort:
-    return trio.lowlevel.Abort.SUCCEEDED
-
-
 class Conn(ConnBase):
     """One MCP connection (one work item): not safe for concurrent use."""
 
@@ -69,10 +65,15 @@ class Conn(ConnBase):
         while not mail:  # what is there already is taken without a checkpoint
             self._parked = trio.lowlevel.current_task()
             try:
-                await trio.lowlevel.wait_task_rescheduled(_succeeded)
+                await trio.lowlevel.wait_task_rescheduled(self._unpark)
             finally:
                 self._parked = None
         return mail.popleft()
+
+    def _unpark(self, _: object) -> trio.lowlevel.Abort:
+        """Cancelled while parked: from now on ``_post`` must not reschedule the task."""
+        self._parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class Client(ClientBase["Conn"]):

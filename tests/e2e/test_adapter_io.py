@@ -16,10 +16,12 @@ import hashlib
 import json
 import selectors
 import time
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import trio
+import trio.testing
 
 from sansmcp import Config, ConnectionFailed, Limits
 from sansmcp.io_adapters import asyncio as asyncio_adapter
@@ -179,3 +181,49 @@ def test_a_sequential_call_costs_trio_two_task_steps() -> None:
     # per call: the reader's step (the answer read) and the caller's; the request is
     # sent where it is pumped, by the caller, with no writer task and no checkpoint
     assert steps <= 2 * CALLS, steps
+
+
+def test_mail_for_a_trio_caller_cancelled_while_parked_is_kept_not_rescheduled() -> None:
+    # The cancellation reschedules the parked caller at once; mail posted before it runs
+    # (a reader's pump in the same scheduler pass) must not reschedule it a second time.
+    conn = trio_adapter.Conn(
+        cast(Any, SimpleNamespace(telemetry=None)), cast(Any, SimpleNamespace(machine=None))
+    )
+    mail = cast(Any, "mail")
+
+    async def main() -> list[object]:
+        outcome: list[object] = []
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def caller() -> None:
+                with scope:
+                    await conn._next()
+                outcome.append("cancelled")
+
+            nursery.start_soon(caller)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()  # (the parked task is rescheduled with Cancelled now)
+            conn._post(mail)
+        outcome.append(await conn._next())  # kept: taken without parking
+        return outcome
+
+    assert trio.run(main) == ["cancelled", "mail"]
+
+
+def test_mail_for_an_asyncio_caller_cancelled_while_parked_is_kept() -> None:
+    conn = asyncio_adapter.Conn(
+        cast(Any, SimpleNamespace(telemetry=None)), cast(Any, SimpleNamespace(machine=None))
+    )
+    mail = cast(Any, "mail")
+
+    async def main() -> list[object]:
+        caller = asyncio.ensure_future(conn._next())
+        await asyncio.sleep(0)  # parked
+        caller.cancel()
+        conn._post(mail)
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        return [await conn._next()]  # kept: taken without parking
+
+    assert asyncio.run(main()) == ["mail"]
