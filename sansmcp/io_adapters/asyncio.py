@@ -5,11 +5,25 @@ Theory of operation
 Every decision is the driver's (:mod:`sansmcp.core.driver`); this module only
 does I/O.  :meth:`Client._pump` is the one loop: after every call into the
 driver it executes the commands waiting in its outbox -- a task per resolve, a
-task per socket that connects and then reads (feeding bytes and EOF in, with a
-``sleep(0)`` after each read so a flooding server cannot starve other tasks),
-writes on the socket's transport, aborts -- hands what the caller must see to the
-Conn's mailbox, and moves the one timer (``loop.call_at``) to
-``next_deadline()``.  The caller's task runs its operation (``_common.ConnBase``).
+task per dial (connect, then TLS), writes on the socket's transport, aborts --
+hands what the caller must see to the Conn's mailbox, and keeps the one timer
+(``loop.call_at``) at or before ``next_deadline()``.  The caller's task runs its
+operation (``_common.ConnBase``).
+
+A connected socket has no task: its :class:`_Reader` protocol is called by the
+event loop itself, once per read the loop made (at most ``READ_SIZE`` bytes, into one
+buffer the Client shares: a callback copies what it got before it returns), and
+feeds bytes and EOF to the driver and pumps, with one clock reading per callback.
+A sequential work item so costs the loop what a hand-written client costs it: per
+response one wake-up for the readable socket and one for the caller's task.  A
+server that floods a socket gets one read per loop iteration, like every other
+ready socket, so it cannot starve other tasks; nothing a callback meets escapes it
+(a fault is the driver's ``reader_failed``).
+
+The timer is moved only earlier: a deadline that moves later (each request arms
+its own) leaves the armed one, which then fires early, finds nothing due and
+re-arms at the driver's next deadline -- one timer per deadline that passes, not
+one per request.
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ import contextlib
 import math
 import ssl
 import weakref
+from collections import deque
 from collections.abc import Awaitable
 from typing import Any, TypeVar, assert_never
 
@@ -36,21 +51,27 @@ class Client(ClientBase["Conn"]):
     _conn_type: type[Conn]
 
     def _setup(self) -> None:
-        self._tasks: dict[int, asyncio.Task[None]] = {}  # resolves and sockets, by id
-        self._writers: dict[int, asyncio.StreamWriter] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}  # resolves and dials, by id
+        self._readers: dict[int, _Reader] = {}  # connected sockets, by id
+        self._closing: set[_Reader] = set()  # aborted, their connection_lost still to come
+        self._lost: asyncio.Future[None] | None = None  # aclose waits for the last of them
         self._timer: asyncio.TimerHandle | None = None
-        self._armed: float | None = None
+        self._armed = math.inf  # when the timer fires (inf: not armed)
+        self._view = memoryview(bytearray(READ_SIZE))  # every socket's reads, copied out
 
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``; waits (bounded)
-        for the socket tasks to end."""
+        for the dials to end and the sockets to close."""
         self._driver.close(now=self._now())
         self._pump()
-        tasks = list(self._tasks.values())
-        for task in tasks:
+        waits: list[asyncio.Future[Any]] = list(self._tasks.values())
+        for task in waits:
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+        if self._closing:
+            self._lost = asyncio.get_running_loop().create_future()
+            waits.append(self._lost)
+        if waits:
+            await asyncio.wait(waits, timeout=1.0)
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -60,13 +81,13 @@ class Client(ClientBase["Conn"]):
         while (command := driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
-                    writer = self._writers[socket_id]
-                    if not writer.is_closing():
-                        writer.write(data)
+                    reader = self._readers.get(socket_id)
+                    if reader is not None and not reader.transport.is_closing():
+                        reader.transport.write(data)
                 case Deliver() | Finished():
                     self._conns[command.conn_id]._post(command)
                 case Connect(socket_id=socket_id):
-                    self._spawn(socket_id, self._socket(command))
+                    self._spawn(socket_id, self._dial(command))
                 case Resolve(dial_id=dial_id):
                     loop = asyncio.get_running_loop()
                     self._spawn(dial_id, resolve(self, command, loop.getaddrinfo))
@@ -75,19 +96,19 @@ class Client(ClientBase["Conn"]):
                 case _:
                     assert_never(command)
         deadline = driver.next_deadline()
-        if deadline != self._armed:
-            self._armed = deadline
+        if deadline is not None and deadline < self._armed:  # (later: the armed one stays)
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = None
-            if deadline is not None:
-                self._timer = asyncio.get_running_loop().call_at(deadline, self._tick, deadline)
+            self._armed = deadline
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._tick)
 
-    def _tick(self, deadline: float) -> None:
-        self._timer = self._armed = None
-        # the loop may run a timer a clock tick early: the deadline is what is due
-        self._driver.handle_timer(now=max(self._now(), deadline))
-        self._pump()
+    def _tick(self) -> None:
+        armed, self._timer, self._armed = self._armed, None, math.inf
+        deadline = self._driver.next_deadline()
+        if deadline is not None and deadline <= armed:
+            # due (the loop may run a timer a clock tick early: the deadline is what is due)
+            self._driver.handle_timer(now=max(self._now(), deadline))
+        self._pump()  # re-arms at the next deadline
 
     async def _within(self, deadline: float, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
         try:
@@ -102,56 +123,101 @@ class Client(ClientBase["Conn"]):
         task.add_done_callback(lambda _: self._tasks.pop(io_id, None))
 
     def _abort(self, io_id: int) -> None:
-        writer = self._writers.pop(io_id, None)
-        if writer is not None:
-            writer.transport.abort()
+        reader = self._readers.pop(io_id, None)
+        if reader is not None:
+            reader.closed = True
+            self._closing.add(reader)
+            reader.transport.abort()
         task = self._tasks.pop(io_id, None)
         if task is not None and task is not asyncio.current_task():
             task.cancel()
 
-    async def _socket(self, command: Connect) -> None:
-        """Connect (one address; the phase of a failure reported), then read until EOF."""
-        driver, socket_id = self._driver, command.socket_id
+    async def _dial(self, command: Connect) -> None:
+        """Connect (one address; the phase of a failure reported); the socket's reader
+        reports it connected."""
+        socket_id = command.socket_id
         phase: Phase = "tcp"
         try:
             sock, sockaddr = numeric_socket(command.address, command.port)
         except OSError as exc:
-            driver.connect_failed(socket_id, phase, exc, now=self._now())
-            return self._pump()
+            return self._failed(socket_id, phase, exc)
+        loop = asyncio.get_running_loop()
         try:
-            await asyncio.get_running_loop().sock_connect(sock, sockaddr)
+            await loop.sock_connect(sock, sockaddr)
             phase = "tls"
             tls: dict[str, Any] = {}
             if command.tls is not None:
                 host, alpn = command.tls
                 tls = {"ssl": self.tls_context(alpn), "server_hostname": host}
-            reader, writer = await asyncio.open_connection(sock=sock, **tls)
+            await loop.create_connection(lambda: _Reader(self, socket_id), sock=sock, **tls)
         except (OSError, ssl.SSLError) as exc:
             sock.close()
-            driver.connect_failed(socket_id, phase, exc, now=self._now())
-            return self._pump()
+            return self._failed(socket_id, phase, exc)
         except BaseException:  # cancelled (CloseSocket, the dial deadline): no socket left
             sock.close()
             raise
-        ssl_object = writer.get_extra_info("ssl_object")
-        alpn_chosen = None if ssl_object is None else ssl_object.selected_alpn_protocol()
-        self._writers[socket_id] = writer
-        clock = asyncio.get_running_loop().time  # one look-up per socket, not per read
+
+    def _failed(self, socket_id: int, phase: Phase, exc: BaseException) -> None:
+        self._driver.connect_failed(socket_id, phase, exc, now=self._now())
+        self._pump()
+
+
+class _Reader(asyncio.BufferedProtocol):
+    """One connected socket, as the event loop calls it: bytes, EOF and loss in."""
+
+    transport: asyncio.Transport
+
+    def __init__(self, client: Client, socket_id: int) -> None:
+        self.client = client
+        self.socket_id = socket_id
+        self.closed = False  # aborted by the driver, or its end reported: nothing more to say
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        client = self.client
+        ssl_object = transport.get_extra_info("ssl_object")
+        alpn = None if ssl_object is None else ssl_object.selected_alpn_protocol()
+        client._readers[self.socket_id] = self
+        self._report(client._driver.connected, alpn=alpn)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.client._view  # (a view: asyncio's TLS reads fill slices of it)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if not self.closed:
+            self._report(self.client._driver.received, bytes(self.client._view[:nbytes]))
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()  # a read or write error, or the server's EOF: the socket ended
+        client = self.client
+        if client._readers.get(self.socket_id) is self:
+            del client._readers[self.socket_id]
+        client._closing.discard(self)
+        if not client._closing and client._lost is not None and not client._lost.done():
+            client._lost.set_result(None)
+
+    def _end(self) -> None:
+        if not self.closed:
+            self._report(self.client._driver.eof)
+            self.closed = True
+
+    def _report(self, report: Any, *args: Any, **kwargs: Any) -> None:
+        client = self.client
+        now = client._now()  # one clock reading per callback
         try:
-            driver.connected(socket_id, alpn=alpn_chosen, now=clock())
-            self._pump()
-            while data := await _read(reader):
-                driver.received(socket_id, data, now=clock())
-                self._pump()
-                # StreamReader.read returns buffered bytes without yielding: a server that
-                # floods this socket would otherwise keep every other task waiting
-                await asyncio.sleep(0)
-            driver.eof(socket_id, now=clock())
-        except Exception as exc:  # the reader must never die of one
+            report(self.socket_id, *args, now=now, **kwargs)
+            client._pump()
+        except Exception as exc:  # a loop callback must never raise: the driver reports it
+            self.closed = True
             with contextlib.suppress(Exception):
-                driver.reader_failed(socket_id, exc, now=clock())
-        with contextlib.suppress(Exception):
-            self._pump()
+                client._driver.reader_failed(self.socket_id, exc, now=now)
+            with contextlib.suppress(Exception):
+                client._pump()
 
 
 class Conn(ConnBase):
@@ -159,20 +225,23 @@ class Conn(ConnBase):
 
     def __init__(self, client: Client, view: ConnView) -> None:
         super().__init__(client, view)
-        self._mail: asyncio.Queue[Deliver | Finished] = asyncio.Queue()
+        self._mail: deque[Deliver | Finished] = deque()
+        self._waiter: asyncio.Future[None] | None = None
 
     def _post(self, command: Deliver | Finished) -> None:
-        self._mail.put_nowait(command)
+        self._mail.append(command)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _next(self) -> Deliver | Finished:
-        return await self._mail.get()
-
-
-async def _read(reader: asyncio.StreamReader) -> bytes:
-    try:
-        return await reader.read(READ_SIZE)
-    except (OSError, ssl.SSLError):
-        return b""
+        if not self._mail:  # what is there already is taken without yielding
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._mail.popleft()
 
 
 _default_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (

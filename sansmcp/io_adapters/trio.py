@@ -3,18 +3,35 @@
 Theory of operation
 -------------------
 Every decision is the driver's (:mod:`sansmcp.core.driver`); this module does
-I/O.  :meth:`Client._pump`, the one loop, executes the driver's commands and
-moves the deadline of the one timer task's cancel scope to ``next_deadline()``.
+I/O.  :meth:`Client._pump`, the one loop, executes the driver's commands and keeps
+the deadline of the one timer task's cancel scope at or before ``next_deadline()``.
 Each resolve and each socket is a system task in a cancel scope ``CloseSocket``
-cancels; a socket's task connects, then runs a reader (bytes and EOF in) and a
-writer (what ``Write`` queued).  The caller's task runs its operation and takes
-what it must see from its mailbox (``_common.ConnBase``).
+cancels; a socket's task connects, then reads (bytes and EOF in).  The caller's task
+runs its operation and takes what it must see from its mailbox (``_common.ConnBase``).
+
+What a sequential work item costs the scheduler is what a hand-written client costs
+it: per response one wake-up of the socket's reader and one of the caller's task.
+
+* A plain TCP socket is written where ``Write`` is executed, in whichever task pumps
+  (``socket.send`` on the non-blocking socket: no task hop, no checkpoint); only
+  what the kernel did not take is queued, for a task that waits until the socket is
+  writable (spawned then, in the socket's nursery), and later writes queue behind it.
+  Its reader waits for readable, then reads once (``recv_into`` one buffer the
+  Client shares, copied out at once): one read per scheduler pass, so a server that
+  floods a socket cannot starve other tasks.  A TLS socket is an ``SSLStream`` with
+  a reader and a writer task.
+* The mailbox is a deque and the parked caller, rescheduled by ``_post``.
+* The timer is moved only earlier: a deadline that moves later (each request arms its
+  own) leaves the scope's, which then fires early, finds nothing due (``handle_timer``
+  is a no-op then) and sleeps until the driver's next deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import socket
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, assert_never
 
@@ -34,16 +51,29 @@ class Conn(ConnBase):
 
     def __init__(self, client: Client, view: ConnView) -> None:
         super().__init__(client, view)
-        self._send, self._mail = trio.open_memory_channel[Deliver | Finished](math.inf)
+        self._mail: deque[Deliver | Finished] = deque()
+        self._parked: trio.lowlevel.Task | None = None
 
     def _post(self, command: Deliver | Finished) -> None:
-        self._send.send_nowait(command)
+        self._mail.append(command)
+        task, self._parked = self._parked, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
 
     async def _next(self) -> Deliver | Finished:
-        try:  # what is there already is taken without a checkpoint (a trip through the
-            return self._mail.receive_nowait()  # scheduler), as asyncio's Queue.get does
-        except trio.WouldBlock:
-            return await self._mail.receive()
+        mail = self._mail
+        while not mail:  # what is there already is taken without a checkpoint
+            self._parked = trio.lowlevel.current_task()
+            try:
+                await trio.lowlevel.wait_task_rescheduled(self._unpark)
+            finally:
+                self._parked = None
+        return mail.popleft()
+
+    def _unpark(self, _: object) -> trio.lowlevel.Abort:
+        """Cancelled while parked: from now on ``_post`` must not reschedule the task."""
+        self._parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class Client(ClientBase["Conn"]):
@@ -53,10 +83,10 @@ class Client(ClientBase["Conn"]):
 
     def _setup(self) -> None:
         self._scopes: dict[int, trio.CancelScope] = {}  # resolves and sockets, by id
-        self._outgoing: dict[int, trio.MemorySendChannel[bytes]] = {}
+        self._outgoing: dict[int, Callable[[bytes], object]] = {}  # each socket's write
         self._timer = trio.CancelScope()
-        self._deadline = math.inf
         self._ticking = False
+        self._view = memoryview(bytearray(READ_SIZE))  # every plain socket's reads
 
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``."""
@@ -73,7 +103,7 @@ class Client(ClientBase["Conn"]):
                 case Deliver() | Finished():
                     self._conns[command.conn_id]._post(command)
                 case Write(socket_id=socket_id):
-                    outgoing[socket_id].send_nowait(command.data)
+                    outgoing[socket_id](command.data)
                 case CloseSocket(socket_id=socket_id):
                     outgoing.pop(socket_id, None)
                     self._scopes.pop(socket_id, trio.CancelScope()).cancel()
@@ -84,22 +114,22 @@ class Client(ClientBase["Conn"]):
                 case _:
                     assert_never(command)
         deadline = driver.next_deadline()
-        self._deadline = math.inf if deadline is None else deadline
-        if self._timer.deadline != self._deadline:
-            self._timer.deadline = self._deadline
+        if deadline is not None and deadline < self._timer.deadline:  # (later: it stays)
+            self._timer.deadline = deadline
         if not self._ticking:
             self._ticking = True
             trio.lowlevel.spawn_system_task(self._tick)
 
     async def _tick(self) -> None:
-        """The one timer: sleeps until the driver's next deadline, moved by ``_pump``; ends
-        once the Client is closed and nothing is timed."""
-        while not (self._driver.closed and self._deadline == math.inf):
-            self._timer = trio.CancelScope(deadline=self._deadline)
+        """The one timer: sleeps until the driver's next deadline (or earlier, moved by
+        ``_pump``); ends once the Client is closed and nothing is timed."""
+        driver = self._driver
+        while (deadline := driver.next_deadline()) is not None or not driver.closed:
+            self._timer = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
             with self._timer:
                 await trio.sleep_forever()
             with contextlib.suppress(Exception):  # a timer task must not die of one
-                self._driver.handle_timer(now=self._now())
+                driver.handle_timer(now=self._now())  # (nothing due: it moved later)
                 self._pump()
         self._ticking = False
 
@@ -121,64 +151,145 @@ class Client(ClientBase["Conn"]):
 
     async def _socket(self, command: Connect) -> None:
         """Connect (one address; the phase of a failure reported), then read and write."""
+        socket_id = command.socket_id
         phase: Phase = "tcp"
         try:
             raw, sockaddr = numeric_socket(command.address, command.port)
             sock = trio.socket.from_stdlib_socket(raw)
         except OSError as exc:
-            return self._failed(command.socket_id, phase, exc)
+            return self._failed(socket_id, "tcp", exc)
         try:
             await sock.connect(sockaddr)
+            if command.tls is None:
+                return await self._plain(socket_id, sock, raw)
             phase = "tls"
-            stream: trio.abc.Stream = trio.SocketStream(sock)
-            alpn = None
-            if command.tls is not None:
-                host, offer = command.tls
-                tls = trio.SSLStream(
-                    stream, self.tls_context(offer), server_hostname=host, https_compatible=True
-                )
-                await tls.do_handshake()
-                stream, alpn = tls, tls.selected_alpn_protocol()
+            host, offer = command.tls
+            stream = trio.SSLStream(
+                trio.SocketStream(sock),
+                self.tls_context(offer),
+                server_hostname=host,
+                https_compatible=True,
+            )
+            await stream.do_handshake()
         except _BROKEN as exc:
             sock.close()
-            return self._failed(command.socket_id, phase, exc)
+            return self._failed(socket_id, phase, exc)
         except BaseException:  # cancelled (CloseSocket, the dial deadline): no socket left
             sock.close()
             raise
-        self._outgoing[command.socket_id], queued = trio.open_memory_channel[bytes](math.inf)
+        send, queued = trio.open_memory_channel[bytes](math.inf)
+        self._outgoing[socket_id] = send.send_nowait
         try:
-            self._driver.connected(command.socket_id, alpn=alpn, now=self._now())
-            self._pump()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_write, stream, queued)
-                await self._read(command.socket_id, stream)
+                await self._read(socket_id, stream, stream.selected_alpn_protocol())
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await trio.aclose_forcefully(stream)
 
+    async def _plain(
+        self, socket_id: int, sock: trio.socket.SocketType, raw: socket.socket
+    ) -> None:
+        """A connected plain TCP socket: written by ``_pump``, read here."""
+        sender = _Sender(raw)
+        self._outgoing[socket_id] = sender.write
+        try:
+            async with trio.open_nursery() as nursery:
+                sender.nursery = nursery
+                await self._read(socket_id, raw, None)
+                nursery.cancel_scope.cancel()
+        finally:
+            sender.broken = True
+            sock.close()
+
     def _failed(self, socket_id: int, phase: Phase, exc: BaseException) -> None:
         self._driver.connect_failed(socket_id, phase, exc, now=self._now())
         self._pump()
 
-    async def _read(self, socket_id: int, stream: trio.abc.Stream) -> None:
-        driver = self._driver
+    async def _read(
+        self, socket_id: int, source: trio.abc.ReceiveStream | socket.socket, alpn: str | None
+    ) -> None:
+        """Report the socket connected, then its bytes and its EOF, one read per pass; the
+        reader never dies of an exception (it is the driver's ``reader_failed``)."""
+        driver, view = self._driver, self._view
+        wait_readable, now = trio.lowlevel.wait_readable, self._now()
         try:
+            driver.connected(socket_id, alpn=alpn, now=now)
+            self._pump()
             while True:
-                try:
-                    data = await stream.receive_some(READ_SIZE)
-                except _BROKEN:
-                    data = b""
+                if isinstance(source, socket.socket):
+                    await wait_readable(source)
+                    try:
+                        data = bytes(view[: source.recv_into(view)])
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                else:
+                    try:
+                        data = bytes(await source.receive_some(READ_SIZE))
+                    except _BROKEN:
+                        data = b""
+                now = self._now()  # one clock reading per wake-up
                 if not data:
-                    driver.eof(socket_id, now=self._now())
+                    driver.eof(socket_id, now=now)
                     break
-                driver.received(socket_id, bytes(data), now=self._now())
+                driver.received(socket_id, data, now=now)
                 self._pump()
         except Exception as exc:  # the reader must never die of one
             with contextlib.suppress(Exception):
-                driver.reader_failed(socket_id, exc, now=self._now())
+                driver.reader_failed(socket_id, exc, now=now)
         with contextlib.suppress(Exception):
             self._pump()
+
+
+class _Sender:
+    """A plain socket's writes: sent at once; what the kernel did not take is queued and
+    flushed by a task that waits until the socket is writable."""
+
+    __slots__ = ("broken", "nursery", "queued", "raw")
+
+    def __init__(self, raw: socket.socket) -> None:
+        self.raw = raw
+        self.queued: deque[memoryview] = deque()
+        self.nursery: trio.Nursery | None = None
+        self.broken = False  # the socket failed or ended: what comes is dropped
+
+    def write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        if self.queued:
+            self.queued.append(memoryview(data))
+            return
+        try:
+            sent = self.raw.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # the reader sees the socket end
+            self.broken = True
+            return
+        if sent < len(data):
+            assert self.nursery is not None  # (set before the socket is reported connected)
+            self.queued.append(memoryview(data)[sent:])
+            self.nursery.start_soon(self._flush)
+
+    async def _flush(self) -> None:
+        queued, raw = self.queued, self.raw
+        try:
+            while queued:
+                await trio.lowlevel.wait_writable(raw)
+                try:
+                    sent = raw.send(queued[0])
+                except BlockingIOError:
+                    continue
+                if sent == len(queued[0]):
+                    queued.popleft()
+                else:
+                    queued[0] = queued[0][sent:]
+        except Exception:  # broken (the reader sees the socket end); a task must not die of one
+            self.broken = True
+            queued.clear()
 
 
 async def _write(stream: trio.abc.Stream, queued: trio.MemoryReceiveChannel[bytes]) -> None:

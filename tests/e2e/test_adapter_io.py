@@ -1,0 +1,229 @@
+"""What the async adapters' own I/O path promises (issue 16: the trio and asyncio rows).
+
+* A write the kernel does not take at once is finished later, whole and in order (the
+  trio adapter sends plain sockets where ``Write`` is pumped and queues only the rest).
+* The one timer is moved only earlier: a deadline that moved later makes it fire early,
+  find nothing due and wait on; the later deadline still binds, no sooner and no later.
+* A sequential call costs its runtime no more wake-ups than a hand-written client:
+  one of the socket's reader, one of the caller's task (counted with trio's
+  ``Instrument`` and with a selector that counts the asyncio loop's passes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import selectors
+import time
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+import trio
+import trio.testing
+
+from sansmcp import Config, ConnectionFailed, Limits
+from sansmcp.io_adapters import asyncio as asyncio_adapter
+from sansmcp.io_adapters import trio as trio_adapter
+from tests.hostile.answers import Request, call_result, json_answer, result, well_behaved
+from tests.hostile.server_h1 import H1Reply, H1Server
+from tests.hostile.serving import ServerThread
+
+from .conftest import Backend, Server
+
+BIG = 8 << 20  # bytes of arguments: far more than a loopback socket's buffers hold
+STALL = 0.3  # seconds the server waits before it reads a big body
+SLACK = 1.0  # scheduling slack on a shared 2-core machine
+EARLY = 0.02  # clocks differ slightly between the runtime and time.monotonic()
+
+
+class StallingServer(H1Server):
+    """Reads a big body only after ``STALL`` seconds (the client's sends fill the socket
+    buffers meanwhile); answers a call with the length and digest of what arrived."""
+
+    async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                raw = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            request_line, *lines = raw[:-4].decode("latin-1").split("\r\n")
+            method, target, _ = request_line.split(" ", 2)
+            headers = {}
+            for line in lines:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length", "0"))
+            if length > BIG:
+                await asyncio.sleep(STALL)
+            body = await reader.readexactly(length)
+            request = Request(method, target, headers, body, json.loads(body) if body else None)
+            self.stats.requests.append(request)
+            await self.handler(request, H1Reply(writer, self.stats))
+
+
+async def digest(request: Request, reply: H1Reply) -> None:
+    if request.rpc_method != "tools/call":
+        return await reply.answer(well_behaved(request))
+    text = request.params["arguments"]["text"]
+    seen = f"{len(text)} {hashlib.sha256(text.encode()).hexdigest()}"
+    content = [{"type": "text", "text": seen}]
+    await reply.answer(json_answer(result(request.rpc_id, call_result(content))))
+
+
+def test_a_request_larger_than_the_socket_buffers_arrives_whole(backend: Backend) -> None:
+    texts = [c * (BIG + 1) for c in "ab"]  # two in a row on one socket: in order, each whole
+
+    async def main(url: str) -> list[str]:
+        seen = []
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(Config(url=url)) as conn,
+        ):
+            for text in texts:
+                arguments = json.dumps({"text": text}).encode()
+                seen.append((await conn.call_tool("echo", arguments)).content[0].text)
+            assert client.pool.socket_count == 1
+        return seen
+
+    with ServerThread(StallingServer(digest)) as server:
+        seen = backend.run(lambda: main(f"http://127.0.0.1:{server.port}/mcp"))
+    assert seen == [f"{len(t)} {hashlib.sha256(t.encode()).hexdigest()}" for t in texts]
+
+
+def test_a_deadline_that_moved_later_binds_at_its_own_time(backend: Backend, plain: Server) -> None:
+    # the listing arms the timer at +0.3 s; each call's deadline is later, so the armed
+    # timer fires early, mid-call, and must neither fail the call nor forget its deadline
+    limits = Limits(list_timeout=0.3, call_timeout=1.5)
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, limits=limits) as client,
+            client.connect(Config(url=plain.url())) as conn,
+        ):
+            await conn.list_tools()
+            result = await conn.call_tool("sleep", b'{"seconds": 0.8}')
+            assert result.content[0].text is not None
+            started = time.monotonic()
+            with pytest.raises(ConnectionFailed) as failed:
+                await conn.call_tool("sleep", b'{"seconds": 5}')
+            elapsed = time.monotonic() - started
+            assert failed.value.cause == "timeout", failed.value
+            assert failed.value.bound == "call_timeout", failed.value
+            assert 1.5 - EARLY <= elapsed <= 1.5 + SLACK, elapsed
+
+    backend.run(main)
+
+
+CALLS = 20
+
+
+class CountingSelector(selectors.DefaultSelector):
+    """The asyncio loop's passes: one ``select`` each."""
+
+    passes = 0
+
+    def select(self, timeout: float | None = None) -> Any:
+        self.passes += 1
+        return super().select(timeout)
+
+
+class StepCounter(trio.abc.Instrument):
+    steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+
+def test_a_sequential_call_wakes_the_asyncio_loop_twice() -> None:
+    selector = CountingSelector()
+
+    async def main(url: str) -> int:
+        async with (
+            asyncio_adapter.Client(allow_loopback=True) as client,
+            client.connect(Config(url=url)) as conn,
+        ):
+            await conn.call_tool("echo", b'{"text": "warm"}')
+            before = selector.passes
+            for _ in range(CALLS):
+                await conn.call_tool("echo", b'{"text": "hi"}')
+            return selector.passes - before
+
+    with ServerThread(H1Server()) as server:  # one write per answer: one read
+        loop = asyncio.SelectorEventLoop(selector)
+        try:
+            passes = loop.run_until_complete(main(f"http://127.0.0.1:{server.port}/mcp"))
+        finally:
+            loop.close()
+    # per call: the pass that reads the answer, the pass that resumes the caller (a
+    # reader task of its own would cost a third)
+    assert passes <= 2 * CALLS, passes
+
+
+def test_a_sequential_call_costs_trio_two_task_steps() -> None:
+    counter = StepCounter()
+
+    async def main(url: str) -> int:
+        async with (
+            trio_adapter.Client(allow_loopback=True) as client,
+            client.connect(Config(url=url)) as conn,
+        ):
+            await conn.call_tool("echo", b'{"text": "warm"}')
+            trio.lowlevel.add_instrument(counter)
+            for _ in range(CALLS):
+                await conn.call_tool("echo", b'{"text": "hi"}')
+            trio.lowlevel.remove_instrument(counter)
+            return counter.steps
+
+    with ServerThread(H1Server()) as server:
+        steps = trio.run(main, f"http://127.0.0.1:{server.port}/mcp")
+    # per call: the reader's step (the answer read) and the caller's; the request is
+    # sent where it is pumped, by the caller, with no writer task and no checkpoint
+    assert steps <= 2 * CALLS, steps
+
+
+def test_mail_for_a_trio_caller_cancelled_while_parked_is_kept_not_rescheduled() -> None:
+    # The cancellation reschedules the parked caller at once; mail posted before it runs
+    # (a reader's pump in the same scheduler pass) must not reschedule it a second time.
+    conn = trio_adapter.Conn(
+        cast(Any, SimpleNamespace(telemetry=None)), cast(Any, SimpleNamespace(machine=None))
+    )
+    mail = cast(Any, "mail")
+
+    async def main() -> list[object]:
+        outcome: list[object] = []
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def caller() -> None:
+                with scope:
+                    await conn._next()
+                outcome.append("cancelled")
+
+            nursery.start_soon(caller)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()  # (the parked task is rescheduled with Cancelled now)
+            conn._post(mail)
+        outcome.append(await conn._next())  # kept: taken without parking
+        return outcome
+
+    assert trio.run(main) == ["cancelled", "mail"]
+
+
+def test_mail_for_an_asyncio_caller_cancelled_while_parked_is_kept() -> None:
+    conn = asyncio_adapter.Conn(
+        cast(Any, SimpleNamespace(telemetry=None)), cast(Any, SimpleNamespace(machine=None))
+    )
+    mail = cast(Any, "mail")
+
+    async def main() -> list[object]:
+        caller = asyncio.ensure_future(conn._next())
+        await asyncio.sleep(0)  # parked
+        caller.cancel()
+        conn._post(mail)
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        return [await conn._next()]  # kept: taken without parking
+
+    assert asyncio.run(main()) == ["mail"]
