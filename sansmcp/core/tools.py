@@ -28,13 +28,12 @@ Tool results (``tools/call``) are :mod:`sansmcp.core.results`.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonvalue import JsonError, dumps_compact
+from .jsonvalue import JsonError, decode_kept, dumps_compact
 
 __all__ = [
     "MAX_SCHEMA_DEPTH",
@@ -117,7 +116,7 @@ class Tool:
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": json.loads(self.input_schema),
+            "input_schema": decode_kept(self.input_schema),
         }
 
     @property
