@@ -18,8 +18,9 @@ that the untyped decode (:func:`~sansmcp.core.mcp.budget.parse_message`, i.e.
 other body gets what ``parse_message`` returns, or raises, by calling it.  So every refusal,
 bound and error message is ``parse_json``'s, and a listing that the typed pass declines (a
 syntax error, a lone surrogate escape; an ``error`` answer; a batch; a tool entry that is
-not an object or whose ``name``/``description``/``title`` has another type; a number that
-may overflow; a part nested near ``max_json_depth``) costs the untyped decode plus the
+not an object, whose ``name``/``description``/``title`` has another type or that has a key
+the spec does not define; a number that may overflow; a part nested near
+``max_json_depth``) costs the untyped decode plus the
 declined attempt, a few C passes over the body (on the costliest body the default bounds
 accept, 8 MB of nested one-key objects in a schema: ~14 ms over a ~175 ms parse).  A body
 under 4 KiB without ``"result"`` (a notification event of the listing's stream) is not
@@ -36,13 +37,12 @@ tried.  What the typed pass checks, before or while decoding:
   ``e000``: if either is there (the text of a string can match too: only slower), declined;
 * syntax, NaN/Infinity, control characters, bad escapes, lone surrogates: msgspec refuses
   them even in what it skips (declined, and the untyped decode names the fault);
-* depth: every part that is built is bounded by its brackets (``[`` + ``{`` in its bytes,
-  counted on the part) against what is left of ``max_json_depth``; over: declined.  Members
-  of a tool entry that sansmcp never reads (``icons``, ``_meta``, unknown keys) and unknown
-  keys of the JSON-RPC envelope are skipped by msgspec without being built: their nesting
-  is bounded by the interpreter's recursion guard (RecursionError: declined), not by
-  ``max_json_depth`` -- the one thing the untyped decode refuses that this pass accepts, and
-  nothing is built from it;
+* depth: every part is bounded by its brackets (``[`` + ``{`` in its bytes, counted on the
+  part) against what is left of ``max_json_depth``; over: declined.  That includes the
+  members of a tool entry sansmcp never reads (``icons``, ``_meta``: kept as Raw only to
+  be counted); a key of an entry or of the JSON-RPC envelope that the spec does not define
+  (which msgspec would skip unbuilt and unbounded) declines the body, so the pass accepts
+  nothing the untyped decode refuses;
 * duplicate keys: the last wins, as in the untyped decode; a schema's bytes keep both (its
   consumers decode it again: the same value).
 
@@ -95,9 +95,10 @@ __all__ = ["parse_page", "validate_entry"]
 _ABSENT = Raw(b"")  # a member the entry does not have
 
 
-class _Entry(msgspec.Struct, gc=False):
+class _Entry(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     """One tool entry as the typed pass decodes it; the Raw members become bytes (untracked
-    by the garbage collector: it holds no container)."""
+    by the garbage collector: it holds no container).  ``icons`` and ``_meta`` are never
+    read, only bounded (their brackets); a key the spec does not define: declined."""
 
     name: str
     description: str = ""
@@ -106,9 +107,11 @@ class _Entry(msgspec.Struct, gc=False):
     outputSchema: Raw = _ABSENT
     annotations: Raw = _ABSENT
     execution: Raw = _ABSENT
+    icons: Raw = _ABSENT
+    meta: Raw = msgspec.field(default=_ABSENT, name="_meta")
 
 
-class _Plain(_Entry, gc=False):
+class _Plain(_Entry, gc=False, forbid_unknown_fields=True):
     """An entry of a body with no ``"x-mcp-header"`` in it, spelled plainly or escaped (no
     ``\\u`` escape either): its schema need not be searched for one."""
 
@@ -123,8 +126,8 @@ class _Execution(msgspec.Struct):
     taskSupport: Any = None
 
 
-class _Envelope(msgspec.Struct):
-    """A JSON-RPC response with a result; ``error`` or ``method`` present: declined."""
+class _Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    """A JSON-RPC response with a result; ``error``, ``method`` or another key: declined."""
 
     result: dict[str, Raw]
     jsonrpc: Any = UNSET
@@ -152,7 +155,7 @@ for _byte in b"[{,":
 _CLASS_TABLE = bytes(_CLASSES)
 del _CLASSES, _byte
 # A body under this many bytes (characters for an event's text) is tried only when it holds
-# ``"result"``: each notification event of a listing's stream goes to the strict parser at
+# ``"result"``: each notification event of a listing's stream goes to the untyped decode at
 # the cost of one short search, not of a declined typed pass (~3 us); a large body is
 # always tried (searching it would cost more than a decline).  Tests set it to 0.
 _TYPED_FROM = 4096
@@ -309,6 +312,16 @@ def _entries_within(entries: Sequence[_Entry], left: int) -> bool:
             if len(part) > long and part.count(b"[") + part.count(b"{") > left:
                 return False
             one.execution = part
+        raw = one.icons  # only bounded, then let go (a Raw holds the whole body)
+        if raw is not absent:
+            if len(raw) > long and (part := bytes(raw)).count(b"[") + part.count(b"{") > left:
+                return False
+            one.icons = absent
+        raw = one.meta
+        if raw is not absent:
+            if len(raw) > long and (part := bytes(raw)).count(b"[") + part.count(b"{") > left:
+                return False
+            one.meta = absent
     return True
 
 

@@ -5,8 +5,8 @@
   skips; schemas equal as JSON values);
 * each reason the typed pass declines a body (so the untyped decode decides), checked by
   what only the untyped decode does: its exact error (a lone surrogate is refused by both);
-* the one documented difference: a tool member sansmcp never reads is skipped unbuilt, so
-  its nesting is not held to ``max_json_depth``;
+* a tool member sansmcp never reads is bounded like the rest; a key the spec does not
+  define declines the body;
 * the machine parses a tools/list answer with it (JSON and SSE bodies).
 """
 
@@ -455,24 +455,35 @@ def test_a_tiny_max_json_depth_leaves_the_listing_to_the_strict_parser() -> None
         parse_page(bytearray(data), limits)
 
 
-def test_an_unread_member_is_skipped_unbuilt_whatever_its_depth() -> None:
-    """The documented difference: ``_meta`` of a tool entry is never built, so its nesting is
-    not held to max_json_depth (the strict parser, which builds it, refuses it); nesting past
-    the interpreter's recursion guard is declined and refused as before."""
+@pytest.mark.parametrize("member", ["_meta", "icons"])
+def test_an_unread_member_is_bounded_like_the_rest(member: str) -> None:
+    """``_meta`` and ``icons`` of a tool entry are never built, but their brackets are counted
+    against max_json_depth: nested past it, the body is declined and the untyped decode
+    refuses it (it used to be accepted: the one difference between the two paths)."""
+    shallow = body_of([{"name": "a", "inputSchema": {}, member: [[1], {"k": [2]}]}])
+    assert typed(shallow)
+    assert same(shallow)[3][0][0] == "tool"
     nested = b"[" * 600 + b"]" * 600
-    data = body_of([{"name": "a", "inputSchema": {}, "_meta": 0}]).replace(b"0}", nested + b"}")
-    message = parse_page(bytearray(data), LIMITS)
-    assert isinstance(
-        validate_entry(0, message["result"]["tools"][0], modern=True, max_tool_bytes=100), Tool
-    )
-    with pytest.raises(JsonError) as strict:
-        parse_message(bytearray(data), LIMITS)
-    assert strict.value.reason == "depth"
-    deep = data.replace(nested, b"[" * 100_000 + b"]" * 100_000)
-    assert not typed(deep)
-    with pytest.raises(JsonError) as caught:
-        parse_page(bytearray(deep), LIMITS)
-    assert caught.value.reason == "depth"
+    data = body_of([{"name": "a", "inputSchema": {}, member: 0}]).replace(b"0}", nested + b"}")
+    assert not typed(data)
+    for deep in (data, data.replace(nested, b"[" * 100_000 + b"]" * 100_000)):
+        with pytest.raises(JsonError) as caught:
+            parse_page(bytearray(deep), LIMITS)
+        assert caught.value.reason == "depth"
+        same(deep)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        body_of([{"name": "a", "inputSchema": {}, "tags": [[[]]]}]),
+        json.dumps({"jsonrpc": "2.0", "id": 1, "x": [[]], "result": {"tools": []}}).encode(),
+    ],
+)
+def test_a_key_the_spec_does_not_define_declines_the_body(data: bytes) -> None:
+    """msgspec would skip it unbuilt and unbounded: the untyped decode takes the body."""
+    assert not typed(data)
+    same(data)
 
 
 @pytest.mark.parametrize("factor", [1.9, 2.1])
@@ -540,13 +551,12 @@ def test_text_input_and_consumed_bytes() -> None:
 
 @pytest.mark.parametrize("sse", [False, True])
 def test_the_machine_lists_through_the_typed_pass(sse: bool) -> None:
-    nested = b"[" * 600 + b"]" * 600  # only the typed pass accepts it (see above)
     server = FakeServer()
 
     def answer(request: Any, body: Any) -> Response:
-        data = (
+        data = (  # 1.50E0: only the typed pass keeps a number as the server spelled it
             b'{"jsonrpc":"2.0","id":%d,"result":{"resultType":"complete","tools":[{"name":"a",'
-            b'"inputSchema":{"type": "object"},"_meta":%s}]}}' % (body["id"], nested)
+            b'"inputSchema":{"type":"object","maximum":1.50E0}}]}}' % body["id"]
         )
         if sse:
             return Response(
@@ -560,7 +570,9 @@ def test_the_machine_lists_through_the_typed_pass(sse: bool) -> None:
     driver.ok(driver.connect())
     listed = driver.ok(driver.list_tools())
     assert isinstance(listed, ToolsListed)
-    assert [(t.name, t.input_schema) for t in listed.tools] == [("a", b'{"type":"object"}')]
+    assert [(t.name, t.input_schema) for t in listed.tools] == [
+        ("a", b'{"type":"object","maximum":1.50E0}')
+    ]
 
 
 @pytest.mark.parametrize("header", ["Region", "bad name"])
