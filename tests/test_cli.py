@@ -332,7 +332,7 @@ def test_every_content_type_and_hostile_text(
 ) -> None:
     blob = bytes(range(256))
     b64 = base64.b64encode(blob).decode()
-    evil = "\x1b]0;pwned\x07\x1b[31mred\r\u202etxt.exe\ud800"
+    evil = "\x1b]0;pwned\x07\x1b[31mred\r\u202etxt.exe"  # a lone surrogate: refused, below
     hidden = "zero\u200bwidth\u2060joiner\u00adsoft\ufeffbom\U000e0041tag\u3164filler"
     cafe = "caf\u00e9\u200b"
     tools = [
@@ -427,7 +427,7 @@ def test_every_content_type_and_hostile_text(
         assert raw not in out
     rows = [line.split("  ") for line in out.splitlines()[2:5]]
     assert [[cell.strip() for cell in row if cell.strip()] for row in rows] == [
-        ["ok", "-", "\\x1b]0;pwned\\x07\\x1b[31mred\\x0d\\u202etxt.exe\\ud800"],
+        ["ok", "-", "\\x1b]0;pwned\\x07\\x1b[31mred\\x0d\\u202etxt.exe"],
         [
             "caf\\xe9\\u200b",
             'x: string|{"a": 1}, y?, \\xe9?',
@@ -462,7 +462,7 @@ def test_every_content_type_and_hostile_text(
     assert out.splitlines() == [
         f"protocol {MODERN} · caf\\xe9\\u200b → ok",
         '[text annotations={"audience": ["user"]}] '
-        "\\x1b]0;pwned\\x07\\x1b[31mred\\x0d\\u202etxt.exe\\ud800",
+        "\\x1b]0;pwned\\x07\\x1b[31mred\\x0d\\u202etxt.exe",
         "line two\tcol",  # a text block keeps its lines and tabs
         "[audio audio/wav 256 bytes]",
         "[resource file:///a.txt] A",
@@ -470,6 +470,24 @@ def test_every_content_type_and_hostile_text(
         "[resource_link r\\u200b https://example.com/r text/plain]",
         'structured content: {"k":"v\\u200b"}',
     ]
+
+
+@pytest.mark.parametrize("where", ["tools", "call"])
+def test_a_lone_surrogate_from_the_server_is_refused(
+    where: str, capsys: pytest.CaptureFixture[str], scripted: Callable[[Handler], ScriptedServer]
+) -> None:
+    """A lone surrogate escape (``"\\ud800"``) in a listing or a call result: the answer is
+    refused as invalid JSON (I-JSON, RFC 7493 s2.1), exit 3, one line naming the escape.  It
+    used to be accepted and printed as ``\\ud800``."""
+    lone = "txt.exe\ud800"
+    tools = [{"name": "ok", "description": lone if where == "tools" else "", "inputSchema": {}}]
+    call = {"content": [{"type": "text", "text": lone}], "isError": False}
+    server = scripted(modern_server(tools, call))
+    argv = ["tools", server.url] if where == "tools" else ["call", server.url, "ok"]
+    status, out, err = run(capsys, *argv, LOOP)
+    assert (status, out) == (3, "")
+    assert "the escape \\ud800 at line 1 column " in one_line(err)
+    assert "is a lone UTF-16 surrogate" in err
 
 
 # --------------------------------------------------------------------------- usage: 2

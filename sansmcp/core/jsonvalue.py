@@ -2,45 +2,59 @@
 
 Theory of operation
 -------------------
-Everything a server sends is parsed by :func:`parse_json`; the tool arguments a
-caller hands us are validated by :func:`parse_json_object_strict`; values we send
-are encoded by :func:`dumps_compact`.  All three raise :class:`JsonError` (a
-``ValueError``) and nothing else for bad input.
+Everything a server sends is parsed by :func:`parse_json` (JSON-RPC bodies and events,
+through :func:`~sansmcp.core.mcp.budget.parse_message`); the OAuth documents a server
+serves and the tool arguments a caller hands us by :func:`parse_json_object_strict`;
+values we send are encoded by :func:`dumps_compact`.  All three raise :class:`JsonError`
+(a ``ValueError``) and nothing else for bad input.
 
-``json.loads`` (the C scanner) does the parsing, so a large well-formed body is
-parsed at C speed.  The checks around it are chosen so that the common path adds
-no Python per-byte work:
+**One decoder.**  msgspec's JSON decoder (``msgspec.json.Decoder().decode``, C; imported on
+the first parse, not at ``import sansmcp``) parses every one of them; ``json.loads`` parses
+no server input (the typed listing pass of :mod:`sansmcp.core.listing` is msgspec too).
+msgspec is a strict RFC 8259 parser, and what it refuses is what we refused before, with
+one decided exception (the lone surrogate below).  The checks around it add no Python
+per-byte work on the accepted path; a refusal is classified afterwards, from msgspec's
+message and the text (:func:`_refusal`), on the error path only:
 
-* **UTF-8**: bytes are decoded strictly by us (``bytes.decode``, C speed), never
-  by ``json.loads``'s encoding sniffing, which would also accept UTF-16/32.
-* **Non-JSON literals**: ``parse_constant`` rejects ``NaN``, ``Infinity`` and
-  ``-Infinity``; ``parse_float`` rejects a number that overflows to infinity
-  (``1e400``), since it could never be sent back (``allow_nan=False``).  The float
-  hook costs a Python call per float literal only; measured on a 5.9 MB array of
-  600,000 floats it adds about a third to ``json.loads``, and nothing to bodies
-  without floats.  (A regex gate over the text was measured slower than the hook.)
-* **Huge integers**: Python's int-digit limit raises ``ValueError`` inside
-  ``json.loads`` before any quadratic conversion; we report it as ``JsonError``.
+* **UTF-8**: msgspec builds every string of an untyped decode with CPython's strict UTF-8
+  decoder (overlong forms, encoded surrogates, truncated sequences and bytes above U+10FFFF
+  are refused), and a non-ASCII byte outside a string is a syntax error; a refused text that
+  is not valid UTF-8 is reported as such (``reason "utf8"``, with the byte offset), whatever
+  msgspec tripped on first.  No UTF-16/32 sniffing, no BOM.
+* **Non-JSON literals**: ``NaN``, ``Infinity`` and ``-Infinity`` are refused by msgspec's
+  grammar and reported as ``reason "constant"``; a number that overflows a double
+  (``1e400``) is refused by msgspec ("Number out of range", ``reason "number"``), since it
+  could never be sent back.
+* **Huge integers**: msgspec refuses an integer literal of more than 4,300 characters, its
+  sign included ("Integer value out of range", ``reason "number"``), before any quadratic
+  conversion, whatever ``sys.set_int_max_str_digits`` says.
+* **Lone surrogates**: a ``"\\ud800"`` escape without its pair is refused (``reason
+  "syntax"``, the message names the escape and its byte offset).  JSON's grammar allows it,
+  but I-JSON (RFC 7493 s2.1) forbids it, msgspec cannot build it, and the official Python
+  SDK refuses it too (pydantic-core's jiter: "Invalid JSON: unexpected end of hex escape").
+* **Duplicate keys**: in :func:`parse_json` the last one wins (as it did).
+  :func:`parse_json_object_strict` refuses them: the members of the compact text are
+  counted (``'":'`` in ``msgspec.json.format(indent=-1)``'s output, less the escaped quotes
+  a string may hold before a colon) against the distinct keys of the decoded objects
+  (a level walk, like the depth walk).
 * **Depth**: the depth of a value is the number of nested arrays/objects (``1``
   and ``"x"`` have depth 0, ``[]`` depth 1, ``[{}]`` depth 2).  Three layers:
 
   1. ``data.count("[") + data.count("{")`` (C speed) bounds the depth from
      above; when it is ``<= max_depth`` nothing else is checked.
-  2. Otherwise ``json.loads`` runs anyway: the C scanner recurses through
-     ``Py_EnterRecursiveCall``, so a 100,000-deep nesting stops with
-     ``RecursionError`` after about a thousand levels, in microseconds, and we
-     report it as ``JsonError``.  (So the effective bound is also capped by the
-     interpreter's recursion headroom at the call site, about 900 levels; MCP
-     bodies are a few levels deep.)
-  3. The parsed value is then walked, one step per container element (not per
+  2. Otherwise msgspec runs anyway: it recurses through ``Py_EnterRecursiveCall``,
+     so a 100,000-deep nesting stops with ``RecursionError`` after about a thousand
+     levels, in microseconds, and we report it as ``JsonError``.  (So the effective
+     bound is also capped by the interpreter's recursion headroom at the call site,
+     about 900 levels; MCP bodies are a few levels deep.)  msgspec's guard is not our
+     bound:
+  3. the parsed value is then walked, one step per container element (not per
      byte), stopping at the first level beyond ``max_depth``.
 
-  Measured on an 8.7 MB ``tools/list`` body with 357,000 brackets: ``json.loads``
-  0.20 s, the walk 0.09 s; a pre-parse scan (a regex removing string literals,
-  then a C-level prefix sum over the brackets) took 0.18-0.22 s, so the walk
-  was chosen.  The walk goes level by level and gathers and sorts each level with
-  C iterators only, so it runs no bytecode per value: on a chain of 159,000
-  one-key objects it took 0.15 s as a per-container loop, and ~0.02 s so.
+  The walk goes level by level and gathers each level with C iterators only, so it
+  runs no bytecode per value: on a chain of 159,000 one-key objects it took 0.15 s as
+  a per-container loop, and ~0.02 s so (an 8.7 MB body with 357,000 brackets: 0.09 s;
+  a pre-parse scan of the text was measured slower).
 
 * **Parsed size**: the bytes of a message are bounded elsewhere, but a few bytes
   can become a large object graph (``[{},{},...]`` is 3 bytes and ~72 bytes of
@@ -49,25 +63,32 @@ no Python per-byte work:
   ``{`` or ``,`` (an array element follows ``[`` or ``,``; an object member
   follows ``{`` or ``,``), so :func:`value_bound` = ``count("[") + count("{") +
   count(",") + 1`` (three ``bytes.count`` calls, C speed, before any decoding)
-  bounds from above the values ``json.loads`` could build.  ``max_values``
+  bounds from above the values the decoder could build.  ``max_values``
   refuses a text whose bound is over it before it is decoded (``reason
   "values"``): memory and decode time are then at most a constant per value plus
   a constant per byte.  (Bytes inside strings are counted too: the bound is
-  loose for prose with many commas, never too low.)
+  loose for prose with many commas, never too low.)  ``max_text_bytes`` bounds
+  the text the value's strings can hold (:func:`decoded_size`), also before decoding.
 """
 
 from __future__ import annotations
 
 import json
 import json.encoder
-import math
 import operator
 import re
 from collections import Counter
 from itertools import chain, compress
 from typing import Any
 
-__all__ = ["JsonError", "dumps_compact", "parse_json", "parse_json_object_strict", "value_bound"]
+__all__ = [
+    "JsonError",
+    "decode_kept",
+    "dumps_compact",
+    "parse_json",
+    "parse_json_object_strict",
+    "value_bound",
+]
 
 
 class JsonError(ValueError):
@@ -75,11 +96,11 @@ class JsonError(ValueError):
 
     ``reason`` is a short tag: ``"utf8"``, ``"syntax"``, ``"constant"`` (NaN,
     Infinity), ``"number"`` (an integer beyond the digit limit or a float that
-    overflows), ``"depth"``, ``"values"``, ``"duplicate_key"``, ``"not_object"``,
-    ``"encode"``.  For ``"depth"``, ``limit`` is ``max_depth`` and ``observed`` the
-    depth found (``None`` when the parser's own recursion limit stopped it first);
-    for ``"values"``, ``limit`` is ``max_values`` and ``observed`` the text's
-    :func:`value_bound`.
+    overflows), ``"depth"``, ``"values"``, ``"text"``, ``"duplicate_key"``,
+    ``"not_object"``, ``"encode"``.  For ``"depth"``, ``limit`` is ``max_depth`` and
+    ``observed`` the depth found (``None`` when the decoder's own recursion guard
+    stopped it first); for ``"values"``, ``limit`` is ``max_values`` and ``observed``
+    the text's :func:`value_bound`.
     """
 
     def __init__(
@@ -96,33 +117,17 @@ class JsonError(ValueError):
         self.observed = observed
 
 
-def _reject_constant(name: str) -> Any:
-    raise JsonError(
-        f"JSON text contains the non-standard literal {name}; only finite numbers are allowed",
-        reason="constant",
-    )
+def _first_decode(data: Any) -> Any:
+    """msgspec's decoder, imported on the first parse (not at ``import sansmcp``)."""
+    global _decode, _encode
+    from msgspec.json import Decoder, Encoder  # lazy: ~12 ms of import, once
+
+    _decode, _encode = Decoder().decode, Encoder().encode
+    return _decode(data)
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise JsonError(
-            f"JSON number {shown} overflows a double (it would be infinite)", reason="number"
-        )
-    return value
-
-
-def _to_text(data: bytes | bytearray | memoryview | str) -> str:
-    if isinstance(data, str):
-        return data
-    try:
-        return str(data, "utf-8")  # any buffer, decoded without an extra copy
-    except UnicodeDecodeError as exc:
-        raise JsonError(
-            f"JSON text is not valid UTF-8: {exc.reason} at byte offset {exc.start:,}",
-            reason="utf8",
-        ) from None
+_decode: Any = _first_decode  # msgspec.json.Decoder().decode once bound
+_encode: Any = None  # msgspec.json.Encoder().encode, bound with _decode (for _check_unique)
 
 
 def _bracket_count(data: bytes | bytearray | str) -> int:
@@ -135,7 +140,7 @@ def _bracket_count(data: bytes | bytearray | str) -> int:
 
 def _depth_error(max_depth: int, observed: int | None) -> JsonError:
     if observed is None:
-        what = "deeper than the parser's recursion limit"
+        what = "deeper than the decoder's recursion limit"
     else:
         what = f"at least {observed:,} levels deep"
     return JsonError(
@@ -147,18 +152,27 @@ def _depth_error(max_depth: int, observed: int | None) -> JsonError:
 
 
 _is_container = frozenset({dict, list}).__contains__
+_is_dict = frozenset({dict}).__contains__
 _members_of: Any = {dict: dict.values, list: iter}.__getitem__  # a container's values
 _call: Any = operator.call
+
+
+def _next_level(level: list[Any]) -> list[Any]:
+    """The containers among the members of every container of ``level``, gathered with C
+    iterators only (``map``, ``chain``, ``compress``, ``operator.call``): the members of
+    each (``dict.values`` or ``iter``, picked by type), of which the containers are kept,
+    so no Python bytecode runs per container or per value."""
+    members: list[Any] = list(
+        chain.from_iterable(map(_call, map(_members_of, map(type, level)), level))
+    )
+    return list(compress(members, map(_is_container, map(type, members))))
 
 
 def _check_depth(value: Any, max_depth: int) -> None:
     """Walk containers level by level; raise at the first level deeper than max_depth.
 
-    Each level is a list of containers; the next one is gathered with C iterators
-    only (``map``, ``chain``, ``compress``, ``operator.call``): the members of
-    every container of the level (``dict.values`` or ``iter``, picked by type), of
-    which the containers are kept, so no Python bytecode runs per container or per
-    value.  Empty containers count for the depth (and add no members).
+    Each level is a list of containers (:func:`_next_level`).  Empty containers count
+    for the depth (and add no members).
     """
     if not isinstance(value, (dict, list)):
         return
@@ -167,13 +181,20 @@ def _check_depth(value: Any, max_depth: int) -> None:
     level: list[Any] = [value]
     depth = 1  # the depth of the containers in `level`
     while level:
-        members: list[Any] = list(
-            chain.from_iterable(map(_call, map(_members_of, map(type, level)), level))
-        )
-        level = list(compress(members, map(_is_container, map(type, members))))
+        level = _next_level(level)
         if level and depth == max_depth:
             raise _depth_error(max_depth, depth + 1)
         depth += 1
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """Every object in ``value``, level by level (no recursion: any depth)."""
+    objects: list[dict[str, Any]] = []
+    level: list[Any] = [value] if isinstance(value, (dict, list)) else []
+    while level:
+        objects += compress(level, map(_is_dict, map(type, level)))
+        level = _next_level(level)
+    return objects
 
 
 def value_bound(data: bytes | bytearray | str) -> int:
@@ -206,28 +227,133 @@ def _check_values(data: bytes | bytearray | str, max_values: int | None, bracket
         )
 
 
-def _loads(text: str, max_depth: int, pairs_hook: Any = None, brackets: int | None = None) -> Any:
+def _loads(
+    data: bytes | bytearray | str,
+    max_depth: int,
+    brackets: int | None = None,
+    unique: bool = False,
+) -> Any:
+    """msgspec's value for ``data``, its keys checked unique when ``unique`` (first, as a
+    decoder's object hook would refuse them) and its depth against ``max_depth``."""
     if max_depth < 0:
         raise ValueError(f"max_depth must be >= 0, got {max_depth}")
-    if text.startswith("\ufeff"):  # json.loads refuses it; the bare decoder would not
-        raise JsonError("invalid JSON: unexpected UTF-8 BOM", reason="syntax")
     try:
-        value = (_STRICT_DECODER if pairs_hook is not None else _DECODER).decode(text)
-    except JsonError:
-        raise
+        value = _decode(data)
     except RecursionError:
         raise _depth_error(max_depth, None) from None
-    except json.JSONDecodeError as exc:
-        raise JsonError(
-            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos:,})",
-            reason="syntax",
-        ) from None
-    except ValueError as exc:
-        # The int-digit limit ("Exceeds the limit (4300 digits) for integer string conversion").
-        raise JsonError(f"JSON number rejected: {exc}", reason="number") from None
-    if (_bracket_count(text) if brackets is None else brackets) > max_depth:
+    except (ValueError, UnicodeEncodeError) as exc:  # msgspec's errors are ValueErrors
+        raise _refusal(data, exc) from None
+    if unique:
+        _check_unique(data, value, max_depth)  # type: ignore[arg-type]
+    if (_bracket_count(data) if brackets is None else brackets) > max_depth:
         _check_depth(value, max_depth)
     return value
+
+
+# -- what msgspec refused, and why (the error path only) --------------------------------
+
+_AT_BYTE = re.compile(r" \(byte (\d+)\)$")
+# A lone surrogate escape: a high one not followed by a low one, a low one not preceded by
+# a high one.  A match starts only on an escape: after no backslash, or after escaped
+# backslashes (a high escape before a low one is taken at its word: a message only).
+_LONE_HIGH = re.compile(rb"(?<!\\)(?:\\\\)*\\u([dD][89abAB][0-9a-fA-F]{2})(?!\\u[dD][c-fC-F])")
+_LONE_LOW = re.compile(
+    rb"(?<!\\)(?:\\\\)*(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
+)
+_ESCAPED_COLON = re.compile(rb"(?<!\\)(?:\\\\)*\\u003[aA]")
+
+
+def _where(text: bytes, at: int) -> str:
+    line, column = text.count(b"\n", 0, at) + 1, at - text.rfind(b"\n", 0, at)
+    return f"at line {line} column {column} (byte {at:,})"
+
+
+def _lone_surrogate(text: bytes, at: int) -> JsonError | None:
+    """The refusal of a lone surrogate escape that starts just before byte ``at``, if there
+    is one.  ``at`` is where msgspec stopped: 6 or 12 bytes after the escape it refused, or
+    the end of the text when fewer than 6 bytes followed a high one ("truncated"); so only
+    the 24 bytes before it are searched (two regex searches, never the whole text)."""
+    low, high = max(0, at - 24), min(len(text), at + 12)
+    found = [
+        match
+        for match in (_LONE_HIGH.search(text, low, high), _LONE_LOW.search(text, low, high))
+        if match is not None and match.end() - 6 < at
+    ]
+    if not found:
+        return None
+    escape = min(found, key=lambda match: match.end())
+    return JsonError(
+        f"invalid JSON: the escape \\u{escape.group(1).decode()} "
+        f"{_where(text, escape.end() - 6)} is a lone UTF-16 surrogate (no pair); "
+        "I-JSON (RFC 7493 s2.1) forbids it",
+        reason="syntax",
+    )
+
+
+def _refusal(data: bytes | bytearray | str, exc: Exception) -> JsonError:
+    """The :class:`JsonError` for a text msgspec refused with ``exc``."""
+    if isinstance(data, str):
+        text = data.encode("utf-8", "surrogatepass")
+        if isinstance(exc, UnicodeEncodeError):  # a str input holding a lone surrogate
+            return JsonError(
+                f"JSON text is not valid Unicode: a lone surrogate at character {exc.start:,}",
+                reason="utf8",
+            )
+    else:
+        text = bytes(data)
+        if not text.isascii():
+            try:
+                str(text, "utf-8")
+            except UnicodeDecodeError as bad:
+                return JsonError(
+                    f"JSON text is not valid UTF-8: {bad.reason} at byte offset {bad.start:,}",
+                    reason="utf8",
+                )
+    message = str(exc)
+    if message.startswith("Integer value out of range"):
+        return JsonError(
+            "JSON number rejected: an integer of more than 4,300 digits"
+            f"{_path(message)} (the int-digit limit)",
+            reason="number",
+        )
+    if message.startswith("Number out of range"):
+        return JsonError(
+            f"JSON number{_path(message)} overflows a double (it would be infinite)",
+            reason="number",
+        )
+    if text.startswith(b"\xef\xbb\xbf"):
+        return JsonError("invalid JSON: unexpected UTF-8 BOM", reason="syntax")
+    found = _AT_BYTE.search(message)
+    at = len(text) if found is None else int(found.group(1))
+    lone = _lone_surrogate(text, at)
+    if lone is not None:
+        return lone
+    detail = message.removeprefix("JSON is malformed: ")
+    if found is None:  # "Input data was truncated"
+        return JsonError(
+            f"invalid JSON: the text ends before its value does ({len(text):,} bytes)",
+            reason="syntax",
+        )
+    detail = detail[: found.start() - len(message)]
+    if detail == "invalid character":
+        rest = text[at : at + 8]
+        if rest.startswith((b"NaN", b"Infinity")):
+            name = "NaN" if rest.startswith(b"N") else "Infinity"
+            if text[at - 1 : at] == b"-":
+                name = "-" + name
+            return JsonError(
+                f"JSON text contains the non-standard literal {name} {_where(text, at)}; "
+                "only finite numbers are allowed",
+                reason="constant",
+            )
+        if rest and rest[0] < 0x20:
+            detail = f"an unescaped control character (0x{rest[0]:02x})"
+    return JsonError(f"invalid JSON: {detail} {_where(text, at)}", reason="syntax")
+
+
+def _path(message: str) -> str:
+    _, at, path = message.partition(" - at `")
+    return f" at {path.rstrip('`')}" if at else ""
 
 
 # A lead byte of a 4-byte UTF-8 sequence: a character beyond U+FFFF, which makes CPython
@@ -257,16 +383,16 @@ def parse_json(
 ) -> Any:
     """Parse one JSON text a server sent.
 
-    Rejects invalid JSON and invalid UTF-8, ``NaN``/``Infinity``/``-Infinity``,
-    numbers beyond the int-digit limit or overflowing a double, nesting deeper
-    than ``max_depth``, and, when ``max_values`` is given, a text whose
+    Rejects invalid JSON and invalid UTF-8, ``NaN``/``Infinity``/``-Infinity``, lone
+    surrogate escapes, integers beyond the digit limit and numbers overflowing a double,
+    nesting deeper than ``max_depth``, and, when ``max_values`` is given, a text whose
     :func:`value_bound` is over it -- checked first, before anything is decoded --
     and, when ``max_text_bytes`` is given, bytes whose decoded text would occupy more
     (:func:`decoded_size`; the value built from the text may be as large again).
     Duplicate object keys are accepted; the last one wins.  A ``bytearray`` is
-    consumed: it is cleared once decoded to text, so its memory is free while
-    the value is built.  Raises :class:`JsonError` only (``ValueError`` for a
-    negative ``max_depth`` or a ``max_values`` below 1).
+    consumed: it is cleared once decoded (not when a bound refused it).  Raises
+    :class:`JsonError` only (``ValueError`` for a negative ``max_depth`` or a
+    ``max_values`` below 1).
     """
     if not isinstance(data, (bytes, bytearray, str)):  # another buffer: copied, to count it
         data = bytes(data)
@@ -287,29 +413,14 @@ def parse_json(
             limit=max_text_bytes,
             observed=size,
         )
-    text = _to_text(data)
     if isinstance(data, bytearray):
-        data.clear()
-    return _loads(text, max_depth, brackets=brackets)
+        try:
+            return _loads(data, max_depth, brackets)
+        finally:
+            data.clear()
+    return _loads(data, max_depth, brackets)
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        counts = Counter(key for key, _ in pairs)
-        duplicate = max(counts, key=counts.__getitem__)
-        raise JsonError(
-            f"JSON object has the key {json.dumps(duplicate)} more than once",
-            reason="duplicate_key",
-        )
-    return result
-
-
-# Built once: json.loads with hooks would build a decoder on every call.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-_STRICT_DECODER = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs
-)
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
@@ -333,21 +444,67 @@ _FAST_ENCODE: Any = (
 )
 
 
+def decode_kept(data: bytes) -> Any:
+    """The value of JSON bytes this library kept once they passed :func:`parse_json`'s rules
+    (a tool's schema: the server's bytes from the typed listing pass, or what
+    :func:`dumps_compact` wrote for it): msgspec's decode, without counting the bounds again."""
+    return _decode(data)
+
+
 def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:
-    """Validate caller-supplied tool arguments: one JSON object, strictly.
+    """One JSON object, strictly: an OAuth document a server serves, or the tool arguments
+    a caller hands us.
 
     On top of :func:`parse_json`'s rules: the top level must be an object, and no
     object at any level may repeat a key.  Empty or whitespace-only input is
     rejected (map an empty argument to ``{}`` before calling).  Raises
     :class:`JsonError`.
     """
-    value = _loads(_to_text(data), max_depth, _unique_pairs)
+    value = _loads(data, max_depth, unique=True)
     if not isinstance(value, dict):
         raise JsonError(
-            f"tool arguments must be a JSON object, not {_json_type(value)}",
+            f"the JSON text must be an object, not {_json_type(value)}",
             reason="not_object",
         )
     return value
+
+
+def _check_unique(data: bytes, value: Any, max_depth: int) -> None:
+    """Refuse ``value`` when an object of the text ``data`` (which it was decoded from)
+    repeats a key.
+
+    Outside strings a colon is a member's; the strings' colons are in the decoded value.
+    msgspec re-encodes ``value`` with every colon of its strings as a colon, and ``data``
+    spells one either so or as a ``\\u003a`` escape: the two counts agree exactly when
+    nothing of ``data`` was lost in ``value``.  A repeated key loses its first member (key,
+    colon and value), so ``data`` then has more.  Three C calls on the accepted path."""
+    colons = data.count(b":")
+    if not colons:
+        return
+    if b"\\u003" in data:
+        colons += len(_ESCAPED_COLON.findall(data))
+    try:
+        if colons == _encode(value).count(b":"):
+            return
+    except RecursionError:  # (deeper than the interpreter's headroom here)
+        raise _depth_error(max_depth, None) from None
+    compact = _format(data)
+    objects = _objects(value)
+    for key, times in Counter(chain.from_iterable(objects)).items():
+        if compact.count(dumps_compact(key) + b":") > times:
+            raise JsonError(
+                f"JSON object has the key {json.dumps(key)} more than once",
+                reason="duplicate_key",
+            )
+    raise JsonError("a JSON object in the text has a key more than once", reason="duplicate_key")
+
+
+def _format(data: bytes) -> bytes:
+    """``data`` without whitespace between its tokens (msgspec's formatter, C)."""
+    from msgspec.json import format as compact  # (loaded by the decode already)
+
+    result: bytes = compact(data, indent=-1)
+    return result
 
 
 def _json_type(value: Any) -> str:
@@ -365,7 +522,7 @@ def _json_type(value: Any) -> str:
 def dumps_compact(value: Any) -> bytes:
     """Encode ``value`` as compact UTF-8 JSON (no spaces, non-ASCII kept as is).
 
-    A string holding a lone surrogate (which ``parse_json`` accepts from a
+    A string holding a lone surrogate (a caller's value: ``parse_json`` refuses a
     ``"\\ud800"`` escape) cannot be UTF-8 encoded; such a value is emitted with
     ASCII escapes instead, so the output is always valid UTF-8 JSON.  NaN,
     infinities, unserialisable objects, cycles and runaway nesting raise

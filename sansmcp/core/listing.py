@@ -1,50 +1,54 @@
 """The ``tools/list`` page decoder: one typed msgspec pass, each schema kept as the server's
-bytes, for the bodies it can prove clean; :func:`parse_message` for the rest.
+bytes, for the bodies it can prove clean; the untyped msgspec decode for the rest.
 
 Theory of operation
 -------------------
 A listing is the largest body a Conn parses, and most of its cost used to be building every
 schema as dicts and lists only to re-serialise it.  :func:`parse_page` decodes a
-``tools/list`` response with msgspec (``msgspec.json``, C, imported on the first listing) into
+``tools/list`` response with msgspec (``msgspec.json``, C, imported on the first parse) into
 typed entries whose ``inputSchema`` / ``outputSchema`` stay bytes; :func:`validate_entry`
 turns each entry into a :class:`~sansmcp.core.tools.Tool` or a
 :class:`~sansmcp.core.tools.SkippedTool` under the rules of
 :func:`~sansmcp.core.tools.validate_tool`.
 
-**Two decoders, one verdict.**  The typed pass accepts a body only when cheap counts *prove*
-that the strict parser (:func:`~sansmcp.core.mcp.budget.parse_message`, i.e.
-:func:`~sansmcp.core.jsonvalue.parse_json`) would accept it and build the same values;
-for any other body it returns what ``parse_message`` returns, or raises what it raises, by
-calling it.  So every refusal, bound and error message is today's, and a listing that the
-typed pass declines (a lone surrogate escape, which msgspec cannot represent and which the
-strict parser accepts; a syntax error; an ``error`` answer; a batch; a tool entry that is not
-an object or whose ``name``/``description``/``title`` has another type; a number that may
-overflow; a part nested near ``max_json_depth``) costs what it cost before plus the declined
-attempt, a few C passes over the body (on the costliest body the default bounds accept, 8 MB
-of nested one-key objects in a schema: ~14 ms over a ~175 ms strict parse).  A body under
-4 KiB without ``"result"`` (a notification event of the listing's stream) is not tried.
-What the typed pass checks, before or while decoding:
+**One decoder, two shapes.**  msgspec is the only JSON decoder (see
+:mod:`sansmcp.core.jsonvalue`).  The typed pass accepts a body only when cheap counts *prove*
+that the untyped decode (:func:`~sansmcp.core.mcp.budget.parse_message`, i.e.
+:func:`~sansmcp.core.jsonvalue.parse_json`) would accept it and build the same values; any
+other body gets what ``parse_message`` returns, or raises, by calling it.  So every refusal,
+bound and error message is ``parse_json``'s, and a listing that the typed pass declines (a
+syntax error, a lone surrogate escape; an ``error`` answer; a batch; a tool entry that is
+not an object, whose ``name``/``description``/``title`` has another type or that has a key
+the spec does not define; a number that may overflow; a part nested near
+``max_json_depth``) costs the untyped decode plus the
+declined attempt, a few C passes over the body (on the costliest body the default bounds
+accept, 8 MB of nested one-key objects in a schema: ~14 ms over a ~175 ms parse).  A body
+under 4 KiB without ``"result"`` (a notification event of the listing's stream) is not
+tried.  What the typed pass checks, before or while decoding:
 
 * the value bound (``max_json_values``) and the decoded-text bound, exactly as
   ``parse_json`` counts them (one ``translate`` then one ``count``; over either: declined,
-  so the strict parser raises the budget error);
+  so the untyped decode raises the budget error);
 * UTF-8: ``bytes.isascii()`` or a strict incremental decode, 64 KiB at a time (msgspec
   does not check the bytes of a string it only skips), after the text bound;
 * numbers: a number can overflow a double or pass the int-digit limit only with a run of at
   least 210 digits or an exponent of at least three digits; the body, mapped so that digits
   are ``0`` and ``e``/``E`` is ``e`` (signs dropped), is searched for ``0`` * 210 and
   ``e000``: if either is there (the text of a string can match too: only slower), declined;
-* syntax, NaN/Infinity, control characters, bad escapes: msgspec refuses them even in what
-  it skips (declined);
-* depth: every part that is built is bounded by its brackets (``[`` + ``{`` in its bytes,
-  counted on the part) against what is left of ``max_json_depth``; over: declined.  Members
-  of a tool entry that sansmcp never reads (``icons``, ``_meta``, unknown keys) and unknown
-  keys of the JSON-RPC envelope are skipped by msgspec without being built: their nesting
-  is bounded by the interpreter's recursion guard (RecursionError: declined), not by
-  ``max_json_depth`` -- the one thing the strict parser refuses that this pass accepts, and
-  nothing is built from it;
-* duplicate keys: the last wins, as in ``json.loads``; a schema's bytes keep both (its
-  consumers parse it with ``json.loads`` again: the same value).
+* syntax, NaN/Infinity, control characters, bad escapes, lone surrogates: msgspec refuses
+  them even in what it skips (declined, and the untyped decode names the fault);
+* depth: every part is bounded by its brackets (``[`` + ``{`` in its bytes, counted on the
+  part) against what is left of ``max_json_depth``; over: declined.  That includes the
+  members of a tool entry sansmcp never reads (``icons``, ``_meta``: kept as Raw only to
+  be counted); a key of an entry or of the JSON-RPC envelope that the spec does not define
+  (which msgspec would skip unbuilt and unbounded) declines the body, so the pass accepts
+  nothing the untyped decode refuses;
+* duplicate keys: the last wins, as in the untyped decode; a schema's bytes keep both (its
+  consumers decode it again: the same value).
+
+``x-mcp-header`` annotations: the body is searched once for ``"x-mcp-header"`` (or a
+``\\u`` escape, which could spell it); without either its entries decode as ``_Plain``, and
+no schema of them is searched again (a search per schema was 40 % of ``validate_entry``).
 
 Schemas are the server's bytes: key order, every keyword, escapes and number spellings as
 the server wrote them.  A body whose serializer spaced its tokens (a line break anywhere, or
@@ -52,13 +56,14 @@ the server wrote them.  A body whose serializer spaced its tokens (a line break 
 once (``msgspec.json.format(indent=-1)``, C); a compact body (what the official SDKs send)
 is not copied.  A server that spaces only some tokens keeps those spaces in its schemas:
 still JSON, counted in ``max_tool_bytes`` and in the cache's bytes as kept.
-``validate_tool`` re-serialises a parsed value instead (a strict-parser listing); both are
-JSON of the same value.
+``validate_tool`` re-serialises a parsed value instead (a listing the typed pass declined);
+both are JSON of the same value.
 """
 
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -72,7 +77,14 @@ from .tools import (
     HeaderParam,
     SkippedTool,
     Tool,
-    built_tool,
+    _new_tool,
+    _set_annotations,
+    _set_description,
+    _set_header_params,
+    _set_input_schema,
+    _set_name,
+    _set_output_schema,
+    _set_title,
     header_params_of,
     oversize,
     validate_tool,
@@ -83,9 +95,10 @@ __all__ = ["parse_page", "validate_entry"]
 _ABSENT = Raw(b"")  # a member the entry does not have
 
 
-class _Entry(msgspec.Struct, gc=False):
+class _Entry(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     """One tool entry as the typed pass decodes it; the Raw members become bytes (untracked
-    by the garbage collector: it holds no container)."""
+    by the garbage collector: it holds no container).  ``icons`` and ``_meta`` are never
+    read, only bounded (their brackets); a key the spec does not define: declined."""
 
     name: str
     description: str = ""
@@ -94,6 +107,13 @@ class _Entry(msgspec.Struct, gc=False):
     outputSchema: Raw = _ABSENT
     annotations: Raw = _ABSENT
     execution: Raw = _ABSENT
+    icons: Raw = _ABSENT
+    meta: Raw = msgspec.field(default=_ABSENT, name="_meta")
+
+
+class _Plain(_Entry, gc=False, forbid_unknown_fields=True):
+    """An entry of a body with no ``"x-mcp-header"`` in it, spelled plainly or escaped (no
+    ``\\u`` escape either): its schema need not be searched for one."""
 
 
 class _Head(msgspec.Struct):
@@ -106,8 +126,8 @@ class _Execution(msgspec.Struct):
     taskSupport: Any = None
 
 
-class _Envelope(msgspec.Struct):
-    """A JSON-RPC response with a result; ``error`` or ``method`` present: declined."""
+class _Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    """A JSON-RPC response with a result; ``error``, ``method`` or another key: declined."""
 
     result: dict[str, Raw]
     jsonrpc: Any = UNSET
@@ -118,6 +138,7 @@ class _Envelope(msgspec.Struct):
 
 _decode_envelope = msgspec.json.Decoder(_Envelope).decode
 _decode_entries = msgspec.json.Decoder(list[_Entry]).decode
+_decode_plain = msgspec.json.Decoder(list[_Plain]).decode
 _decode_head = msgspec.json.Decoder(_Head).decode
 _decode_execution = msgspec.json.Decoder(_Execution).decode
 _decode_any = msgspec.json.Decoder().decode
@@ -134,7 +155,7 @@ for _byte in b"[{,":
 _CLASS_TABLE = bytes(_CLASSES)
 del _CLASSES, _byte
 # A body under this many bytes (characters for an event's text) is tried only when it holds
-# ``"result"``: each notification event of a listing's stream goes to the strict parser at
+# ``"result"``: each notification event of a listing's stream goes to the untyped decode at
 # the cost of one short search, not of a declined typed pass (~3 us); a large body is
 # always tried (searching it would cost more than a decline).  Tests set it to 0.
 _TYPED_FROM = 4096
@@ -199,13 +220,15 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
     if isinstance(rpc_id, (dict, list)) or isinstance(jsonrpc, (dict, list)):
         return None
     max_depth = limits.max_json_depth
+    # an annotation, or an escape that may spell one: searched once here, not per schema
+    hinted = _ANNOTATION_BYTES in body or (b"\\" in body and b"\\u" in body)
     if max_depth < 5:  # a tool's schema alone is 5 levels deep in the message
         return None
     result: dict[str, Any] = {}
     try:
         for key, raw in envelope.result.items():
             if key == "tools":
-                result[key] = entries = _decode_entries(raw)
+                result[key] = entries = (_decode_entries if hinted else _decode_plain)(raw)
                 if not _entries_within(entries, max_depth - 4):
                     return None
             elif _deeper(part := bytes(raw), max_depth - 2):
@@ -257,7 +280,7 @@ def _deeper(part: Any, left: int) -> bool:
     return len(part) > 2 * left + 1 and part.count(b"[") + part.count(b"{") > left
 
 
-def _entries_within(entries: list[_Entry], left: int) -> bool:
+def _entries_within(entries: Sequence[_Entry], left: int) -> bool:
     """Turn each entry's present Raw members into bytes (a Raw holds the whole body) and
     check that each is nested at most ``left`` deep (:func:`_deeper`, inlined: this runs
     for every member of every entry of every listing)."""
@@ -289,6 +312,16 @@ def _entries_within(entries: list[_Entry], left: int) -> bool:
             if len(part) > long and part.count(b"[") + part.count(b"{") > left:
                 return False
             one.execution = part
+        raw = one.icons  # only bounded, then let go (a Raw holds the whole body)
+        if raw is not absent:
+            if len(raw) > long and (part := bytes(raw)).count(b"[") + part.count(b"{") > left:
+                return False
+            one.icons = absent
+        raw = one.meta
+        if raw is not absent:
+            if len(raw) > long and (part := bytes(raw)).count(b"[") + part.count(b"{") > left:
+                return False
+            one.meta = absent
     return True
 
 
@@ -296,20 +329,21 @@ def validate_entry(
     index: int, raw: Any, *, modern: bool, max_tool_bytes: int
 ) -> Tool | SkippedTool:
     """One listing entry as :func:`~sansmcp.core.tools.validate_tool` judges it: a typed
-    entry from :func:`parse_page` here, anything else (an entry the strict parser built)
+    entry from :func:`parse_page` here, anything else (an entry the untyped decode built)
     by ``validate_tool`` itself."""
-    if type(raw) is not _Entry:
+    kind = type(raw)
+    if kind is not _Plain and kind is not _Entry:
         return validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
     entry: Any = raw  # its present Raw members are bytes now (_entries_within)
     absent = _ABSENT
-    name = raw.name
+    name = entry.name
     if not name:
         return SkippedTool(index=index, name=name, reason="tool name is empty")
     # msgspec strings hold no lone surrogate, so every text has a UTF-8 form
     text_size = len(name) if name.isascii() else len(name.encode())
-    description = raw.description
+    description = entry.description
     text_size += len(description) if description.isascii() else len(description.encode())
-    title = raw.title
+    title = entry.title
     if title is not None:
         text_size += len(title) if title.isascii() else len(title.encode())
 
@@ -317,34 +351,39 @@ def validate_entry(
     if schema is absent:
         return SkippedTool(index=index, name=name, reason="inputSchema is missing")
     try:
-        kind = _decode_head(schema).type
+        head = _decode_head(schema).type
     except msgspec.ValidationError:
         return SkippedTool(index=index, name=name, reason="inputSchema is not a JSON object")
-    if kind is not UNSET and kind != "object":
+    if head is not UNSET and head != "object":
         return SkippedTool(
             index=index, name=name, reason='inputSchema has a "type" other than "object"'
         )
 
-    output: bytes | None = None if entry.outputSchema is absent else entry.outputSchema
-    if output is not None:
+    output: Any = entry.outputSchema
+    size = text_size + len(schema)
+    if output is absent:
+        output = None
+    else:
         try:
-            kind = _decode_head(output).type
+            head = _decode_head(output).type
         except msgspec.ValidationError:
             return SkippedTool(index=index, name=name, reason="outputSchema is not a JSON object")
-        if not modern and kind is not UNSET and kind != "object":
+        if not modern and head is not UNSET and head != "object":
             return SkippedTool(
                 index=index,
                 name=name,
                 reason='outputSchema has a "type" other than "object" (legacy revisions)',
             )
+        size += len(output)
 
-    annotations: Any = None
-    size = text_size + len(schema) + (0 if output is None else len(output))
-    if entry.annotations is not absent:
-        annotations = _decode_any(entry.annotations)
-        if not isinstance(annotations, dict):
+    annotations: Any = entry.annotations
+    if annotations is absent:
+        annotations = None
+    else:
+        size += len(annotations)
+        annotations = _decode_any(annotations)
+        if type(annotations) is not dict:
             return SkippedTool(index=index, name=name, reason="annotations is not a JSON object")
-        size += len(entry.annotations)
 
     if entry.execution is not absent:
         try:
@@ -364,10 +403,22 @@ def validate_entry(
         return oversize(index, name, "is", size, max_tool_bytes)
 
     params: tuple[HeaderParam, ...] = ()
-    if modern and (_ANNOTATION_BYTES in schema or b"\\u" in schema):  # (or escaped)
+    if (
+        modern
+        and kind is _Entry
+        and (_ANNOTATION_BYTES in schema or (b"\\" in schema and b"\\u" in schema))
+    ):
         try:
             params = header_params_of(_decode_any(schema))
         except ValueError as exc:
             return SkippedTool(index=index, name=name, reason=f"invalid x-mcp-header: {exc}")
 
-    return built_tool(name, description, schema, title, annotations, output, params)
+    tool: Tool = _new_tool(Tool)  # built_tool, inlined: this runs for every tool listed
+    _set_name(tool, name)
+    _set_description(tool, description)
+    _set_input_schema(tool, schema)
+    _set_title(tool, title)
+    _set_annotations(tool, annotations)
+    _set_output_schema(tool, output)
+    _set_header_params(tool, params)
+    return tool

@@ -28,13 +28,12 @@ Tool results (``tools/call``) are :mod:`sansmcp.core.results`.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonvalue import JsonError, dumps_compact
+from .jsonvalue import JsonError, decode_kept, dumps_compact
 
 __all__ = [
     "MAX_SCHEMA_DEPTH",
@@ -74,7 +73,8 @@ def utf8_len(text: str) -> int:
     """The UTF-8 length of ``text`` (a lone surrogate counted as its 3-byte form)."""
     if text.isascii():  # the common case, without making the UTF-8 copy
         return len(text)
-    # surrogatepass: a lone surrogate (a legal "\ud800" escape) must not make us raise.
+    # surrogatepass: a lone surrogate must not make us raise (none comes from a server:
+    # the decoder refuses a "\ud800" escape; a value built by hand may hold one).
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -95,7 +95,7 @@ class Tool:
     """A validated tool definition.
 
     ``input_schema`` and ``output_schema`` are JSON: the server's bytes (compacted when
-    it spaced its tokens) or, from a listing only the strict parser could read,
+    it spaced its tokens) or, from a listing the typed pass declined,
     compact JSON re-serialised from the parsed value; key order and every keyword are
     kept either way.  ``header_params`` is
     empty for a legacy server (which does not define ``x-mcp-header``).
@@ -117,7 +117,7 @@ class Tool:
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": json.loads(self.input_schema),
+            "input_schema": decode_kept(self.input_schema),
         }
 
     @property
@@ -193,8 +193,8 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         try:
             text_size = len(name.encode("utf-8"))
         except UnicodeEncodeError:
-            # A lone surrogate (from a "\ud800" escape) has no UTF-8 form, so no Mcp-Name
-            # header could ever equal it.
+            # A lone surrogate (in an entry built by hand: the decoder refuses a "\ud800"
+            # escape) has no UTF-8 form, so no Mcp-Name header could ever equal it.
             return SkippedTool(index=index, name=name, reason="tool name is not valid Unicode")
 
     description = get("description", "")
@@ -487,8 +487,8 @@ def encode_header_value(value: str) -> bytes:
     space, and the value does not match the sentinel pattern (starts ``=?base64?``,
     ends ``?=``); otherwise ``=?base64?`` + standard padded base64 of the UTF-8
     bytes + ``?=``.  HTAB, though legal in a field value, is encoded (the spec's
-    examples encode control characters).  A lone surrogate (which a ``"\\ud800"``
-    escape in JSON can produce) is encoded as its surrogate code unit in UTF-8
+    examples encode control characters).  A lone surrogate (which a caller's
+    argument may hold; the decoder refuses a ``"\\ud800"`` escape from a server) is encoded as its surrogate code unit in UTF-8
     form ("surrogatepass") rather than raising; no server can match it anyway.
     """
     if (

@@ -3,10 +3,10 @@
 * a property: for any listing body, ``parse_page`` + ``validate_entry`` give what
   ``parse_message`` + ``validate_tool`` give (the same refusal, or the same tools and
   skips; schemas equal as JSON values);
-* each reason the typed pass declines a body (so the strict parser decides), checked by
-  what only the strict parser does: its exact error, or a lone surrogate it accepts;
-* the one documented difference: a tool member sansmcp never reads is skipped unbuilt, so
-  its nesting is not held to ``max_json_depth``;
+* each reason the typed pass declines a body (so the untyped decode decides), checked by
+  what only the untyped decode does: its exact error (a lone surrogate is refused by both);
+* a tool member sansmcp never reads is bounded like the rest; a key the spec does not
+  define declines the body;
 * the machine parses a tools/list answer with it (JSON and SSE bodies).
 """
 
@@ -341,13 +341,26 @@ def test_utf8_is_checked_across_the_chunks_it_is_decoded_in(tail: bytes) -> None
     same(data)
 
 
-def test_a_lone_surrogate_is_kept_as_the_strict_parser_keeps_it() -> None:
-    data = body_of([{"name": "a", "description": "x\ud800", "inputSchema": {"d": "\udc00"}}])
-    message = parse_page(bytearray(data), LIMITS)
-    tool = validate_entry(0, message["result"]["tools"][0], modern=True, max_tool_bytes=1000)
-    assert isinstance(tool, Tool)
-    assert tool.description == "x\ud800"
-    assert tool.input_schema == b'{"d":"\\udc00"}'
+@pytest.mark.parametrize(
+    ("entry", "escape"),
+    [
+        ({"name": "a", "description": "x\ud800", "inputSchema": {}}, "\\ud800"),
+        ({"name": "a", "inputSchema": {"d": "\udc00"}}, "\\udc00"),  # in a kept schema
+        ({"name": "a", "inputSchema": {}, "_meta": {"k": "\udbff"}}, "\\udbff"),  # skipped
+        ({"name": "\ud800\ud800", "inputSchema": {}}, "\\ud800"),  # two highs: no pair
+    ],
+)
+def test_a_lone_surrogate_is_refused_on_either_pass(entry: dict[str, Any], escape: str) -> None:
+    """It was kept (the strict parser accepted what msgspec cannot build); now the one
+    decoder refuses it, naming the escape, typed pass or not."""
+    data = body_of([entry])
+    assert not typed(data)
+    with pytest.raises(JsonError) as info:
+        parse_page(bytearray(data), LIMITS)
+    assert info.value.reason == "syntax"
+    assert f"the escape {escape} at line 1 column " in str(info.value)
+    assert "is a lone UTF-16 surrogate" in str(info.value)
+    same(data)
 
 
 def depth_body(depth: int, where: str) -> bytes:
@@ -392,6 +405,35 @@ def test_a_part_is_declined_for_its_brackets_not_its_length() -> None:
     assert same(wide)[3][0][0] == "tool"
 
 
+@pytest.mark.parametrize(
+    ("spelling", "hinted"),
+    [
+        (b'"type":"string"', False),  # no annotation in the body: no schema is searched
+        (b'"type":"string","x-mcp-header":"R"', True),
+        (b'"type":"string","x\\u002dmcp-header":"R"', True),  # escaped: found all the same
+        (b'"type":"string","d":"a\\\\u"', True),  # a backslash and "\\u": searched
+        (b'"type":"string","d":"a\\n"', False),  # a backslash, no "\\u" anywhere
+    ],
+)
+def test_schemas_are_searched_for_annotations_only_when_the_body_may_hold_one(
+    spelling: bytes, hinted: bool
+) -> None:
+    data = body_of([{"name": "a", "inputSchema": {"properties": {"r": {}}}}]).replace(
+        b'"r": {}', b'"r": {' + spelling + b"}"
+    )
+    assert typed(data)
+    entry = parse_page(data, LIMITS)["result"]["tools"][0]
+    assert (type(entry) is _Entry) is hinted
+    tool = validate_entry(0, entry, modern=True, max_tool_bytes=1000)
+    strict = validate_tool(
+        0, json.loads(data)["result"]["tools"][0], modern=True, max_tool_bytes=1000
+    )
+    assert isinstance(tool, Tool) and isinstance(strict, Tool)
+    assert tool.header_params == strict.header_params
+    assert json.loads(tool.input_schema) == json.loads(strict.input_schema)
+    assert bool(tool.header_params) is (b"mcp-header" in spelling)
+
+
 def test_a_small_body_without_a_result_goes_straight_to_the_strict_parser(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -399,7 +441,7 @@ def test_a_small_body_without_a_result_goes_straight_to_the_strict_parser(
     small = body_of([{"name": "a", "inputSchema": {}}])
     event = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {}})
     large = json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"d": "result" * 1000}})
-    assert typed(small) and type(parse_page(small, LIMITS)["result"]["tools"][0]) is _Entry
+    assert typed(small) and isinstance(parse_page(small, LIMITS)["result"]["tools"][0], _Entry)
     for text in (event, large):
         assert not typed(text.encode()) and not typed(text)
         assert parse_page(text, LIMITS) == parse_message(text, LIMITS)
@@ -413,24 +455,35 @@ def test_a_tiny_max_json_depth_leaves_the_listing_to_the_strict_parser() -> None
         parse_page(bytearray(data), limits)
 
 
-def test_an_unread_member_is_skipped_unbuilt_whatever_its_depth() -> None:
-    """The documented difference: ``_meta`` of a tool entry is never built, so its nesting is
-    not held to max_json_depth (the strict parser, which builds it, refuses it); nesting past
-    the interpreter's recursion guard is declined and refused as before."""
+@pytest.mark.parametrize("member", ["_meta", "icons"])
+def test_an_unread_member_is_bounded_like_the_rest(member: str) -> None:
+    """``_meta`` and ``icons`` of a tool entry are never built, but their brackets are counted
+    against max_json_depth: nested past it, the body is declined and the untyped decode
+    refuses it (it used to be accepted: the one difference between the two paths)."""
+    shallow = body_of([{"name": "a", "inputSchema": {}, member: [[1], {"k": [2]}]}])
+    assert typed(shallow)
+    assert same(shallow)[3][0][0] == "tool"
     nested = b"[" * 600 + b"]" * 600
-    data = body_of([{"name": "a", "inputSchema": {}, "_meta": 0}]).replace(b"0}", nested + b"}")
-    message = parse_page(bytearray(data), LIMITS)
-    assert isinstance(
-        validate_entry(0, message["result"]["tools"][0], modern=True, max_tool_bytes=100), Tool
-    )
-    with pytest.raises(JsonError) as strict:
-        parse_message(bytearray(data), LIMITS)
-    assert strict.value.reason == "depth"
-    deep = data.replace(nested, b"[" * 100_000 + b"]" * 100_000)
-    assert not typed(deep)
-    with pytest.raises(JsonError) as caught:
-        parse_page(bytearray(deep), LIMITS)
-    assert caught.value.reason == "depth"
+    data = body_of([{"name": "a", "inputSchema": {}, member: 0}]).replace(b"0}", nested + b"}")
+    assert not typed(data)
+    for deep in (data, data.replace(nested, b"[" * 100_000 + b"]" * 100_000)):
+        with pytest.raises(JsonError) as caught:
+            parse_page(bytearray(deep), LIMITS)
+        assert caught.value.reason == "depth"
+        same(deep)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        body_of([{"name": "a", "inputSchema": {}, "tags": [[[]]]}]),
+        json.dumps({"jsonrpc": "2.0", "id": 1, "x": [[]], "result": {"tools": []}}).encode(),
+    ],
+)
+def test_a_key_the_spec_does_not_define_declines_the_body(data: bytes) -> None:
+    """msgspec would skip it unbuilt and unbounded: the untyped decode takes the body."""
+    assert not typed(data)
+    same(data)
 
 
 @pytest.mark.parametrize("factor", [1.9, 2.1])
@@ -498,13 +551,12 @@ def test_text_input_and_consumed_bytes() -> None:
 
 @pytest.mark.parametrize("sse", [False, True])
 def test_the_machine_lists_through_the_typed_pass(sse: bool) -> None:
-    nested = b"[" * 600 + b"]" * 600  # only the typed pass accepts it (see above)
     server = FakeServer()
 
     def answer(request: Any, body: Any) -> Response:
-        data = (
+        data = (  # 1.50E0: only the typed pass keeps a number as the server spelled it
             b'{"jsonrpc":"2.0","id":%d,"result":{"resultType":"complete","tools":[{"name":"a",'
-            b'"inputSchema":{"type": "object"},"_meta":%s}]}}' % (body["id"], nested)
+            b'"inputSchema":{"type":"object","maximum":1.50E0}}]}}' % body["id"]
         )
         if sse:
             return Response(
@@ -518,7 +570,9 @@ def test_the_machine_lists_through_the_typed_pass(sse: bool) -> None:
     driver.ok(driver.connect())
     listed = driver.ok(driver.list_tools())
     assert isinstance(listed, ToolsListed)
-    assert [(t.name, t.input_schema) for t in listed.tools] == [("a", b'{"type":"object"}')]
+    assert [(t.name, t.input_schema) for t in listed.tools] == [
+        ("a", b'{"type":"object","maximum":1.50E0}')
+    ]
 
 
 @pytest.mark.parametrize("header", ["Region", "bad name"])

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sansmcp.core.errors import ServerAnswered
+from sansmcp.core.errors import ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import ConnSettings, ToolsListed
@@ -137,7 +137,9 @@ def test_oversize_cursor_is_refused_in_utf8_bytes(era: str) -> None:
             assert len(list_bodies(server)) == 1
 
 
-def test_a_cursor_with_a_lone_surrogate_is_echoed_exactly() -> None:
+def test_a_cursor_with_a_lone_surrogate_is_refused() -> None:
+    """A lone surrogate escape is not I-JSON (RFC 7493 s2.1): the page is refused as invalid
+    JSON, naming the escape, and nothing is echoed (it used to be echoed back exactly)."""
     server = FakeServer()
     server.overrides["tools/list"] = lambda req, body: Response(
         headers=[(b"content-type", b"application/json")],
@@ -148,8 +150,12 @@ def test_a_cursor_with_a_lone_surrogate_is_echoed_exactly() -> None:
         ],
     )
     driver = connected(server)
-    driver.ok(driver.list_tools())
-    assert b'"cursor":"\\ud800x"' in server.requests[-1].body
+    failure = driver.failure(driver.list_tools())
+    assert isinstance(failure, ConnectionFailed) and failure.cause == "not_jsonrpc"
+    assert "the escape \\ud800 at line 1 column 84 (byte 83) is a lone UTF-16 surrogate" in str(
+        failure
+    )
+    assert [r for r in server.requests if b'"cursor"' in r.body] == []
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -148,8 +148,6 @@ CALL_SHAPES = {
     "red_call_nul_escapes": _call_text(b"\\u0000" * (TEXT // 6)),
     # escaped surrogate pairs: 12 bytes each, one astral character each
     "red_call_escaped_astral_pairs": _call_text(b"\\ud83d\\ude00" * (TEXT // 12)),
-    # lone surrogate escapes (accepted; re-encoded with ASCII escapes if sent back)
-    "red_call_lone_surrogates": _call_text(b"\\ud800" * (TEXT // 6)),
     "red_call_structured_content": _call_value(_structured),
     "red_call_base64_image": _call_value(_image),
     "red_call_duplicate_keys": _call_value(_duplicates),
@@ -170,6 +168,31 @@ def test_call_result_shapes_at_the_default_budget(
 
     def check(report: dict[str, Any]) -> None:
         assert report["ok"] or report["error"]["class"] == "ServerAnswered", report.get("error")
+        assert report["grew_kib"] <= RSS_CAP_KIB, f"peak RSS grew {report['grew_kib']} KiB"
+        assert report["loop_lag_max"] <= LAG_GUARD, report["loop_lag_max"]
+
+    failures = _failures(reports, check)
+    assert not failures, failures
+
+
+def test_lone_surrogate_escapes_are_refused_at_the_default_budget(
+    client_host: ClientHost,
+    baselines: dict[tuple[str, str], int],
+    measurements: list[dict[str, Any]],
+) -> None:
+    """A call result of ~8 MiB of lone surrogate escapes (``"\\ud800"``): refused as invalid
+    JSON naming the first escape (I-JSON, RFC 7493 s2.1; it used to be accepted), within the
+    RSS cap and without stalling the loop."""
+    case = _case(
+        "red_call_lone_surrogates", {C: _call_text(b"\\ud800" * (TEXT // 6))}, ops=("list", "call")
+    )
+    reports = _reports(client_host, case, baselines, measurements)
+
+    def check(report: dict[str, Any]) -> None:
+        error = report["error"]
+        assert (error["class"], error["cause"]) == ("ConnectionFailed", "not_jsonrpc"), error
+        assert "the escape \\ud800 at line 1 column " in error["message"], error
+        assert "is a lone UTF-16 surrogate" in error["message"], error
         assert report["grew_kib"] <= RSS_CAP_KIB, f"peak RSS grew {report['grew_kib']} KiB"
         assert report["loop_lag_max"] <= LAG_GUARD, report["loop_lag_max"]
 

@@ -22,11 +22,11 @@ only classified errors:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import CallerError, ServerAnswered
+from ..jsonvalue import decode_kept
 from ..limits import Limits
 from .budget import BudgetExhausted, DepthExceeded
 from .validator import Schema, SchemaError, compile_schema
@@ -52,7 +52,7 @@ def compile_output(
     name: str, source: bytes | Mapping[str, Any], limits: Limits, *, from_config: bool
 ) -> Schema:
     """The compiled output schema of tool ``name`` (see the module docstring)."""
-    raw = json.loads(source) if isinstance(source, bytes) else source
+    raw = decode_kept(source) if isinstance(source, bytes) else source  # (msgspec)
     try:
         return compile_schema(
             raw, max_steps=limits.max_validation_steps, max_depth=limits.max_validation_depth
