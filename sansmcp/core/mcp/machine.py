@@ -58,6 +58,7 @@ from ..oauth.store import AuthorizationNeeded
 from ..tools import Tool
 from . import rules
 from .budget import Budget
+from .compiled import CompiledSchemas
 from .events import (
     CancelExchange,
     Closed,
@@ -140,6 +141,9 @@ class McpMachine:
         )
         transport.on_list_changed = self._ops.invalidate_tools
         self._outputs = transport.outputs
+        # the outputs themselves (``next_output`` pops them): a driver may drain this deque
+        # directly, when the machine is a plain McpMachine (a subclass may filter them)
+        self.outputs = transport.outputs
         self._notices = transport.notices
         self._notices.deliver = settings.notifications
         self._observer = Observer(transport.outputs, session) if settings.observe else None
@@ -368,6 +372,11 @@ class McpMachine:
             )
 
     # ------------------------------------------------------------ driver interface
+
+    def share_compiled(self, compiled: CompiledSchemas) -> None:
+        """Compile the server's output schemas into ``compiled`` (the Client's, shared by
+        its Conns: a schema the server sent before is not compiled again)."""
+        self._ops.compiled = compiled
 
     def use_bearer_token(self, token: str | None) -> None:
         """Send ``token`` (None: none) as the bearer credential from the next request on."""

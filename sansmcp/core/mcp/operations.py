@@ -45,6 +45,7 @@ from ..tools import (
     param_headers,
 )
 from . import rules
+from .compiled import CompiledSchemas
 from .events import Connected, ToolCalled, ToolsListed
 from .requests import Requests
 from .session import Era, Session
@@ -146,6 +147,8 @@ class Operations:
         # from; valid for the listing ``_schemas_of`` (cleared when self.tools is replaced)
         self._output_schemas: dict[str, tuple[object, Schema]] = {}
         self._schemas_of: dict[str, Tool] = self.tools
+        # the Client's compiled server schemas, by their bytes (None: compiled per Conn)
+        self.compiled: CompiledSchemas | None = None
         # the call in hand asked for progress (its tools/call requests carry a token)
         self.progress = False
         self.server_logs = False  # the legacy server declared the logging capability
@@ -601,9 +604,14 @@ class Operations:
         known = self._output_schemas.get(name)
         if known is not None and known[0] is source:
             return known[1]
-        from ..schema.output import compile_output  # lazy: most Conns never compile one
+        shared = None if from_config else self.compiled
+        schema = None if shared is None else shared.get(source)  # type: ignore[arg-type]
+        if schema is None:
+            from ..schema.output import compile_output  # lazy: most Conns never compile one
 
-        schema = compile_output(name, source, self.limits, from_config=from_config)  # type: ignore[arg-type]
+            schema = compile_output(name, source, self.limits, from_config=from_config)  # type: ignore[arg-type]
+            if shared is not None:
+                shared.put(source, schema)  # type: ignore[arg-type]
         self._output_schemas[name] = (source, schema)
         return schema
 
