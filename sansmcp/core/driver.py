@@ -61,6 +61,10 @@ only when the pool changed.  ``next_deadline()`` is O(1) amortised.
 longer knows (a socket it closed, a dial it gave up) are ignored.  Everything a
 server or a resolver does ends as a classified error in a :class:`Finished`.
 
+**Commands** made per request (``Write``, ``Finished``) are read-only by contract, not
+``frozen`` (a frozen ``__init__`` costs about four times a plain one; see
+:mod:`sansmcp.core.http`); they hash and compare by value.
+
 **Threads.**  The driver is not thread-safe; a blocking adapter drives it under
 one lock, executing I/O commands after releasing it.
 """
@@ -151,7 +155,7 @@ class Connect:
     tls: tuple[str, tuple[str, ...]] | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Write:
     socket_id: int
     data: bytes
@@ -178,7 +182,7 @@ class Deliver:
     deadline: float  # math.inf when none
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Finished:
     """The operation of ``conn_id`` ended: raise ``error``, or return ``value`` (the
     tools of a listing, a call's result, None for connect and close)."""

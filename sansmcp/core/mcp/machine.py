@@ -413,19 +413,24 @@ class McpMachine:
 
     def next_deadline(self) -> float | None:
         t = self._t
-        deadlines = [
-            exchange.deadline for exchange in t.exchanges.values() if exchange.deadline != FOREVER
-        ]
         phase = self._phase
-        if phase is _CLOSING:
-            deadlines.append(self._close_deadline)
-        elif phase is _RUNNING:
-            deadlines.append(self._op_deadline)
-            if self._sleep_until is not None:
-                deadlines.append(self._sleep_until)
-            if t.held is not None:
-                deadlines.append(t.held_until)
-        return min(deadlines) if deadlines else None
+        # FOREVER (a kept standalone stream) is no deadline; it starts the search
+        first = (
+            self._close_deadline
+            if phase is _CLOSING
+            else self._op_deadline
+            if phase is _RUNNING
+            else FOREVER
+        )
+        for exchange in t.exchanges.values():
+            if exchange.deadline < first:
+                first = exchange.deadline
+        if phase is _RUNNING:
+            if self._sleep_until is not None and self._sleep_until < first:
+                first = self._sleep_until
+            if t.held is not None and t.held_until < first:
+                first = t.held_until
+        return None if first == FOREVER else first
 
     def handle_timer(self, *, now: float) -> None:
         t = self._t

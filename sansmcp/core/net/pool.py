@@ -92,6 +92,9 @@ Origins with no socket and no ticket are forgotten.
 **Era hints** (soft state): the protocol version last negotiated per endpoint
 URL, in a bounded LRU map (``era_capacity`` entries, default 1,024).
 
+``UseConnection``, made per checkout, is read-only by contract, not ``frozen`` (see
+:mod:`sansmcp.core.http`).
+
 Errors: misuse (an unknown id or ticket, a release without a started lease,
 ``dial_succeeded`` twice) raises :class:`~sansmcp.core.errors.LocalProtocolError`
 and leaves the pool unchanged.
@@ -103,7 +106,7 @@ import enum
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from ..errors import LocalProtocolError
 from ..limits import Limits
@@ -137,7 +140,7 @@ class WireFactory(Protocol):
     def __call__(self, *, http2: bool, limits: Limits, now: float) -> Wire: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class UseConnection:
     """Start the exchange on ``pool.wire(conn_id)`` now; you hold a lease on it."""
 
@@ -180,6 +183,13 @@ class _State(enum.Enum):
     CLOSED = enum.auto()
 
 
+# Members as module constants: on Python 3.11 each ``_State.X`` lookup runs the enum
+# type's attribute hook, and every checkout and release tests a state.
+_DIALING: Final = _State.DIALING
+_OPEN: Final = _State.OPEN
+_CLOSED: Final = _State.CLOSED
+
+
 class _Conn:
     __slots__ = (
         "conn_id",
@@ -198,7 +208,7 @@ class _Conn:
     def __init__(self, conn_id: int, origin: Origin, *, may_be_h2: bool, now: float) -> None:
         self.conn_id = conn_id
         self.origin = origin
-        self.state = _State.DIALING
+        self.state = _DIALING
         self.wire: Wire | None = None
         self.http2 = False
         self.may_be_h2 = may_be_h2
@@ -211,7 +221,7 @@ class _Conn:
         self.idle_since: float | None = None
 
     def idle(self) -> bool:
-        return self.state is _State.OPEN and self.leases == 0
+        return self.state is _OPEN and self.leases == 0
 
     def retirable(self) -> bool:
         """Idle and unusable: broken, or unable to start (no keep-alive, GOAWAY)."""
@@ -408,7 +418,7 @@ class Pool:
         ``UseConnection``, a claimed grant, or ``dial_succeeded``).  Until then an HTTP/2
         connection's ``can_start()`` does not count that exchange, so no one else gets it."""
         conn = self._get(conn_id)
-        if conn.state is _State.DIALING or conn.pending == 0:
+        if conn.state is _DIALING or conn.pending == 0:
             raise LocalProtocolError(f"connection {conn_id} has no exchange about to start")
         conn.pending -= 1
         self._changed += 1
@@ -423,11 +433,11 @@ class Pool:
         HTTP/1.1 otherwise.  The dialer keeps its lease (call :meth:`started`).
         """
         conn = self._get(conn_id)
-        if conn.state is not _State.DIALING:
+        if conn.state is not _DIALING:
             raise LocalProtocolError(f"connection {conn_id} is not dialling")
         http2 = alpn == "h2" or (alpn is None and self._prior_knowledge)
         wire = self._factory(http2=http2, limits=self._limits, now=now)
-        conn.wire, conn.http2, conn.state, conn.last_used = wire, http2, _State.OPEN, now
+        conn.wire, conn.http2, conn.state, conn.last_used = wire, http2, _OPEN, now
         state = self._origins[conn.origin]
         if conn.may_be_h2:
             state.h2_dials -= 1
@@ -440,7 +450,7 @@ class Pool:
     def dial_failed(self, conn_id: int, *, now: float) -> None:
         """The dial failed or was abandoned; the connection (and its lease) is forgotten."""
         conn = self._get(conn_id)
-        if conn.state is not _State.DIALING:
+        if conn.state is not _DIALING:
             raise LocalProtocolError(f"connection {conn_id} is not dialling")
         self._drop_dial(conn)
         self._changed += 1
@@ -454,7 +464,7 @@ class Pool:
         ``Limits.pool_max_idle_per_origin``.
         """
         conn = self._get(conn_id)
-        if conn.state is _State.DIALING:
+        if conn.state is _DIALING:
             raise LocalProtocolError(
                 f"connection {conn_id} is still dialling; end it with dial_failed()"
             )
@@ -472,9 +482,9 @@ class Pool:
         no longer tracks is a no-op, so close paths may race.
         """
         conn = self._conns.get(conn_id)
-        if conn is None or conn.state is _State.CLOSED:
+        if conn is None or conn.state is _CLOSED:
             return
-        if conn.state is _State.DIALING:
+        if conn.state is _DIALING:
             raise LocalProtocolError(
                 f"connection {conn_id} is still dialling; end it with dial_failed()"
             )
@@ -514,7 +524,7 @@ class Pool:
         Leases still held stay valid until released; dials in flight are not
         affected (their dialers report as usual).  The pool remains usable.
         """
-        doomed = [conn for conn in self._conns.values() if conn.state is _State.OPEN]
+        doomed = [conn for conn in self._conns.values() if conn.state is _OPEN]
         closed = [self._retire(conn, now=now) for conn in doomed]
         if closed:
             self._changed += 1
@@ -532,6 +542,9 @@ class Pool:
 
     def remember_era(self, url: str, version: str) -> None:
         """Remember ``version`` for ``url``, forgetting the least recently used hint beyond the bound."""
+        if self._eras.get(url) == version:  # known already (every operation says it)
+            self._eras.move_to_end(url)
+            return
         self._eras[url] = version
         self._eras.move_to_end(url)
         while len(self._eras) > self._era_capacity:
@@ -657,7 +670,7 @@ class Pool:
         """One lease on ``conn`` is over; returns the ids to close."""
         conn.leases -= 1
         conn.last_used = now
-        if conn.state is _State.CLOSED:
+        if conn.state is _CLOSED:
             if conn.leases == 0:
                 del self._conns[conn.conn_id]
             return []
@@ -717,7 +730,7 @@ class Pool:
             self._requeue(conn.origin, list(conn.granted))
             conn.granted.clear()
         if conn.leases:
-            conn.state = _State.CLOSED
+            conn.state = _CLOSED
         else:
             del self._conns[conn.conn_id]
         self._tidy(conn.origin)
