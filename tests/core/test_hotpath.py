@@ -2,11 +2,13 @@
 
 Through the pure driver against the fake server: a server's output schema compiled once
 per Client (and still checked on every Conn), the Client-wide compile cache's bounds, a
-``Config`` checked once while nothing in it can change (and checked again when it can).
+``Config`` checked once while nothing in it can change (and checked again when it can);
+the wire's checked request lines reused, and a bad one refused, on a reused socket.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -14,10 +16,16 @@ import pytest
 
 from sansmcp import CallerError, Config, ServerAnswered
 from sansmcp.core import config as config_module
+from sansmcp.core.config import conn_settings
+from sansmcp.core.errors import LocalProtocolError
+from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import compiled as compiled_module
 from sansmcp.core.mcp.compiled import CompiledSchemas
+from sansmcp.core.mcp.requests import Requests
+from sansmcp.core.mcp.session import Session
 from sansmcp.core.results import CallResult
 from sansmcp.core.schema import output as output_module
+from sansmcp.core.wire.h1 import H1Connection
 
 from .fakemcp import MODERN, FakeServer, result, tool
 from .test_driver import URL, Net, make
@@ -203,3 +211,40 @@ def test_a_mutated_header_mapping_is_sent_and_checked_again() -> None:
     headers["x-tenant"] = " bad"  # now unusable: refused before any I/O, as before
     with pytest.raises(CallerError, match="whitespace"):
         net.driver.open(config, now=net.now)
+
+
+# ---------------------------------------------------------------- request heads
+
+
+def requests_at(legacy: bool) -> tuple[Requests, Session]:
+    settings = conn_settings(
+        Config(url=URL, bearer_token="a"), client_info=None, capabilities=None, era_hint=None
+    )
+    session = Session()
+    if legacy:
+        session.initializing()
+        session.legacy_at("2025-11-25", b"s1")
+    else:
+        session.modern_at(MODERN)
+    return Requests(settings, session), session
+
+
+def test_the_wire_writes_a_repeated_header_list_as_before_and_refuses_a_bad_one() -> None:
+    requests, _ = requests_at(legacy=False)
+    wire = H1Connection(limits=Limits(), now=0.0)
+    sent = []
+    for rpc_id in (1, 2):
+        request = requests.modern(rpc_id, "tools/list", {})
+        wire.start(rpc_id, request, now=0.0)
+        sent.append(wire.data_to_send())
+        wire.receive_data(b"HTTP/1.1 204 No Content\r\n\r\n", now=0.0)
+        while wire.next_event() is not None:
+            pass
+    assert sent[0].replace(b'"id":1', b'"id":2') == sent[1]
+    assert b"\r\nmcp-method: tools/list\r\n" in sent[1]
+    bad = dataclasses.replace(request, headers=(*request.headers, (b"x-bad", b"a\r\nb")))
+    with pytest.raises(LocalProtocolError):
+        wire.start(3, bad, now=0.0)
+    assert wire.can_start() and wire.data_to_send() == b""  # nothing changed
+    wire.start(3, request, now=0.0)
+    assert wire.data_to_send().startswith(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n")

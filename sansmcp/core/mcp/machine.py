@@ -587,7 +587,7 @@ class McpMachine:
         self._ops.progress = False
         self._notices.end()
         self._t.requests.op_meta = None
-        for input_id, exchange in list(self._asks.items()):
+        for input_id, exchange in list(self._asks.items()) if self._asks else ():
             if exchange is None or exchange.role is not _LISTEN:
                 del self._asks[input_id]
                 self._ask_server_ids.pop(input_id, None)

@@ -194,6 +194,7 @@ class _Conn:
     __slots__ = (
         "conn_id",
         "granted",
+        "home",
         "http2",
         "idle_since",
         "last_used",
@@ -205,9 +206,13 @@ class _Conn:
         "wire",
     )
 
-    def __init__(self, conn_id: int, origin: Origin, *, may_be_h2: bool, now: float) -> None:
+    def __init__(
+        self, conn_id: int, origin: Origin, home: _Origin, *, may_be_h2: bool, now: float
+    ) -> None:
         self.conn_id = conn_id
         self.origin = origin
+        # its origin's state, while it is one of its sockets (no Origin hash per release)
+        self.home = home
         self.state = _DIALING
         self.wire: Wire | None = None
         self.http2 = False
@@ -337,7 +342,7 @@ class Pool:
         """
         state = self._origins.get(origin)
         if state is None or not state.queue:  # else an earlier ticket is first in line
-            grant = self._serve(origin, now=now)
+            grant = self._serve_in(origin, state, now=now)
             if grant is not None:
                 return grant
         ticket = self._next_ticket
@@ -438,7 +443,7 @@ class Pool:
         http2 = alpn == "h2" or (alpn is None and self._prior_knowledge)
         wire = self._factory(http2=http2, limits=self._limits, now=now)
         conn.wire, conn.http2, conn.state, conn.last_used = wire, http2, _OPEN, now
-        state = self._origins[conn.origin]
+        state = conn.home
         if conn.may_be_h2:
             state.h2_dials -= 1
         if http2:
@@ -576,7 +581,10 @@ class Pool:
 
     def _serve(self, origin: Origin, *, now: float) -> Grant | None:
         """What one exchange to ``origin`` gets now, or None (the pool is left unchanged)."""
-        state = self._origins.get(origin)
+        return self._serve_in(origin, self._origins.get(origin), now=now)
+
+    def _serve_in(self, origin: Origin, state: _Origin | None, *, now: float) -> Grant | None:
+        """:meth:`_serve`, with the origin's state (None: it has none) already looked up."""
         victim: _Conn | None = None
         if state is not None:
             best = self._usable(state)
@@ -607,8 +615,8 @@ class Pool:
         conn_id = self._next_id
         self._next_id += 1
         may_be_h2 = origin.scheme == "https" or self._prior_knowledge
-        conn = _Conn(conn_id, origin, may_be_h2=may_be_h2, now=now)
         state = self._origin(origin)
+        conn = _Conn(conn_id, origin, state, may_be_h2=may_be_h2, now=now)
         state.conns[conn_id] = conn
         state.h2_dials += may_be_h2
         self._conns[conn_id] = conn
@@ -637,7 +645,7 @@ class Pool:
     def _set_idle(self, conn: _Conn, *, now: float) -> None:
         conn.idle_since = now
         self._idle[conn.conn_id] = conn
-        self._origins[conn.origin].idle[conn.conn_id] = conn
+        conn.home.idle[conn.conn_id] = conn
 
     def _grant_waiters(self, *, now: float) -> None:
         """Serve queued tickets while any can be served, always the oldest that can.
@@ -645,6 +653,8 @@ class Pool:
         The tickets of one origin are alike (same origin, same answer), so only each
         origin's oldest is tried: one pass costs O(origins waiting), not O(tickets).
         """
+        if not self._queued:
+            return  # nobody waits (the usual case): nothing to sort
         while (served := self._serve_oldest(now=now)) is not None:
             ticket, origin, grant = served
             state = self._origins[origin]
@@ -680,7 +690,7 @@ class Pool:
         if conn.leases:
             return []
         self._set_idle(conn, now=now)
-        idle = self._origins[conn.origin].idle
+        idle = conn.home.idle
         excess = len(idle) - self._limits.pool_max_idle_per_origin
         if excess <= 0:
             return []
@@ -698,7 +708,7 @@ class Pool:
 
     def _drop_dial(self, conn: _Conn) -> None:
         """Forget a dialling connection (its dial failed or was never made)."""
-        state = self._origins[conn.origin]
+        state = conn.home
         del state.conns[conn.conn_id]
         del self._conns[conn.conn_id]
         self._sockets -= 1
@@ -716,7 +726,7 @@ class Pool:
     def _forget(self, conn: _Conn) -> None:
         """An open socket leaves: grants not yet claimed on it go back to the queue (in
         their place); leases already held stay valid until released."""
-        state = self._origins[conn.origin]
+        state = conn.home
         del state.conns[conn.conn_id]
         self._sockets -= 1
         self._idle.pop(conn.conn_id, None)

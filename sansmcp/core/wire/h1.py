@@ -360,6 +360,8 @@ class H1Connection:
         self._closing = True
 
     def data_to_send(self) -> bytes:
+        if not self._outbox:
+            return b""  # after every read: the outbox is filled only by start()
         out = bytes(self._outbox)
         self._outbox.clear()
         return out
