@@ -61,6 +61,10 @@ only when the pool changed.  ``next_deadline()`` is O(1) amortised.
 longer knows (a socket it closed, a dial it gave up) are ignored.  Everything a
 server or a resolver does ends as a classified error in a :class:`Finished`.
 
+**Commands** made per request (``Write``, ``Finished``) are read-only by contract, not
+``frozen`` (a frozen ``__init__`` costs about four times a plain one; see
+:mod:`sansmcp.core.http`); they hash and compare by value.
+
 **Threads.**  The driver is not thread-safe; a blocking adapter drives it under
 one lock, executing I/O commands after releasing it.
 """
@@ -95,7 +99,9 @@ from .mcp import (
     ToolCalled,
     ToolsListed,
 )
+from .mcp.compiled import CompiledSchemas
 from .mcp.notifications import OBSERVATIONS, RequestEnded
+from .mcp.settings import ConnSettings
 from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .oauth.store import AuthorizationNeeded
@@ -149,7 +155,7 @@ class Connect:
     tls: tuple[str, tuple[str, ...]] | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Write:
     socket_id: int
     data: bytes
@@ -176,7 +182,7 @@ class Deliver:
     deadline: float  # math.inf when none
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Finished:
     """The operation of ``conn_id`` ended: raise ``error``, or return ``value`` (the
     tools of a listing, a call's result, None for connect and close)."""
@@ -229,12 +235,16 @@ class _Conn:
         "listen_xid",
         "machine",
         "origin",
+        "outputs",
         "view",
     )
 
     def __init__(self, view: ConnView) -> None:
         self.view = view
         self.machine = view.machine
+        # a plain machine's outputs, drained here without a next_output() call each (an
+        # OAuthMachine filters its outputs in next_output: None, always asked)
+        self.outputs = view.machine.outputs if type(view.machine) is McpMachine else None
         self.origin = view.machine.settings.endpoint.origin
         self.exchanges: set[int] = set()  # started, dialling or waiting for a socket
         self.attended = False  # an operation runs: the caller takes Deliver / Finished
@@ -287,6 +297,9 @@ class _Dial:
 _Timed = _Conn | _Dial
 
 
+_TERMINAL = (ResponseEnded, ExchangeFailed)  # an exchange's last event
+
+
 def _client_closed() -> ConnectionFailed:
     return ConnectionFailed("the Client was closed", cause="reset")
 
@@ -334,6 +347,10 @@ class ClientDriver:
             max_entries=self.limits.max_cache_entries, max_bytes=self.limits.max_cache_bytes
         )
         self._cache_salt = bytes(cache_salt)
+        self.compiled = CompiledSchemas()  # the server's output schemas, compiled once
+        # the last Config opened, when nothing in it can change (see _immutable), with its
+        # checked settings and those settings under each era hint the pool gave
+        self._settings_memo: tuple[Config, ConnSettings, dict[str, ConnSettings]] | None = None
         self.closed = False
         self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
         self._conn_ids = itertools.count(1)
@@ -387,16 +404,27 @@ class ClientDriver:
         :meth:`close`); start it with :meth:`connect`."""
         if self.closed:
             raise UsageError(CLIENT_CLOSED)
-        settings = config_module.conn_settings(
-            config,
-            client_info=self.client_info,
-            capabilities=self.capabilities,
-            era_hint=None,
-            observe=self.observe,
-        )
+        memo = self._settings_memo
+        if memo is not None and memo[0] is config:
+            settings = memo[1]
+        else:
+            settings = config_module.conn_settings(
+                config,
+                client_info=self.client_info,
+                capabilities=self.capabilities,
+                era_hint=None,
+                observe=self.observe,
+            )
+            memo = (config, settings, {}) if _immutable(config) else None
+            self._settings_memo = memo
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
-            settings = dataclasses.replace(settings, era_hint=hint)
+            hinted = None if memo is None else memo[2].get(hint)
+            if hinted is None:
+                hinted = dataclasses.replace(settings, era_hint=hint)
+                if memo is not None:
+                    memo[2][hint] = hinted
+            settings = hinted
         machine: McpMachine
         cache = CallerCache(
             self.cache, settings, self._cache_salt, anonymous=config.oauth is not None
@@ -407,6 +435,7 @@ class ClientDriver:
             )
         else:
             machine = _oauth_machine(self, settings, config, cache)
+        machine.share_compiled(self.compiled)
         view = ConnView(next(self._conn_ids), machine)
         view.on_notification = config.on_notification
         self._conns[view.conn_id] = _Conn(view)
@@ -669,10 +698,21 @@ class ClientDriver:
     def _act(self, conn: _Conn, now: float) -> None:
         """Act on the machine's outputs the moment they appear."""
         machine = conn.machine
-        while (output := machine.next_output()) is not None:
+        outputs = conn.outputs
+        while True:
+            if outputs is None:
+                output = machine.next_output()
+                if output is None:
+                    return
+            elif outputs:
+                output = outputs.popleft()
+            else:
+                return
             match output:
                 case StartExchange():
                     self._start(conn, output, now)
+                case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
+                    self._finish(conn, output, now)
                 case CancelExchange(exchange_id=exchange_id):
                     self._cancel(exchange_id, now)
                 case AuthorizationNeeded():  # the embedder's wait: no deadline
@@ -692,8 +732,6 @@ class ClientDriver:
                         conn.held.append(item)
                 case _ if isinstance(output, OBSERVATIONS):
                     self._observed(conn, output)
-                case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
-                    self._finish(conn, output, now)
                 case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                     assert_never(output)
 
@@ -876,7 +914,7 @@ class ClientDriver:
             if unarmed is not None and unarmed is not conn:
                 self._rearm(unarmed)
             machine = conn.machine
-            if isinstance(event, ResponseEnded | ExchangeFailed):
+            if isinstance(event, _TERMINAL):
                 del routes[event.exchange_id]
                 conn.exchanges.discard(event.exchange_id)
                 sock.exchanges.discard(event.exchange_id)
@@ -885,7 +923,8 @@ class ClientDriver:
                 self._grants(now)
             else:
                 machine.receive(event, now=now)
-            self._act(conn, now)
+            if conn.outputs is None or conn.outputs:  # most body events produce nothing
+                self._act(conn, now)
             unarmed = conn  # re-armed once, when the events move on to another Conn
         if unarmed is not None:
             self._rearm(unarmed)
@@ -1014,6 +1053,21 @@ class ClientDriver:
         if len(heap) > 64 + 2 * (len(self._conns) + len(self._dials)):
             self._heap = [entry for entry in heap if entry[2].heap_seq == entry[1]]
             heapq.heapify(self._heap)
+
+
+def _immutable(config: Config) -> bool:
+    """Nothing ``conn_settings`` reads of ``config`` can change after it was checked: a
+    plain ``Config`` (frozen) without a mapping, a list or an OAuth object in it (the
+    caller could mutate those in place), so its settings may be reused as they are."""
+    return (
+        type(config) is Config
+        and config.headers is None
+        and config.meta is None
+        and config.tool_schemas is None
+        and config.output_schemas is None
+        and config.oauth is None
+        and (config.protocol_versions is None or type(config.protocol_versions) is tuple)
+    )
 
 
 def _oauth_machine(

@@ -22,6 +22,11 @@ inclusive; HTTP/2: the HEADERS + CONTINUATION frame payloads).  Body framing
 to its cumulative budget.
 
 Header names are lower-case ``bytes``; values are ``bytes`` as received.
+
+The request and the events are read-only by contract but not ``frozen``: several are made
+per request and per body read, and a frozen dataclass's ``__init__`` costs about four
+times a plain one's (one ``object.__setattr__`` per field).  They hash and compare by
+value as before (``unsafe_hash``); nothing assigns to them once made.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ def header_value(headers: Headers, name: bytes) -> bytes | None:
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class HttpRequest:
     """One HTTP request, complete.  ``authority`` is ``host[:port]`` as for ``Host``."""
 
@@ -68,7 +73,7 @@ class HttpRequest:
     body: bytes = b""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class InformationalReceived:
     """A 1xx head (never 101: we never ask for an upgrade)."""
 
@@ -78,7 +83,7 @@ class InformationalReceived:
     raw_size: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class ResponseReceived:
     """The final response head."""
 
@@ -89,7 +94,7 @@ class ResponseReceived:
     http_version: bytes = b"1.1"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class DataReceived:
     """Body bytes, as they arrived (never buffered to a whole body by the wire layer).
 
@@ -105,7 +110,7 @@ class DataReceived:
     overhead: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class TrailersReceived:
     """Trailing headers (chunked trailers, or an HTTP/2 trailing HEADERS block)."""
 
@@ -114,14 +119,14 @@ class TrailersReceived:
     raw_size: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class ResponseEnded:
     """The response is complete."""
 
     exchange_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class ExchangeFailed:
     """The exchange ended without a complete response; ``error`` says why."""
 

@@ -90,7 +90,7 @@ def build_body(
     head += b'"method":' + _dumps(method)
     if params is None and arguments is None and meta is None:
         return head + b"}"
-    encoded = _dumps(dict(params or {}))
+    encoded = _dumps(dict(params)) if params else b"{}"
     if meta is not None:
         encoded = b'{"_meta":' + meta + (b"}" if encoded == b"{}" else b"," + encoded[1:])
     if arguments is not None:

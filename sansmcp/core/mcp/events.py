@@ -3,6 +3,10 @@
 ``StartExchange`` / ``CancelExchange`` are commands for the driver (the adapter); the
 others are events (the observations -- progress, notifications, telemetry -- are defined
 in :mod:`.notifications`).  ``Output`` is their union, for an exhaustive ``match``.
+
+The per-request ones (``StartExchange``, ``CancelExchange``, the terminal events) are
+read-only by contract, not ``frozen`` (see :mod:`sansmcp.core.http`: a frozen
+``__init__`` costs about four times a plain one); they hash and compare by value.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class StartExchange:
     """Send ``request`` on a pooled connection; report its events with ``exchange_id``.
 
@@ -49,19 +53,19 @@ class StartExchange:
     origin: Origin | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class CancelExchange:
     """Abandon the exchange (HTTP/1.1: close its socket; HTTP/2: reset its stream)."""
 
     exchange_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Connected:
     protocol_version: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class ToolsListed:
     tools: tuple[Tool, ...]
     # the first Limits.max_recorded_skips skipped entries, with details
@@ -72,7 +76,7 @@ class ToolsListed:
     cache_scope: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class ToolCalled:
     result: CallResult
 
@@ -91,12 +95,12 @@ class InputRequired:
     server_request: bool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class OperationFailed:
     error: McpError = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Closed:
     pass
 

@@ -58,6 +58,7 @@ from ..oauth.store import AuthorizationNeeded
 from ..tools import Tool
 from . import rules
 from .budget import Budget
+from .compiled import CompiledSchemas
 from .events import (
     CancelExchange,
     Closed,
@@ -140,6 +141,9 @@ class McpMachine:
         )
         transport.on_list_changed = self._ops.invalidate_tools
         self._outputs = transport.outputs
+        # the outputs themselves (``next_output`` pops them): a driver may drain this deque
+        # directly, when the machine is a plain McpMachine (a subclass may filter them)
+        self.outputs = transport.outputs
         self._notices = transport.notices
         self._notices.deliver = settings.notifications
         self._observer = Observer(transport.outputs, session) if settings.observe else None
@@ -369,6 +373,11 @@ class McpMachine:
 
     # ------------------------------------------------------------ driver interface
 
+    def share_compiled(self, compiled: CompiledSchemas) -> None:
+        """Compile the server's output schemas into ``compiled`` (the Client's, shared by
+        its Conns: a schema the server sent before is not compiled again)."""
+        self._ops.compiled = compiled
+
     def use_bearer_token(self, token: str | None) -> None:
         """Send ``token`` (None: none) as the bearer credential from the next request on."""
         self.settings = dataclasses.replace(self.settings, bearer_token=token)
@@ -404,19 +413,24 @@ class McpMachine:
 
     def next_deadline(self) -> float | None:
         t = self._t
-        deadlines = [
-            exchange.deadline for exchange in t.exchanges.values() if exchange.deadline != FOREVER
-        ]
         phase = self._phase
-        if phase is _CLOSING:
-            deadlines.append(self._close_deadline)
-        elif phase is _RUNNING:
-            deadlines.append(self._op_deadline)
-            if self._sleep_until is not None:
-                deadlines.append(self._sleep_until)
-            if t.held is not None:
-                deadlines.append(t.held_until)
-        return min(deadlines) if deadlines else None
+        # FOREVER (a kept standalone stream) is no deadline; it starts the search
+        first = (
+            self._close_deadline
+            if phase is _CLOSING
+            else self._op_deadline
+            if phase is _RUNNING
+            else FOREVER
+        )
+        for exchange in t.exchanges.values():
+            if exchange.deadline < first:
+                first = exchange.deadline
+        if phase is _RUNNING:
+            if self._sleep_until is not None and self._sleep_until < first:
+                first = self._sleep_until
+            if t.held is not None and t.held_until < first:
+                first = t.held_until
+        return None if first == FOREVER else first
 
     def handle_timer(self, *, now: float) -> None:
         t = self._t
@@ -573,7 +587,7 @@ class McpMachine:
         self._ops.progress = False
         self._notices.end()
         self._t.requests.op_meta = None
-        for input_id, exchange in list(self._asks.items()):
+        for input_id, exchange in list(self._asks.items()) if self._asks else ():
             if exchange is None or exchange.role is not _LISTEN:
                 del self._asks[input_id]
                 self._ask_server_ids.pop(input_id, None)

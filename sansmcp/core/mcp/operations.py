@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any, Final, assert_never
 
 from ..cache import DISCOVER_METHOD, CachedListing, CachedPage, CallerCache, scope_of, ttl_of
 from ..errors import CallerError, ConnectionFailed, ServerAnswered
@@ -45,6 +45,7 @@ from ..tools import (
     param_headers,
 )
 from . import rules
+from .compiled import CompiledSchemas
 from .events import Connected, ToolCalled, ToolsListed
 from .requests import Requests
 from .session import Era, Session
@@ -92,6 +93,13 @@ class Ask:
 Instruction = Send | Sleep | Ask
 OpGen = Generator[Instruction, Any, Any]
 
+
+# Members as module constants for the per-request paths (an ``Enum.X`` lookup runs the
+# enum type's attribute hook on Python 3.11)
+_LEGACY: Final = Era.LEGACY
+_MODERN: Final = Era.MODERN
+_V_LEGACY: Final = Verdict.LEGACY
+_V_RETRY_VERSION: Final = Verdict.RETRY_VERSION
 
 # JSON-RPC errors on tools/call that say the caller's idea of the tool is stale (the spec's
 # caching page: "method not found or the parameters were invalid")
@@ -146,6 +154,8 @@ class Operations:
         # from; valid for the listing ``_schemas_of`` (cleared when self.tools is replaced)
         self._output_schemas: dict[str, tuple[object, Schema]] = {}
         self._schemas_of: dict[str, Tool] = self.tools
+        # the Client's compiled server schemas, by their bytes (None: compiled per Conn)
+        self.compiled: CompiledSchemas | None = None
         # the call in hand asked for progress (its tools/call requests carry a token)
         self.progress = False
         self.server_logs = False  # the legacy server declared the logging capability
@@ -206,11 +216,11 @@ class Operations:
             if retry_ms:
                 yield Sleep(self.transport.now + retry_ms / 1000)
             request = self.requests.legacy(b"GET", b"", [(b"last-event-id", last_id)])
-        if session.era is Era.LEGACY and reply.status == 404 and sent_session is not None:
+        if session.era is _LEGACY and reply.status == 404 and sent_session is not None:
             raise SessionExpired()
-        if session.hinted and session.era is Era.MODERN:
+        if session.hinted and session.era is _MODERN:
             verdict = classify_probe(reply.status, reply.message, method=method)
-            if verdict is Verdict.LEGACY or verdict is Verdict.RETRY_VERSION:
+            if verdict is _V_LEGACY or verdict is _V_RETRY_VERSION:
                 raise EraMismatch()
             session.hinted = False  # the hint held
         return reply
@@ -476,7 +486,7 @@ class Operations:
         from ..listing import validate_entry  # lazy: msgspec on the first listing
 
         limits = self.limits
-        modern = self.session.era is Era.MODERN
+        modern = self.session.era is _MODERN
         tools: list[Tool] = []
         skipped: list[SkippedTool] = []
         skipped_count = 0
@@ -601,9 +611,14 @@ class Operations:
         known = self._output_schemas.get(name)
         if known is not None and known[0] is source:
             return known[1]
-        from ..schema.output import compile_output  # lazy: most Conns never compile one
+        shared = None if from_config else self.compiled
+        schema = None if shared is None else shared.get(source)  # type: ignore[arg-type]
+        if schema is None:
+            from ..schema.output import compile_output  # lazy: most Conns never compile one
 
-        schema = compile_output(name, source, self.limits, from_config=from_config)  # type: ignore[arg-type]
+            schema = compile_output(name, source, self.limits, from_config=from_config)  # type: ignore[arg-type]
+            if shared is not None:
+                shared.put(source, schema)  # type: ignore[arg-type]
         self._output_schemas[name] = (source, schema)
         return schema
 
@@ -627,7 +642,7 @@ class Operations:
                 )
             params: dict[str, Any] = {"name": name}
             extra: list[tuple[bytes, bytes]] = []
-            modern = self.session.era is Era.MODERN
+            modern = self.session.era is _MODERN
             if modern:
                 extra.append((b"mcp-name", encode_header_value(name)))
                 extra.extend(param_headers(self.header_params(name), parsed))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ..auth import parse_www_authenticate
 from ..cache import ttl_of
@@ -57,22 +57,31 @@ class Head(enum.Enum):
     OTHER = "other"  # no body we read (a notification's answer, an error page)
 
 
+# Members as module constants (a ``Head.X`` lookup runs the enum type's hook on 3.11)
+_H_REDIRECT: Final = Head.REDIRECT
+_H_UNAUTHORIZED: Final = Head.UNAUTHORIZED
+_H_UNUSABLE: Final = Head.UNUSABLE
+_H_JSON: Final = Head.JSON
+_H_SSE: Final = Head.SSE
+_H_OTHER: Final = Head.OTHER
+
+
 def classify_head(status: int, headers: Headers, *, expects_reply: bool) -> Head:
     """Classify the head of an operation's response; ``expects_reply`` when a JSON-RPC
     request (not a notification or a DELETE) was sent."""
     if 300 <= status < 400:
-        return Head.REDIRECT
+        return _H_REDIRECT
     if status == 401 or status == 403:
-        return Head.UNAUTHORIZED
+        return _H_UNAUTHORIZED
     if not expects_reply:
-        return Head.OTHER
+        return _H_OTHER
     media = content_type(header_value(headers, b"content-type"))
     ok = 200 <= status < 300
     if media == "text/event-stream" and ok:
-        return Head.SSE
+        return _H_SSE
     if media == "application/json" or media.endswith("+json"):
-        return Head.JSON
-    return Head.UNUSABLE if ok else Head.OTHER
+        return _H_JSON
+    return _H_UNUSABLE if ok else _H_OTHER
 
 
 def listen_accepted(status: int, headers: Headers) -> bool:

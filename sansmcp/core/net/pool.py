@@ -92,6 +92,9 @@ Origins with no socket and no ticket are forgotten.
 **Era hints** (soft state): the protocol version last negotiated per endpoint
 URL, in a bounded LRU map (``era_capacity`` entries, default 1,024).
 
+``UseConnection``, made per checkout, is read-only by contract, not ``frozen`` (see
+:mod:`sansmcp.core.http`).
+
 Errors: misuse (an unknown id or ticket, a release without a started lease,
 ``dial_succeeded`` twice) raises :class:`~sansmcp.core.errors.LocalProtocolError`
 and leaves the pool unchanged.
@@ -103,7 +106,7 @@ import enum
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from ..errors import LocalProtocolError
 from ..limits import Limits
@@ -137,7 +140,7 @@ class WireFactory(Protocol):
     def __call__(self, *, http2: bool, limits: Limits, now: float) -> Wire: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class UseConnection:
     """Start the exchange on ``pool.wire(conn_id)`` now; you hold a lease on it."""
 
@@ -180,10 +183,18 @@ class _State(enum.Enum):
     CLOSED = enum.auto()
 
 
+# Members as module constants: on Python 3.11 each ``_State.X`` lookup runs the enum
+# type's attribute hook, and every checkout and release tests a state.
+_DIALING: Final = _State.DIALING
+_OPEN: Final = _State.OPEN
+_CLOSED: Final = _State.CLOSED
+
+
 class _Conn:
     __slots__ = (
         "conn_id",
         "granted",
+        "home",
         "http2",
         "idle_since",
         "last_used",
@@ -195,10 +206,14 @@ class _Conn:
         "wire",
     )
 
-    def __init__(self, conn_id: int, origin: Origin, *, may_be_h2: bool, now: float) -> None:
+    def __init__(
+        self, conn_id: int, origin: Origin, home: _Origin, *, may_be_h2: bool, now: float
+    ) -> None:
         self.conn_id = conn_id
         self.origin = origin
-        self.state = _State.DIALING
+        # its origin's state, while it is one of its sockets (no Origin hash per release)
+        self.home = home
+        self.state = _DIALING
         self.wire: Wire | None = None
         self.http2 = False
         self.may_be_h2 = may_be_h2
@@ -211,7 +226,7 @@ class _Conn:
         self.idle_since: float | None = None
 
     def idle(self) -> bool:
-        return self.state is _State.OPEN and self.leases == 0
+        return self.state is _OPEN and self.leases == 0
 
     def retirable(self) -> bool:
         """Idle and unusable: broken, or unable to start (no keep-alive, GOAWAY)."""
@@ -327,7 +342,7 @@ class Pool:
         """
         state = self._origins.get(origin)
         if state is None or not state.queue:  # else an earlier ticket is first in line
-            grant = self._serve(origin, now=now)
+            grant = self._serve_in(origin, state, now=now)
             if grant is not None:
                 return grant
         ticket = self._next_ticket
@@ -408,7 +423,7 @@ class Pool:
         ``UseConnection``, a claimed grant, or ``dial_succeeded``).  Until then an HTTP/2
         connection's ``can_start()`` does not count that exchange, so no one else gets it."""
         conn = self._get(conn_id)
-        if conn.state is _State.DIALING or conn.pending == 0:
+        if conn.state is _DIALING or conn.pending == 0:
             raise LocalProtocolError(f"connection {conn_id} has no exchange about to start")
         conn.pending -= 1
         self._changed += 1
@@ -423,12 +438,12 @@ class Pool:
         HTTP/1.1 otherwise.  The dialer keeps its lease (call :meth:`started`).
         """
         conn = self._get(conn_id)
-        if conn.state is not _State.DIALING:
+        if conn.state is not _DIALING:
             raise LocalProtocolError(f"connection {conn_id} is not dialling")
         http2 = alpn == "h2" or (alpn is None and self._prior_knowledge)
         wire = self._factory(http2=http2, limits=self._limits, now=now)
-        conn.wire, conn.http2, conn.state, conn.last_used = wire, http2, _State.OPEN, now
-        state = self._origins[conn.origin]
+        conn.wire, conn.http2, conn.state, conn.last_used = wire, http2, _OPEN, now
+        state = conn.home
         if conn.may_be_h2:
             state.h2_dials -= 1
         if http2:
@@ -440,7 +455,7 @@ class Pool:
     def dial_failed(self, conn_id: int, *, now: float) -> None:
         """The dial failed or was abandoned; the connection (and its lease) is forgotten."""
         conn = self._get(conn_id)
-        if conn.state is not _State.DIALING:
+        if conn.state is not _DIALING:
             raise LocalProtocolError(f"connection {conn_id} is not dialling")
         self._drop_dial(conn)
         self._changed += 1
@@ -454,7 +469,7 @@ class Pool:
         ``Limits.pool_max_idle_per_origin``.
         """
         conn = self._get(conn_id)
-        if conn.state is _State.DIALING:
+        if conn.state is _DIALING:
             raise LocalProtocolError(
                 f"connection {conn_id} is still dialling; end it with dial_failed()"
             )
@@ -472,9 +487,9 @@ class Pool:
         no longer tracks is a no-op, so close paths may race.
         """
         conn = self._conns.get(conn_id)
-        if conn is None or conn.state is _State.CLOSED:
+        if conn is None or conn.state is _CLOSED:
             return
-        if conn.state is _State.DIALING:
+        if conn.state is _DIALING:
             raise LocalProtocolError(
                 f"connection {conn_id} is still dialling; end it with dial_failed()"
             )
@@ -514,7 +529,7 @@ class Pool:
         Leases still held stay valid until released; dials in flight are not
         affected (their dialers report as usual).  The pool remains usable.
         """
-        doomed = [conn for conn in self._conns.values() if conn.state is _State.OPEN]
+        doomed = [conn for conn in self._conns.values() if conn.state is _OPEN]
         closed = [self._retire(conn, now=now) for conn in doomed]
         if closed:
             self._changed += 1
@@ -532,6 +547,9 @@ class Pool:
 
     def remember_era(self, url: str, version: str) -> None:
         """Remember ``version`` for ``url``, forgetting the least recently used hint beyond the bound."""
+        if self._eras.get(url) == version:  # known already (every operation says it)
+            self._eras.move_to_end(url)
+            return
         self._eras[url] = version
         self._eras.move_to_end(url)
         while len(self._eras) > self._era_capacity:
@@ -563,7 +581,10 @@ class Pool:
 
     def _serve(self, origin: Origin, *, now: float) -> Grant | None:
         """What one exchange to ``origin`` gets now, or None (the pool is left unchanged)."""
-        state = self._origins.get(origin)
+        return self._serve_in(origin, self._origins.get(origin), now=now)
+
+    def _serve_in(self, origin: Origin, state: _Origin | None, *, now: float) -> Grant | None:
+        """:meth:`_serve`, with the origin's state (None: it has none) already looked up."""
         victim: _Conn | None = None
         if state is not None:
             best = self._usable(state)
@@ -594,8 +615,8 @@ class Pool:
         conn_id = self._next_id
         self._next_id += 1
         may_be_h2 = origin.scheme == "https" or self._prior_knowledge
-        conn = _Conn(conn_id, origin, may_be_h2=may_be_h2, now=now)
         state = self._origin(origin)
+        conn = _Conn(conn_id, origin, state, may_be_h2=may_be_h2, now=now)
         state.conns[conn_id] = conn
         state.h2_dials += may_be_h2
         self._conns[conn_id] = conn
@@ -624,7 +645,7 @@ class Pool:
     def _set_idle(self, conn: _Conn, *, now: float) -> None:
         conn.idle_since = now
         self._idle[conn.conn_id] = conn
-        self._origins[conn.origin].idle[conn.conn_id] = conn
+        conn.home.idle[conn.conn_id] = conn
 
     def _grant_waiters(self, *, now: float) -> None:
         """Serve queued tickets while any can be served, always the oldest that can.
@@ -632,6 +653,8 @@ class Pool:
         The tickets of one origin are alike (same origin, same answer), so only each
         origin's oldest is tried: one pass costs O(origins waiting), not O(tickets).
         """
+        if not self._queued:
+            return  # nobody waits (the usual case): nothing to sort
         while (served := self._serve_oldest(now=now)) is not None:
             ticket, origin, grant = served
             state = self._origins[origin]
@@ -657,7 +680,7 @@ class Pool:
         """One lease on ``conn`` is over; returns the ids to close."""
         conn.leases -= 1
         conn.last_used = now
-        if conn.state is _State.CLOSED:
+        if conn.state is _CLOSED:
             if conn.leases == 0:
                 del self._conns[conn.conn_id]
             return []
@@ -667,7 +690,7 @@ class Pool:
         if conn.leases:
             return []
         self._set_idle(conn, now=now)
-        idle = self._origins[conn.origin].idle
+        idle = conn.home.idle
         excess = len(idle) - self._limits.pool_max_idle_per_origin
         if excess <= 0:
             return []
@@ -685,7 +708,7 @@ class Pool:
 
     def _drop_dial(self, conn: _Conn) -> None:
         """Forget a dialling connection (its dial failed or was never made)."""
-        state = self._origins[conn.origin]
+        state = conn.home
         del state.conns[conn.conn_id]
         del self._conns[conn.conn_id]
         self._sockets -= 1
@@ -703,7 +726,7 @@ class Pool:
     def _forget(self, conn: _Conn) -> None:
         """An open socket leaves: grants not yet claimed on it go back to the queue (in
         their place); leases already held stay valid until released."""
-        state = self._origins[conn.origin]
+        state = conn.home
         del state.conns[conn.conn_id]
         self._sockets -= 1
         self._idle.pop(conn.conn_id, None)
@@ -717,7 +740,7 @@ class Pool:
             self._requeue(conn.origin, list(conn.granted))
             conn.granted.clear()
         if conn.leases:
-            conn.state = _State.CLOSED
+            conn.state = _CLOSED
         else:
             del self._conns[conn.conn_id]
         self._tidy(conn.origin)

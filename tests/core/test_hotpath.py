@@ -1,0 +1,250 @@
+"""The per-work-item savings keep what they replace (issue 16, the floor target).
+
+Through the pure driver against the fake server: a server's output schema compiled once
+per Client (and still checked on every Conn), the Client-wide compile cache's bounds, a
+``Config`` checked once while nothing in it can change (and checked again when it can);
+the wire's checked request lines reused, and a bad one refused, on a reused socket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from sansmcp import CallerError, Config, ServerAnswered
+from sansmcp.core import config as config_module
+from sansmcp.core.config import conn_settings
+from sansmcp.core.errors import LocalProtocolError
+from sansmcp.core.limits import Limits
+from sansmcp.core.mcp import compiled as compiled_module
+from sansmcp.core.mcp.compiled import CompiledSchemas
+from sansmcp.core.mcp.requests import Requests
+from sansmcp.core.mcp.session import Session
+from sansmcp.core.results import CallResult
+from sansmcp.core.schema import output as output_module
+from sansmcp.core.wire.h1 import H1Connection
+
+from .fakemcp import MODERN, FakeServer, result, tool
+from .test_driver import URL, Net, make
+
+TOTAL = {
+    "type": "object",
+    "properties": {"total": {"type": "integer", "minimum": 0}},
+    "required": ["total"],
+}
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """Count the calls of ``module.name`` (still calling it)."""
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def schema_server(era: str, structured: list[Any], schema: Any = TOTAL) -> FakeServer:
+    server = FakeServer(
+        tools=[tool("count", outputSchema=schema)],
+        **({} if era == "modern" else {"modern": False, "legacy": "2025-11-25"}),
+    )
+    answers = iter(structured)
+
+    def answer(request: Any, body: Any) -> Any:
+        value: dict[str, Any] = {
+            "content": [{"type": "text", "text": "t"}],
+            "structuredContent": next(answers),
+        }
+        if era == "modern":
+            value["resultType"] = "complete"
+        return server.wrap(result(body["id"], value))
+
+    server.overrides["tools/call"] = answer
+    return server
+
+
+def item(net: Net, config: Config | None = None) -> CallResult | BaseException:
+    view = net.driver.open(config or Config(url=URL), now=net.now)
+    assert net.ok("connect", view) is None
+    net.ok("list_tools", view)
+    done = net.run("call_tool", view, "count", b"{}")
+    assert net.ok("close_conn", view) is None
+    if done.error is not None:
+        return done.error
+    assert isinstance(done.value, CallResult)
+    return done.value
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_a_servers_output_schema_is_compiled_once_per_client_and_checked_every_time(
+    monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    compiles = counting(monkeypatch, output_module, "compile_output")
+    net = make(schema_server(era, [{"total": 1}, {"total": 2}, {"total": -1}, {"total": 3}]))
+    first, second = item(net), item(net)
+    assert isinstance(first, CallResult) and first.validated
+    assert isinstance(second, CallResult) and second.validated
+    assert json.loads(second.structured_content or b"") == {"total": 2}
+    # the shared compiled schema still refuses what does not conform, on another Conn
+    failed = item(net)
+    assert isinstance(failed, ServerAnswered) and failed.reason == "output_schema_mismatch"
+    assert isinstance(item(net), CallResult)
+    assert len(compiles) == 1 and len(net.driver.compiled) == 1
+
+
+def test_another_schema_is_compiled_and_kept_beside_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiles = counting(monkeypatch, output_module, "compile_output")
+    server = schema_server("modern", [{"total": 1}, {"total": 2}, {"total": 3}])
+    net = make(server)
+    item(net)
+    server.tools = [tool("count", outputSchema={**TOTAL, "title": "another"})]
+    item(net)
+    server.tools = [tool("count", outputSchema=TOTAL)]
+    item(net)
+    assert len(compiles) == 2 and len(net.driver.compiled) == 2
+
+
+def test_an_unusable_server_schema_is_never_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiles = counting(monkeypatch, output_module, "compile_output")
+    net = make(schema_server("modern", [], schema={"$ref": "https://example.com/remote"}))
+    for _ in range(2):  # every Conn meets the same classified error
+        failed = item(net)
+        assert isinstance(failed, ServerAnswered) and failed.reason == "unusable_output_schema"
+    assert len(compiles) == 2 and len(net.driver.compiled) == 0
+
+
+def test_a_configured_output_schema_is_compiled_per_conn(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiles = counting(monkeypatch, output_module, "compile_output")
+    server = schema_server("modern", [{"total": 1}, {"total": 2}], schema=None)
+    server.tools = [tool("count")]
+    net = make(server)
+    config = Config(url=URL, output_schemas={"count": TOTAL})
+    for _ in range(2):
+        done = item(net, config)
+        assert isinstance(done, CallResult) and done.validated
+    assert len(compiles) == 2 and len(net.driver.compiled) == 0
+
+
+def test_the_compiled_schemas_are_bounded_least_recently_used_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(compiled_module, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(compiled_module, "MAX_SOURCE_BYTES", 10)
+    cache = CompiledSchemas()
+    schemas: list[Any] = [object() for _ in range(4)]
+    for index in range(3):
+        cache.put(b"%d" % index, schemas[index])
+    assert cache.get(b"0") is schemas[0]  # used: now the most recent
+    cache.put(b"3", schemas[3])
+    assert len(cache) == 3 and cache.get(b"1") is None  # the least recently used left
+    assert [cache.get(b"%d" % i) for i in (0, 2, 3)] == [schemas[0], schemas[2], schemas[3]]
+    cache.put(b"x" * 11, schemas[1])  # over MAX_SOURCE_BYTES: not kept
+    assert cache.get(b"x" * 11) is None and len(cache) == 3
+
+
+# ---------------------------------------------------------------- Config checked once
+
+
+def plain_item(net: Net, config: Config) -> Any:
+    view = net.driver.open(config, now=net.now)
+    assert net.ok("connect", view) is None
+    called = net.ok("call_tool", view, "echo", b'{"text": "hi"}')
+    assert net.ok("close_conn", view) is None
+    return view, called
+
+
+def test_a_config_that_cannot_change_is_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = counting(monkeypatch, config_module, "conn_settings")
+    net = make()
+    config = Config(url=URL, protocol_versions=(MODERN,), bearer_token="t0ken")
+    views = [plain_item(net, config)[0] for _ in range(3)]
+    assert len(checks) == 1
+    # the era the pool learnt reaches the later Conns' settings as before
+    assert [view.machine.settings.era_hint for view in views] == [None, MODERN, MODERN]
+    assert views[1].machine.settings is views[2].machine.settings
+    other = Config(url=URL)
+    plain_item(net, other)
+    plain_item(net, config)  # the memo holds the last Config only
+    assert len(checks) == 3
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"headers": {"x-tenant": "a"}},
+        {"meta": {"k": "v"}},
+        {"tool_schemas": {"echo": {"type": "object"}}},
+        {"output_schemas": {"other": {"type": "object"}}},
+        {"protocol_versions": [MODERN]},
+    ],
+)
+def test_a_config_holding_something_mutable_is_checked_every_time(
+    monkeypatch: pytest.MonkeyPatch, field: dict[str, Any]
+) -> None:
+    checks = counting(monkeypatch, config_module, "conn_settings")
+    net = make()
+    config = Config(url=URL, **field)
+    for _ in range(2):
+        plain_item(net, config)
+    assert len(checks) == 2
+
+
+def test_a_mutated_header_mapping_is_sent_and_checked_again() -> None:
+    server = FakeServer()
+    net = make(server)
+    headers = {"x-tenant": "a"}
+    config = Config(url=URL, headers=headers)
+    plain_item(net, config)
+    headers["x-tenant"] = "b"
+    plain_item(net, config)
+    sent = [dict(request.headers).get(b"x-tenant") for request in server.requests]
+    assert sent[0] == b"a" and sent[-1] == b"b"
+    headers["x-tenant"] = " bad"  # now unusable: refused before any I/O, as before
+    with pytest.raises(CallerError, match="whitespace"):
+        net.driver.open(config, now=net.now)
+
+
+# ---------------------------------------------------------------- request heads
+
+
+def requests_at(legacy: bool) -> tuple[Requests, Session]:
+    settings = conn_settings(
+        Config(url=URL, bearer_token="a"), client_info=None, capabilities=None, era_hint=None
+    )
+    session = Session()
+    if legacy:
+        session.initializing()
+        session.legacy_at("2025-11-25", b"s1")
+    else:
+        session.modern_at(MODERN)
+    return Requests(settings, session), session
+
+
+def test_the_wire_writes_a_repeated_header_list_as_before_and_refuses_a_bad_one() -> None:
+    requests, _ = requests_at(legacy=False)
+    wire = H1Connection(limits=Limits(), now=0.0)
+    sent = []
+    for rpc_id in (1, 2):
+        request = requests.modern(rpc_id, "tools/list", {})
+        wire.start(rpc_id, request, now=0.0)
+        sent.append(wire.data_to_send())
+        wire.receive_data(b"HTTP/1.1 204 No Content\r\n\r\n", now=0.0)
+        while wire.next_event() is not None:
+            pass
+    assert sent[0].replace(b'"id":1', b'"id":2') == sent[1]
+    assert b"\r\nmcp-method: tools/list\r\n" in sent[1]
+    bad = dataclasses.replace(request, headers=(*request.headers, (b"x-bad", b"a\r\nb")))
+    with pytest.raises(LocalProtocolError):
+        wire.start(3, bad, now=0.0)
+    assert wire.can_start() and wire.data_to_send() == b""  # nothing changed
+    wire.start(3, request, now=0.0)
+    assert wire.data_to_send().startswith(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n")
