@@ -44,8 +44,7 @@ class Client(ClientBase["Conn"]):
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``; waits (bounded)
         for the socket tasks to end."""
-        self._driver.close(now=self._now())
-        self._pump()
+        self._shut()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
