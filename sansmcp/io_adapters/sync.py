@@ -6,10 +6,10 @@ The driver decides and is not thread-safe: every call into it, and :meth:`Client
 executing its commands on a :class:`~._selectloop.SelectLoop` (non-blocking sockets,
 sans-I/O TLS, buffered writes), runs under the Client's one lock, where nothing blocks.
 Reading is **turn-taking** (:mod:`._turns`), not a reader thread per socket: the
-threads waiting for their Conn's mail take turns to run :meth:`Client._poll`
-(``select`` until ``next_deadline()``, feed the driver, pump), so a sequential caller
-reads its own socket with no thread switch, where a reader thread would cost two per
-response; a watcher thread polls between work items (a server's EOF, the idle expiry).
+threads waiting for their Conn's mail take turns to run :meth:`Client._poll` (``select``
+until ``next_deadline()``, feed the driver, fire the timers due, pump), so a sequential
+caller reads its own socket with no thread switch, where a reader thread would cost two
+per response; a watcher thread polls between work items (a server's EOF, idle expiry).
 Resolves (``getaddrinfo`` and the hook cannot be interrupted) run on at most
 ``RESOLVERS`` threads; the dial deadline binds regardless.  Every thread is a daemon
 and ends with :meth:`Client.close`.  A ``KeyboardInterrupt``, wherever it lands,
@@ -81,18 +81,8 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         with conn:
             conn._run(conn._completing(redirect))
 
-    def _pump(self, now: float | None = None) -> None:
-        """Execute the driver's commands, then fire its due timers once (under the lock)."""
-        driver = self._driver
-        self._drain()
-        deadline, now = driver.next_deadline(), self._now() if now is None else now
-        if deadline is not None and deadline <= now:
-            driver.handle_timer(now=now)
-            self._drain()
-            deadline = driver.next_deadline()
-        self._nudge(deadline, self._loop.stirred)
-
-    def _drain(self) -> None:
+    def _pump(self) -> None:
+        """Execute the driver's commands (under the lock); the leader looks again if it must."""
         while (command := self._driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
@@ -112,14 +102,20 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
                     self._loop.close(socket_id)
                 case _:
                     assert_never(command)
+        self._nudge(self._driver.next_deadline(), self._loop.stirred)
 
     def _poll(self) -> None:
-        """One turn's step: ``select`` until the next deadline, feed the driver, pump."""
-        deadline = self._driver.next_deadline()
+        """One turn's step: ``select`` until the next deadline, feed the driver, fire the
+        timers due by then (the only place they fire), pump."""
+        driver = self._driver
+        deadline = driver.next_deadline()
         events = self._select(self._loop.wait, deadline)
         now = self._loop.handle(events)
-        # select may return a clock tick early: the deadline is due
-        self._pump(now if events or deadline is None else max(now, deadline))
+        if not events and deadline is not None:  # select may return a clock tick early
+            now = max(now, deadline)
+        if (due := driver.next_deadline()) is not None and due <= now:
+            driver.handle_timer(now=now)
+        self._pump()
 
     def _resolve(self, command: Resolve) -> None:
         """A resolver thread's job: the hook, else ``getaddrinfo``; reported under the lock."""
