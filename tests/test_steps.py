@@ -35,16 +35,17 @@ def test_each_step_gets_its_reply_or_its_failure_thrown_in_and_the_value_is_kept
     assert steps.value == "value"
 
 
-def test_a_reply_is_sent_once_and_a_failure_thrown_once() -> None:
+def test_a_failure_is_thrown_once_in_place_of_the_reply() -> None:
     log: list[object] = []
     steps = Steps(operation(log))
     assert next(steps) == "first"
     steps.reply = "one"
     assert next(steps) == "fails"  # "one" sent
     steps.fail(ValueError("once"))
-    assert next(steps) == "last"  # thrown, caught by the operation
-    assert next(steps, "ended") == "ended"  # nothing set: None sent, the operation returns
-    assert log == ["one", ("once",), None] and steps.value == "value"
+    assert next(steps) == "last"  # thrown (not "one" sent again), caught by the operation
+    steps.reply = "two"
+    assert next(steps, "ended") == "ended"  # "two" sent; the operation returns
+    assert log == ["one", ("once",), "two"] and steps.value == "value"
 
 
 def test_what_the_operation_raises_propagates_from_the_iteration() -> None:
