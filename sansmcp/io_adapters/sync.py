@@ -52,6 +52,7 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         self._loop = SelectLoop(self._driver, self._now)
         self._turns(self._loop.wake, self._loop.release, "sansmcp-watcher")
         self._resolvers = Workers(RESOLVERS, "sansmcp-resolver")
+        self._pumped: float | None = None  # the driver's next deadline, as the last pump saw it
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -102,7 +103,8 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
                     self._loop.close(socket_id)
                 case _:
                     assert_never(command)
-        self._nudge(self._driver.next_deadline(), self._loop.stirred)
+        self._pumped = self._driver.next_deadline()
+        self._nudge(self._pumped, self._loop.stirred)
 
     def _poll(self) -> None:
         """One turn's step: ``select`` until the next deadline, feed the driver, fire the
@@ -113,9 +115,10 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         now = self._loop.handle(events)
         if not events and deadline is not None:  # select may return a clock tick early
             now = max(now, deadline)
-        if (due := driver.next_deadline()) is not None and due <= now:
-            driver.handle_timer(now=now)
         self._pump()
+        if (due := self._pumped) is not None and due <= now:
+            driver.handle_timer(now=now)
+            self._pump()
 
     def _resolve(self, command: Resolve) -> None:
         """A resolver thread's job: the hook, else ``getaddrinfo``; reported under the lock."""
