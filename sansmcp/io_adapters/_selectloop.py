@@ -4,11 +4,12 @@ Theory of operation
 -------------------
 :class:`SelectLoop` is the runtime the blocking adapter would otherwise lack; it
 knows sockets, TLS and bytes, and nothing of what they carry.  Its owner hands it
-non-blocking sockets to connect (:meth:`~SelectLoop.connect`: ``connect_ex``, then
-writability and ``SO_ERROR``; with TLS, a handshake over ``MemoryBIO`` +
-``SSLObject``, so nothing ever blocks), bytes to send (:meth:`~SelectLoop.send`:
-what the kernel does not take at once waits, in order, in the socket's buffer,
-and only then is write interest registered) and sockets to close.
+non-blocking sockets, or IP literals, to connect (:meth:`~SelectLoop.connect`,
+:meth:`~SelectLoop.dial`: ``connect_ex``, then writability and ``SO_ERROR``; with
+TLS, a handshake over ``MemoryBIO`` + ``SSLObject``, so nothing ever blocks),
+bytes to send (:meth:`~SelectLoop.send`: what the kernel does not take at once
+waits, in order, in the socket's buffer, and only then is write interest
+registered) and sockets to close.
 :meth:`~SelectLoop.wait` blocks in ``select`` (a socketpair lets another thread cut
 it short: :meth:`~SelectLoop.wake`) and :meth:`~SelectLoop.handle` turns what it
 returned into calls on the owner's :class:`Sink`: connected (with the ALPN
@@ -32,13 +33,15 @@ also while it re-takes its owner's lock after ``select`` or a callback, where a 
 ``acquire`` would leave the lock not held (and a later ``release`` free another
 thread's hold).  :func:`hold` re-takes an ``RLock`` (held once at most) whatever lands
 meanwhile and hands the last interrupt back; :func:`unlocked` runs a blocking call with
-the lock let go and raises that interrupt once the lock is held again; a :class:`Bell`
+the lock let go and raises that interrupt once the lock is held again, :func:`locked` a
+call holding it that leaves it let go whatever lands; a :class:`Bell`
 is one thread's wake-up that no interrupt loses or doubles.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import selectors
@@ -48,9 +51,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
-from ._common import READ_SIZE  # (a constant: the loop knows no driver)
+from ._common import READ_SIZE, numeric_socket  # (the loop knows no driver)
 
-__all__ = ["Bell", "SelectLoop", "Sink", "Workers", "hold", "unlocked"]
+__all__ = ["Bell", "SelectLoop", "Sink", "Workers", "hold", "locked", "unlocked"]
 
 _R, _W = selectors.EVENT_READ, selectors.EVENT_WRITE
 _SSL_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
@@ -115,6 +118,19 @@ class SelectLoop:
         self._socks[key] = _Sock(key, sock, tls)
         self._sel.register(sock, _W, key)
         self.stirred = True
+
+    def dial(
+        self, key: int, address: str, port: int, tls: tuple[ssl.SSLContext, str] | None = None
+    ) -> None:
+        """:meth:`connect` a new socket to the IP literal ``address`` (``tls``: a context
+        and the server's name to verify); a socket that cannot be made (not a literal, no
+        socket to be had) is reported to ``connect_failed`` (``"tcp"``) at once."""
+        try:
+            sock, sockaddr = numeric_socket(address, port)
+        except OSError as exc:
+            return self._sink.connect_failed(key, "tcp", exc, now=self._clock())
+        wrap = None if tls is None else functools.partial(tls[0].wrap_bio, server_hostname=tls[1])
+        self.connect(key, sock, sockaddr, wrap)
 
     def send(self, key: int, data: bytes) -> None:
         """Send ``data`` on ``key`` after what waits already (a closed key: dropped)."""
@@ -339,6 +355,21 @@ def unlocked(lock: Any, fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
     finally:
         if (interrupt := hold(lock)) is not None:
+            raise interrupt
+
+
+def locked(lock: Any, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` holding ``lock`` (an ``RLock`` this thread does not hold), which is let
+    go when this returns or raises, whatever interrupts land while it is taken or let go
+    (the last one is raised once it is let go)."""
+    try:
+        if (interrupt := hold(lock)) is not None:
+            raise interrupt
+        return fn(*args)
+    finally:
+        interrupt = hold(lock)  # (held, unless an interrupt landed in fn's own re-take)
+        lock.release()
+        if interrupt is not None:
             raise interrupt
 
 

@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any, Protocol, TypeVar, cast
 
+from ._common import Steps
 from ._selectloop import Bell, hold, unlocked
 
 __all__ = ["GRACE", "Turns", "Waiter"]
@@ -108,21 +109,17 @@ class Turns:
         """Run ``steps`` in ``waiter``'s thread: a step None is answered with ``waiter``'s
         next mail (:meth:`_wait`), any other with ``call(step)``, run with the lock let go;
         what either raises (an interrupt, the callable's own) is thrown in."""
-        reply: object = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return cast(T, stop.value)
+        performing = Steps(steps)
+        for step in performing:
             try:
                 if step is None:
                     self._wait(waiter)
-                    reply, error = waiter._mail.popleft(), None
+                    performing.reply = waiter._mail.popleft()
                 else:
-                    reply, error = unlocked(self._lock, call, step), None
+                    performing.reply = unlocked(self._lock, call, step)
             except BaseException as exc:  # the interrupt, or the callable's own
-                reply, error = None, hold(self._lock) or exc
+                performing.fail(hold(self._lock) or exc)
+        return cast(T, performing.value)
 
     def _post(self, waiter: Waiter) -> None:
         """Mail was put in ``waiter``'s ``_mail``: wake its thread."""

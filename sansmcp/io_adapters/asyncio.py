@@ -62,8 +62,7 @@ class Client(ClientBase["Conn"]):
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``; waits (bounded)
         for the dials to end and the sockets to close."""
-        self._driver.close(now=self._now())
-        self._pump()
+        self._shut()
         waits: list[asyncio.Future[Any]] = list(self._tasks.values())
         for task in waits:
             task.cancel()

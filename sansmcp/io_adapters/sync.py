@@ -3,21 +3,17 @@
 Theory of operation
 -------------------
 The driver decides and is not thread-safe: every call into it, and :meth:`Client._pump`
-executing its commands on the Client's :class:`~._selectloop.SelectLoop` (non-blocking
-sockets, sans-I/O TLS, buffered writes), runs under the Client's one lock, where
-nothing blocks.  Reading is **turn-taking** (leader/follower, :mod:`._turns`), not a
-reader thread per socket: the threads waiting for their Conn's mail take turns to run
-:meth:`Client._poll` -- ``select`` over every socket until ``next_deadline()``, feed
-the driver, pump, post the mail.  A sequential caller thus reads its own socket with
-no thread switch; a reader thread would cost two per response.  The Client's watcher
-thread polls between work items, so a server's EOF and the idle expiry are seen.
-Resolves (``getaddrinfo``, the hook: neither can be interrupted) run on at most
+executing its commands on a :class:`~._selectloop.SelectLoop` (non-blocking sockets,
+sans-I/O TLS, buffered writes), runs under the Client's one lock, where nothing blocks.
+Reading is **turn-taking** (:mod:`._turns`), not a reader thread per socket: the
+threads waiting for their Conn's mail take turns to run :meth:`Client._poll` (``select``
+until ``next_deadline()``, feed the driver, fire the timers due, pump), so a sequential
+caller reads its own socket with no thread switch, where a reader thread would cost two
+per response; a watcher thread polls between work items (a server's EOF, idle expiry).
+Resolves (``getaddrinfo`` and the hook cannot be interrupted) run on at most
 ``RESOLVERS`` threads; the dial deadline binds regardless.  Every thread is a daemon
-and ends with :meth:`Client.close` (a resolver in ``getaddrinfo`` once it returns).
-
-A ``KeyboardInterrupt`` may land wherever the main thread blocks: the lock is re-taken
-with :func:`~._selectloop.hold`, the turn handed on, the Conn abandoned (its socket
-closed, not reused) and only the interrupt escapes.
+and ends with :meth:`Client.close`.  A ``KeyboardInterrupt``, wherever it lands,
+abandons the Conn it interrupts (its socket closed, not reused) and escapes alone.
 """
 
 from __future__ import annotations
@@ -31,14 +27,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Self, assert_never, cast
+from typing import assert_never, cast
 
 from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Resolve, Write
 from ..core.results import CallResult
 from ..core.tools import Tool
-from ._common import Call, ClientFace, ConnFace, ProgressCallback, numeric_socket, report_resolve
-from ._selectloop import Bell, SelectLoop, Workers, hold
+from ._common import Call, ClientFace, ConnFace, ProgressCallback, report_resolve
+from ._selectloop import Bell, SelectLoop, Workers, locked
 from ._turns import Turns
 
 __all__ = ["Client", "Conn", "connect", "input_deadline"]
@@ -46,7 +42,7 @@ __all__ = ["Client", "Conn", "connect", "input_deadline"]
 RESOLVERS = 4  # resolver threads at most
 
 
-class Client(ClientFace["Conn"], Turns):
+class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Client"]):
     __doc__ = ClientFace.__doc__
     _conn_type: type[Conn]
     _now = staticmethod(time.monotonic)
@@ -56,9 +52,7 @@ class Client(ClientFace["Conn"], Turns):
         self._loop = SelectLoop(self._driver, self._now)
         self._turns(self._loop.wake, self._loop.release, "sansmcp-watcher")
         self._resolvers = Workers(RESOLVERS, "sansmcp-resolver")
-
-    def __enter__(self) -> Self:
-        return self
+        self._pumped: float | None = None  # the driver's next deadline, as the last pump saw it
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -66,8 +60,7 @@ class Client(ClientFace["Conn"], Turns):
     def close(self) -> None:
         """Close every socket; in-flight work (in any thread) fails ``ConnectionFailed``."""
         with self._lock:
-            self._driver.close(now=self._now())
-            self._pump()
+            self._shut()
             self._resolvers.close()
             self._end_turns()
 
@@ -89,18 +82,8 @@ class Client(ClientFace["Conn"], Turns):
         with conn:
             conn._run(conn._completing(redirect))
 
-    def _pump(self, now: float | None = None) -> None:
-        """Execute the driver's commands, then fire its due timers once (under the lock)."""
-        driver = self._driver
-        self._drain()
-        deadline, now = driver.next_deadline(), self._now() if now is None else now
-        if deadline is not None and deadline <= now:
-            driver.handle_timer(now=now)
-            self._drain()
-            deadline = driver.next_deadline()
-        self._nudge(deadline, self._loop.stirred)
-
-    def _drain(self) -> None:
+    def _pump(self) -> None:
+        """Execute the driver's commands (under the lock); the leader looks again if it must."""
         while (command := self._driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
@@ -110,34 +93,32 @@ class Client(ClientFace["Conn"], Turns):
                         continue  # closed by another thread while it ran: misuse
                     conn._mail.append(command)
                     self._post(conn)
-                case Connect():
-                    self._connect(command)
+                case Connect(socket_id=key, address=address, port=port, tls=tls):
+                    context = None if tls is None else (self.tls_context(tls[1]), tls[0])
+                    self._loop.dial(key, address, port, context)
+                    self._start_watching()
                 case Resolve():
                     self._resolvers.submit(functools.partial(self._resolve, command))
                 case CloseSocket(socket_id=socket_id):
                     self._loop.close(socket_id)
                 case _:
                     assert_never(command)
+        self._pumped = self._driver.next_deadline()
+        self._nudge(self._pumped, self._loop.stirred)
 
     def _poll(self) -> None:
-        """One turn's step: ``select`` until the next deadline, feed the driver, pump."""
-        deadline = self._driver.next_deadline()
+        """One turn's step: ``select`` until the next deadline, feed the driver, fire the
+        timers due by then (the only place they fire), pump."""
+        driver = self._driver
+        deadline = driver.next_deadline()
         events = self._select(self._loop.wait, deadline)
         now = self._loop.handle(events)
-        # select may return a clock tick early: the deadline is due
-        self._pump(now if events or deadline is None else max(now, deadline))
-
-    def _connect(self, command: Connect) -> None:
-        try:
-            sock, address = numeric_socket(command.address, command.port)
-        except OSError as exc:
-            return self._driver.connect_failed(command.socket_id, "tcp", exc, now=self._now())
-        wrap = None
-        if command.tls is not None:
-            host, alpn = command.tls
-            wrap = functools.partial(self.tls_context(alpn).wrap_bio, server_hostname=host)
-        self._loop.connect(command.socket_id, sock, address, wrap)
-        self._start_watching()
+        if not events and deadline is not None:  # select may return a clock tick early
+            now = max(now, deadline)
+        self._pump()
+        if (due := self._pumped) is not None and due <= now:
+            driver.handle_timer(now=now)
+            self._pump()
 
     def _resolve(self, command: Resolve) -> None:
         """A resolver thread's job: the hook, else ``getaddrinfo``; reported under the lock."""
@@ -154,7 +135,7 @@ class Client(ClientFace["Conn"], Turns):
             report_resolve(self, command, answers, failure)
 
 
-class Conn(ConnFace):
+class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
     """One MCP connection (one work item): one thread at a time."""
 
     client: Client
@@ -163,9 +144,6 @@ class Conn(ConnFace):
         super().__init__(client, view)
         self._mail: deque[Deliver | Finished] = deque()
         self._bell = Bell()  # what it waits on as a follower
-
-    def __enter__(self) -> Self:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -188,27 +166,16 @@ class Conn(ConnFace):
         try:
             if not self.view.closed:  # else closed, or abandoned: what its mailbox holds is stale
                 self._run(self.client._driver.close_conn)
-        finally:
+        finally:  # out of the registry (its only place), unless its own thread runs an operation
             with self.client._lock:
-                if not self.machine.busy:  # else its own thread takes the Finished first
+                if not self.machine.busy:  # (misuse: that thread takes the Finished first)
                     self.client._conns.pop(self.view.conn_id, None)
 
     def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:
         """Perform the operation's steps (``ConnFace._operation``) under the lock, which
         is let go only to block: in a callback, in ``select``, waiting for the turn."""
-        client = self.client
         steps = self._operation(start, self._trace(traced))
-        try:
-            if (interrupt := hold(client._lock)) is not None:
-                raise interrupt
-            return client._perform(self, steps, self._call)
-        finally:
-            interrupt = hold(client._lock)
-            if self.view.closed and not self.machine.busy:  # nothing more comes for it
-                client._conns.pop(self.view.conn_id, None)
-            client._lock.release()
-            if interrupt is not None:
-                raise interrupt
+        return locked(self.client._lock, self.client._perform, self, steps, self._call)
 
     def _call(self, step: Call) -> object:
         """The embedder's callable; an input handler learns its deadline from

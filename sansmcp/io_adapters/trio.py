@@ -90,8 +90,7 @@ class Client(ClientBase["Conn"]):
 
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``."""
-        self._driver.close(now=self._now())
-        self._pump()
+        self._shut()
         for scope in [*self._scopes.values(), self._timer]:
             scope.cancel()
         await trio.lowlevel.checkpoint()

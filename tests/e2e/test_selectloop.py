@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trustme
 
-from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, unlocked
+from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, locked, unlocked
 
 WAIT = 10.0  # s: an upper bound on anything here, never a speed assertion
 
@@ -216,6 +216,42 @@ def test_tls_with_alpn_round_trips(
     server.join(WAIT)
 
 
+@pytest.mark.parametrize("address", ["127.1", "localhost", "::1::", ""])
+def test_dialing_what_is_not_an_ip_literal_is_a_tcp_failure_at_once(
+    loop: tuple[SelectLoop, Recorder], address: str
+) -> None:
+    """``dial`` makes the socket from an IP literal with numeric semantics: anything else
+    (inet_aton's ``127.1`` too) is reported at once, before any wait, and nothing is watched."""
+    selectloop, sink = loop
+    selectloop.dial(1, address, 80)
+    assert sink.events == [("failed", 1, "tcp", OSError)]
+    assert not selectloop.stirred  # no socket was added
+
+
+def test_dialing_a_literal_connects_and_with_tls_shakes_hands_verifying_the_name(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket, ca: trustme.CA
+) -> None:
+    selectloop, sink = loop
+    server = tls_server(listener, ca, ["http/1.1"])
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    context.set_alpn_protocols(["http/1.1"])
+    host, port = listener.getsockname()
+    selectloop.dial(1, host, port, (context, "other.test"))  # not the certificate's name
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("failed", 1, "tls", ssl.SSLCertVerificationError)]
+    server.join(WAIT)
+    sink.events.clear()
+    server = tls_server(listener, ca, ["http/1.1"])
+    selectloop.dial(2, host, port, (context, "loop.test"))
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("connected", 2, "http/1.1")]
+    selectloop.send(2, b"ping")
+    run_until(selectloop, lambda: sink.data.get(2) == b"ping")  # echoed
+    selectloop.close(2)
+    server.join(WAIT)
+
+
 def test_a_certificate_the_client_does_not_trust_is_a_tls_failure(
     loop: tuple[SelectLoop, Recorder], listener: socket.socket, ca: trustme.CA
 ) -> None:
@@ -352,6 +388,37 @@ def test_unlocked_holds_the_lock_again_when_an_interrupt_lands_re_taking_it(wher
     assert isinstance(raised.value.__context__, KeyboardInterrupt)
     assert lock.depth() == 1
     assert unlocked(lock, lambda: 7) == 7 and lock.depth() == 1
+
+
+@pytest.mark.parametrize(
+    "interrupts", [{}, {1: "before"}, {1: "after"}, {2: "before"}, {2: "after"}]
+)
+@pytest.mark.parametrize("outcome", ["returns", "raises"])
+def test_locked_lets_the_lock_go_whatever_lands(interrupts: dict[int, str], outcome: str) -> None:
+    """``locked``: the call runs holding the lock once, and the lock is free afterwards,
+    whether an interrupt lands while it is taken (the call then does not run), while the
+    call re-takes it (after ``unlocked``), or nowhere; an interrupt escapes, else what
+    the call returned or raised."""
+    lock = Flaky(interrupts)
+    ran: list[int] = []
+
+    def call() -> int:
+        ran.append(lock.depth())
+        unlocked(lock, lambda: None)  # the lock's second take (the interrupt's "2")
+        if outcome == "raises":
+            raise ValueError("the call's own")
+        return 7
+
+    if interrupts:
+        with pytest.raises(KeyboardInterrupt):
+            locked(lock, call)
+    elif outcome == "raises":
+        with pytest.raises(ValueError, match="own"):
+            locked(lock, call)
+    else:
+        assert locked(lock, call) == 7
+    assert lock.depth() == 0
+    assert ran == ([] if 1 in interrupts else [1])
 
 
 def test_a_bell_wakes_its_waiter_and_an_interrupted_wait_leaves_no_ring() -> None:
