@@ -83,6 +83,22 @@ def _json_value(what: str, value: object) -> None:
         raise CallerError(f"{what} cannot be sent as JSON: {exc}") from None
 
 
+def json_snapshot(what: str, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A Client-wide mapping (``client_info``, ``capabilities``) checked once, when the
+    Client is made, and kept as our own copy: a caller mutating theirs later changes
+    nothing sent, so the settings of a Config that cannot change may be reused
+    (``ClientDriver.open``).  Not a mapping, or not strict JSON: ``CallerError``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise CallerError(f"{what} must be a mapping, not {type(value).__name__}")
+    try:
+        copy: dict[str, Any] = json.loads(dumps_compact(dict(value)))
+    except JsonError as exc:
+        raise CallerError(f"{what} cannot be sent as JSON: {exc}") from None
+    return copy
+
+
 def _output_schemas(given: Mapping[str, Any] | None) -> dict[str, Any]:
     """``Config.output_schemas`` parsed: each a JSON object (bytes or parsed), by tool name.
 

@@ -340,8 +340,11 @@ class ClientDriver:
         self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
         self.allow_loopback = allow_loopback
         self.allow_private = allow_private
-        self.capabilities = (capabilities or {}) if answers_input else None
-        self.client_info = client_info
+        # checked and copied now: what the caller later does to theirs changes nothing sent
+        self.capabilities = config_module.json_snapshot(
+            "capabilities", (capabilities or {}) if answers_input else None
+        )
+        self.client_info = config_module.json_snapshot("client_info", client_info)
         self.pool = Pool(limits=self.limits, http2_prior_knowledge=http2_prior_knowledge)
         self.cache = ListingCache(
             max_entries=self.limits.max_cache_entries, max_bytes=self.limits.max_cache_bytes

@@ -351,7 +351,13 @@ def make(
     return Net(driver, handlers={port: server or FakeServer()}, **kw)
 
 
-DRIVER_OPTIONS = {"answers_input", "capabilities", "http2_prior_knowledge", "observe"}
+DRIVER_OPTIONS = {
+    "answers_input",
+    "capabilities",
+    "client_info",
+    "http2_prior_knowledge",
+    "observe",
+}
 
 
 def work_item(net: Net, url: str = URL) -> tuple[ConnView, list[Tool], CallResult]:

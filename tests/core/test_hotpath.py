@@ -213,6 +213,36 @@ def test_a_mutated_header_mapping_is_sent_and_checked_again() -> None:
         net.driver.open(config, now=net.now)
 
 
+def test_the_client_info_and_capabilities_are_the_clients_own_copy() -> None:
+    server = FakeServer()
+    info: dict[str, Any] = {"name": "agent", "version": "1"}
+    capabilities: dict[str, Any] = {"elicitation": {}}
+    net = make(server, answers_input=True, capabilities=capabilities, client_info=info)
+    config = Config(url=URL)  # a Config whose settings are reused: nothing may leak in later
+    plain_item(net, config)
+    info["name"], capabilities["sampling"] = "changed", {}
+    info["bad"] = float("nan")  # not JSON: would fail the encoding if it were read now
+    plain_item(net, config)
+    sent = json.dumps(server.bodies)
+    assert sent.count("agent") >= 2  # sent on each Conn
+    assert "changed" not in sent and "sampling" not in sent
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("client_info", ["name"], "client_info must be a mapping, not list"),
+        ("client_info", {"n": float("inf")}, "client_info cannot be sent as JSON"),
+        ("capabilities", {"x": object()}, "capabilities cannot be sent as JSON"),
+    ],
+)
+def test_an_unusable_client_info_or_capability_is_refused_when_the_client_is_made(
+    field: str, value: Any, message: str
+) -> None:
+    with pytest.raises(CallerError, match=message):
+        make(answers_input=True, **{field: value})
+
+
 # ---------------------------------------------------------------- request heads
 
 
