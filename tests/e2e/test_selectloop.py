@@ -9,6 +9,7 @@ interrupt-safe lock re-take and bell.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import signal
 import socket
@@ -421,18 +422,45 @@ def test_locked_lets_the_lock_go_whatever_lands(interrupts: dict[int, str], outc
     assert ran == ([] if 1 in interrupts else [1])
 
 
+@contextlib.contextmanager
+def one_interrupt_of_the_main_thread(after: float) -> Iterator[None]:
+    """One ``KeyboardInterrupt`` in the main thread, ``after`` s from now, wherever it
+    blocks: SIGINT is sent again every 0.1 s until the handler ran (a `make test` run hung in
+    the wait with the one signal sent, never interrupted), and the handler raises only the
+    first time, so a late repeat cannot land elsewhere in the test."""
+    main = threading.get_ident()
+    assert threading.main_thread().ident == main
+    fired = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        if not fired.is_set():
+            fired.set()
+            raise KeyboardInterrupt
+
+    def signaller() -> None:
+        time.sleep(after)
+        while not fired.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+            fired.wait(0.1)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    thread = threading.Thread(target=signaller, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        fired.set()
+        thread.join(WAIT)
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_a_bell_wakes_its_waiter_and_an_interrupted_wait_leaves_no_ring() -> None:
     lock = threading.RLock()
     bell = Bell()
     bell.ring()  # nobody waits: nothing is left for later
-    main = threading.get_ident()
-    assert threading.main_thread().ident == main
     lock.acquire()
-    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
+    with one_interrupt_of_the_main_thread(0.2), pytest.raises(KeyboardInterrupt):
         bell.wait(lock)  # the signal lands in the wait
-    timer.join()
     assert lock._is_owned()  # type: ignore[attr-defined]
     rung = threading.Event()
 
