@@ -104,11 +104,11 @@ __all__ = ["H1Connection"]
 # Headers the machine writes itself (or that would change the framing under it).
 _FRAMING_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding", b"upgrade"})
 _METHODS_WITH_BODY = frozenset({b"POST", b"PUT", b"PATCH"})
-# The grammar h11 applied to what it sent (RFC 9110 tokens; a field value is runs of
-# anything but NUL and whitespace, joined by SP/HTAB).
+# The grammar of what we send (RFC 9110 tokens; a field value is runs of field-vchar --
+# VCHAR or obs-text -- joined by SP/HTAB, so no control byte but HTAB, as h2 checks it).
 _TOKEN = rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
 _REQUEST_LINE = re.compile(_TOKEN + rb" [\x21-\x7e]+")
-_HEADER_LINE = re.compile(_TOKEN + rb": (?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
+_HEADER_LINE = re.compile(_TOKEN + rb": (?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?")
 # A status line as h11 accepted it (llhttp also takes RTSP/ and ICE/, and NUL, VT or FF
 # in the reason); the line end is llhttp's to check.
 _STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?:[\r\n]| [^\x00\r\n\x0b\x0c]*\r?\n)")
