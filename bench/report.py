@@ -14,11 +14,11 @@ profile of where its time goes (:mod:`bench.targets`).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from . import targets as targets_module
+from .targets import _fmt
 
 FLOOR_OF = {
     "sansmcp-asyncio": "floor-asyncio",
@@ -67,16 +67,6 @@ SERVERS = (
     "h1/sse/1000",
     "h2/json/1000",
 )
-
-
-def _fmt(value: float | None, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.{digits}f}"
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

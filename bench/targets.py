@@ -59,7 +59,8 @@ class Target:
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
-    if value is None or math.isnan(value):
+    """A figure for a table: ``-`` when missing, fewer decimals the larger it is."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if abs(value) >= 100:
         return f"{value:,.0f}"
