@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sansmcp import CallerError, Config, ServerAnswered
 from sansmcp.core import config as config_module
@@ -278,3 +280,33 @@ def test_the_wire_writes_a_repeated_header_list_as_before_and_refuses_a_bad_one(
     assert wire.can_start() and wire.data_to_send() == b""  # nothing changed
     wire.start(3, request, now=0.0)
     assert wire.data_to_send().startswith(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n")
+
+
+_LEAF = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4)
+_BAD = st.sampled_from([b"bytes", {1, 2}, object(), complex(1, 2)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.recursive(
+        _LEAF | _BAD,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+        max_leaves=8,
+    )
+)
+def test_a_client_wide_mapping_is_copied_as_json_or_refused_as_the_callers_mistake(
+    value: Any,
+) -> None:
+    try:  # the oracle: a dict that json.dumps takes strictly
+        expected = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        expected = None
+    if value is not None and not isinstance(value, dict):
+        expected = None
+    if value is not None and expected is None:
+        with pytest.raises(CallerError, match="client_info"):
+            config_module.json_snapshot("client_info", value)
+        return
+    copy = config_module.json_snapshot("client_info", value)
+    assert copy == expected
+    assert copy is None or copy is not value

@@ -5,6 +5,8 @@ inside), checked here byte by byte, and at the edges."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sansmcp.core.errors import LocalProtocolError
 from sansmcp.core.wire.h1 import _header_line
@@ -45,3 +47,9 @@ def test_a_byte_inside_a_value_is_sent_by_h1_exactly_when_h2_sends_it(byte: int)
 def test_the_edges_of_a_value_agree_on_both_wires(value: bytes, expected: bool) -> None:
     assert sendable(check_field, value) is expected
     assert sendable(_header_line, value) is expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.binary(max_size=24) | st.text(max_size=12).map(str.encode))
+def test_any_value_is_sent_by_both_wires_or_by_neither(value: bytes) -> None:
+    assert sendable(check_field, value) is sendable(_header_line, value)
