@@ -37,6 +37,7 @@ from typing import assert_never
 from .errors import ConnectionFailed
 
 __all__ = [
+    "MAX_CONTENT_LENGTH_DIGITS",
     "DataReceived",
     "ExchangeEvent",
     "ExchangeFailed",
@@ -51,6 +52,10 @@ __all__ = [
 ]
 
 Headers = tuple[tuple[bytes, bytes], ...]
+
+# A content-length longer than this is refused by both wires before int() sees it (20
+# digits are past any body a bound lets through, and under Python's int-digit limit).
+MAX_CONTENT_LENGTH_DIGITS = 20
 
 
 def header_value(headers: Headers, name: bytes) -> bytes | None:

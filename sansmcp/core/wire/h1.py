@@ -86,6 +86,7 @@ import httptools
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
+    MAX_CONTENT_LENGTH_DIGITS,
     DataReceived,
     ExchangeEvent,
     ExchangeFailed,
@@ -116,7 +117,6 @@ _STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?:[\r\n]| [^\x00\r\n\x0b
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*\r\n")
 # What llhttp is handed for a trailer block: trailers obey the header grammar.
 _TRAILER_PREFIX = b"HTTP/1.1 200 OK\r\n"
-_MAX_CONTENT_LENGTH_DIGITS = 20
 # At most this many checked request header lines are remembered per socket
 _CHECKED_LINES = 64
 _MAX_MESSAGE_DETAIL = 200
@@ -734,7 +734,7 @@ class H1Connection:
                     return None
                 chunked = True
                 fields[i] = (name, b"chunked")  # as h11 reported it
-            elif name == b"content-length" and len(value) > _MAX_CONTENT_LENGTH_DIGITS:
+            elif name == b"content-length" and len(value) > MAX_CONTENT_LENGTH_DIGITS:
                 self._fail(_malformed(f"a Content-Length of {len(value)} digits"))
                 return None
         return fields

@@ -144,6 +144,7 @@ import hpack
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
+    MAX_CONTENT_LENGTH_DIGITS,
     DataReceived,
     ExchangeEvent,
     ExchangeFailed,
@@ -924,15 +925,19 @@ class H2Connection:
             self._bad_status(exchange, value)
             return False
         exchange.head_seen = True
-        if exchange.head_request:
-            exchange.expected = 0
+        if exchange.head_request or status in (204, 304):
+            exchange.expected = 0  # no content, whatever content-length says (RFC 9113 s8.1.1)
         else:
             for name, field in headers:
                 if name == b"content-length":
-                    if not field.isdigit():
-                        raise ProtocolFault(f"Invalid content-length header: {field!r}")
-                    exchange.expected = int(field)
-                    break
+                    if not field.isdigit() or len(field) > MAX_CONTENT_LENGTH_DIGITS:
+                        raise ProtocolFault(f"Invalid content-length header: {field[:40]!r}")
+                    length = int(field)
+                    if exchange.expected is not None and exchange.expected != length:
+                        raise ProtocolFault(
+                            f"content-length given twice, as {exchange.expected:,} and {length:,}"
+                        )
+                    exchange.expected = length
         self._push(
             ResponseReceived(
                 exchange_id=exchange.exchange_id,
@@ -981,7 +986,6 @@ class H2Connection:
 
     def _on_goaway(self, last: int, code: int) -> None:
         self._closing = True
-        self._out.clear()  # nothing more goes out on a connection the server is closing
         # RFC 9113 s6.8: a stream above last_stream_id was not processed, whatever the
         # error code, so it fails "refused" (a retry is safe) even before an error fails the
         # rest
@@ -996,8 +1000,11 @@ class H2Connection:
                     ),
                     code=None,
                 )
-        # what the server keeps may still finish after a graceful GOAWAY; else we are done
+        # what the server keeps may still finish after a graceful GOAWAY (what those streams
+        # still need -- their bodies, window updates, ACKs -- still goes out); else we are done
         self._silent = self._silent or bool(code) or not self._exchanges
+        if self._silent:
+            self._out.clear()  # nothing more goes out on a connection the server is closing
         if code:
             self._fail_connection(
                 ConnectionFailed(
