@@ -33,10 +33,10 @@ message and the text (:func:`_refusal`), on the error path only:
   but I-JSON (RFC 7493 s2.1) forbids it, msgspec cannot build it, and the official Python
   SDK refuses it too (pydantic-core's jiter: "Invalid JSON: unexpected end of hex escape").
 * **Duplicate keys**: in :func:`parse_json` the last one wins (as it did).
-  :func:`parse_json_object_strict` refuses them: the members of the compact text are
-  counted (``'":'`` in ``msgspec.json.format(indent=-1)``'s output, less the escaped quotes
-  a string may hold before a colon) against the distinct keys of the decoded objects
-  (a level walk, like the depth walk).
+  :func:`parse_json_object_strict` refuses them: the colons of the text (``\u003a``
+  escapes included) must be as many as in msgspec's re-encoding of the value, which a
+  repeated key's lost member makes fewer (:func:`_check_unique`); the key is named when
+  the text has at most 256 distinct keys.
 * **Depth**: the depth of a value is the number of nested arrays/objects (``1``
   and ``"x"`` have depth 0, ``[]`` depth 1, ``[{}]`` depth 2).  Three layers:
 
@@ -469,6 +469,11 @@ def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:
     return value
 
 
+# The repeated key is named only when the text has at most this many distinct keys: each
+# is searched for in the whole text (256 passes over a 64 KiB document: a few ms).
+_NAMED_KEYS_AT_MOST = 256
+
+
 def _check_unique(data: bytes, value: Any, max_depth: int) -> None:
     """Refuse ``value`` when an object of the text ``data`` (which it was decoded from)
     repeats a key.
@@ -488,9 +493,13 @@ def _check_unique(data: bytes, value: Any, max_depth: int) -> None:
             return
     except RecursionError:  # (deeper than the interpreter's headroom here)
         raise _depth_error(max_depth, None) from None
+    keys = Counter(chain.from_iterable(_objects(value)))
+    if len(keys) > _NAMED_KEYS_AT_MOST:  # naming it costs a pass over the text per key
+        raise JsonError(
+            "a JSON object in the text has a key more than once", reason="duplicate_key"
+        )
     compact = _format(data)
-    objects = _objects(value)
-    for key, times in Counter(chain.from_iterable(objects)).items():
+    for key, times in keys.items():
         if compact.count(dumps_compact(key) + b":") > times:
             raise JsonError(
                 f"JSON object has the key {json.dumps(key)} more than once",

@@ -77,14 +77,7 @@ from .tools import (
     HeaderParam,
     SkippedTool,
     Tool,
-    _new_tool,
-    _set_annotations,
-    _set_description,
-    _set_header_params,
-    _set_input_schema,
-    _set_name,
-    _set_output_schema,
-    _set_title,
+    built_tool,
     header_params_of,
     oversize,
     validate_tool,
@@ -413,12 +406,4 @@ def validate_entry(
         except ValueError as exc:
             return SkippedTool(index=index, name=name, reason=f"invalid x-mcp-header: {exc}")
 
-    tool: Tool = _new_tool(Tool)  # built_tool, inlined: this runs for every tool listed
-    _set_name(tool, name)
-    _set_description(tool, description)
-    _set_input_schema(tool, schema)
-    _set_title(tool, title)
-    _set_annotations(tool, annotations)
-    _set_output_schema(tool, output)
-    _set_header_params(tool, params)
-    return tool
+    return built_tool(name, description, schema, title, annotations, output, params)

@@ -265,6 +265,19 @@ def test_a_repeated_key_is_refused_and_named_when_it_can_be(data: bytes, named: 
         assert f"the key {named} more than once" in str(info.value)
 
 
+@pytest.mark.parametrize(("keys", "named"), [(256, True), (257, False)])
+def test_a_repeated_key_among_many_is_refused_and_named_only_among_few(
+    keys: int, named: bool
+) -> None:
+    """Naming the key searches the text once per distinct key: past 256 distinct keys (a
+    server's OAuth document can hold 20,000 in 240 KB) the refusal does not name it."""
+    members = b",".join(b'"k%d":1' % n for n in range(keys))
+    with pytest.raises(JsonError) as info:
+        parse_json_object_strict(b"{" + members + b',"k0":2}', max_depth=DEPTH)
+    assert info.value.reason == "duplicate_key"
+    assert ('the key "k0" more than once' in str(info.value)) is named
+
+
 @pytest.mark.parametrize(
     "data",
     [
