@@ -41,6 +41,7 @@ def test_a_failure_is_thrown_once_in_place_of_the_reply() -> None:
     assert next(steps) == "first"
     steps.reply = "one"
     assert next(steps) == "fails"  # "one" sent
+    assert steps.reply is None  # not kept once sent
     steps.fail(ValueError("once"))
     assert next(steps) == "last"  # thrown (not "one" sent again), caught by the operation
     steps.reply = "two"

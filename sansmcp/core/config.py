@@ -75,10 +75,10 @@ def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
     return key.lower(), encoded
 
 
-def _json_value(what: str, value: object) -> None:
-    """``value`` must encode as strict JSON (it is sent): else ``CallerError``, now."""
+def _json_value(what: str, value: object) -> bytes:
+    """``value`` encoded as strict JSON (it is sent): else ``CallerError``, now."""
     try:
-        dumps_compact(value)
+        return dumps_compact(value)
     except JsonError as exc:
         raise CallerError(f"{what} cannot be sent as JSON: {exc}") from None
 
@@ -92,10 +92,7 @@ def json_snapshot(what: str, value: Mapping[str, Any] | None) -> dict[str, Any] 
         return None
     if not isinstance(value, Mapping):
         raise CallerError(f"{what} must be a mapping, not {type(value).__name__}")
-    try:
-        copy: dict[str, Any] = json.loads(dumps_compact(dict(value)))
-    except JsonError as exc:
-        raise CallerError(f"{what} cannot be sent as JSON: {exc}") from None
+    copy: dict[str, Any] = json.loads(_json_value(what, dict(value)))
     return copy
 
 
@@ -128,7 +125,8 @@ def conn_settings(
     era_hint: str | None,
     observe: bool = False,
 ) -> ConnSettings:
-    """Check ``config`` and build the machine's settings (``CallerError`` if unusable)."""
+    """Check ``config`` and build the machine's settings (``CallerError`` if unusable);
+    ``client_info`` and ``capabilities`` are the Client's checked copies (:func:`json_snapshot`)."""
     endpoint = parse_endpoint(config.url)
     token = config.bearer_token
     if token is not None and not isinstance(token, str):
@@ -151,8 +149,6 @@ def conn_settings(
             raise CallerError(f"Config.{field_name} must be a mapping, not {type(value).__name__}")
     headers = tuple(_header_bytes(k, v) for k, v in (config.headers or {}).items())
     _json_value("Config.meta", dict(config.meta or {}))
-    _json_value("client_info", client_info)
-    _json_value("capabilities", capabilities)
     schemas: dict[str, Any] = {}
     for name, schema in (config.tool_schemas or {}).items():
         if isinstance(schema, bytes | bytearray):

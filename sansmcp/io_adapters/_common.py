@@ -107,7 +107,8 @@ class Steps:
     def __next__(self) -> Any:
         try:
             if self._error is None:
-                return self._steps.send(self.reply)
+                reply, self.reply = self.reply, None  # sent once, not kept (a body, say)
+                return self._steps.send(reply)
             error, self._error = self._error, None
             return self._steps.throw(error)
         except StopIteration as stop:

@@ -357,6 +357,7 @@ DRIVER_OPTIONS = {
     "client_info",
     "http2_prior_knowledge",
     "observe",
+    "random_bytes",
 }
 
 

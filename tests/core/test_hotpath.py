@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sansmcp import CallerError, Config, ServerAnswered
+from sansmcp import CallerError, Config, OAuth, ServerAnswered
 from sansmcp.core import config as config_module
 from sansmcp.core.config import conn_settings
 from sansmcp.core.errors import LocalProtocolError
@@ -197,6 +197,28 @@ def test_a_config_holding_something_mutable_is_checked_every_time(
     config = Config(url=URL, **field)
     for _ in range(2):
         plain_item(net, config)
+    assert len(checks) == 2
+
+
+class _MyConfig(Config):
+    """A caller's own Config kind: its fields could be properties, so never reused."""
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        Config(url=URL, oauth=OAuth(redirect_uri="http://127.0.0.1:9/cb")),
+        _MyConfig(url=URL),
+    ],
+    ids=["oauth", "subclass"],
+)
+def test_an_oauth_config_or_a_config_subclass_is_checked_at_every_open(
+    monkeypatch: pytest.MonkeyPatch, config: Config
+) -> None:
+    checks = counting(monkeypatch, config_module, "conn_settings")
+    net = make(random_bytes=lambda n: b"\x01" * n)
+    for _ in range(2):
+        net.driver.close_conn(net.driver.open(config, now=net.now), now=net.now)
     assert len(checks) == 2
 
 
