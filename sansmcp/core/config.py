@@ -125,8 +125,7 @@ def conn_settings(
     era_hint: str | None,
     observe: bool = False,
 ) -> ConnSettings:
-    """Check ``config`` and build the machine's settings (``CallerError`` if unusable);
-    ``client_info`` and ``capabilities`` are the Client's checked copies (:func:`json_snapshot`)."""
+    """Check ``config`` and build the machine's settings (``CallerError`` if unusable)."""
     endpoint = parse_endpoint(config.url)
     token = config.bearer_token
     if token is not None and not isinstance(token, str):
@@ -149,6 +148,8 @@ def conn_settings(
             raise CallerError(f"Config.{field_name} must be a mapping, not {type(value).__name__}")
     headers = tuple(_header_bytes(k, v) for k, v in (config.headers or {}).items())
     _json_value("Config.meta", dict(config.meta or {}))
+    _json_value("client_info", client_info)  # (the driver passes its checked copies)
+    _json_value("capabilities", capabilities)
     schemas: dict[str, Any] = {}
     for name, schema in (config.tool_schemas or {}).items():
         if isinstance(schema, bytes | bytearray):
