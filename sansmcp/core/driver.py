@@ -242,9 +242,9 @@ class _Conn:
     def __init__(self, view: ConnView) -> None:
         self.view = view
         self.machine = view.machine
-        # a plain machine's outputs, drained here without a next_output() call each (an
-        # OAuthMachine filters its outputs in next_output: None, always asked)
-        self.outputs = view.machine.outputs if type(view.machine) is McpMachine else None
+        # the machine's outputs, drained here without a next_output() call each; None for
+        # a machine that overrides next_output (an OAuthMachine filters them): always asked
+        self.outputs = view.machine.direct_outputs
         self.origin = view.machine.settings.endpoint.origin
         self.exchanges: set[int] = set()  # started, dialling or waiting for a socket
         self.attended = False  # an operation runs: the caller takes Deliver / Finished

@@ -8,7 +8,9 @@ Theory of operation
 -------------------
 A caller runs one operation at a time -- :meth:`McpMachine.connect`,
 :meth:`~McpMachine.list_tools`, :meth:`~McpMachine.call_tool`,
-:meth:`~McpMachine.close` -- and drains outputs with :meth:`~McpMachine.next_output`:
+:meth:`~McpMachine.close` -- and drains outputs with :meth:`~McpMachine.next_output`
+(or, a driver, pops :attr:`~McpMachine.direct_outputs` itself when it is not None: the
+same outputs in the same order, for a machine whose ``next_output`` is this class's own):
 
 * :class:`StartExchange` / :class:`CancelExchange` -- HTTP work for the driver
   (the adapter), which answers with :data:`~sansmcp.core.http.ExchangeEvent`
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, assert_never
 
@@ -141,9 +144,12 @@ class McpMachine:
         )
         transport.on_list_changed = self._ops.invalidate_tools
         self._outputs = transport.outputs
-        # the outputs themselves (``next_output`` pops them): a driver may drain this deque
-        # directly, when the machine is a plain McpMachine (a subclass may filter them)
-        self.outputs = transport.outputs
+        # The deque ``next_output`` pops, for a driver to drain without a call per output;
+        # None when this class overrides ``next_output`` (it may filter or add outputs:
+        # the driver must ask it), so no subclass can be drained past its own method.
+        self.direct_outputs: deque[Output] | None = (
+            transport.outputs if type(self).next_output is McpMachine.next_output else None
+        )
         self._notices = transport.notices
         self._notices.deliver = settings.notifications
         self._observer = Observer(transport.outputs, session) if settings.observe else None
