@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from sansmcp.core import listing
 from sansmcp.core.errors import ConnectionFailed
-from sansmcp.core.jsonvalue import JsonError
+from sansmcp.core.jsonvalue import JsonError, parse_json
 from sansmcp.core.limits import Limits
 from sansmcp.core.listing import _Entry, _typed, parse_page, validate_entry
 from sansmcp.core.mcp import ToolsListed
@@ -590,3 +590,75 @@ def test_an_escaped_annotation_key_is_found_on_both_paths(key: str, header: str)
         assert verdict[0] == "tool" and verdict[7][0].header == "Region"
     else:
         assert verdict[0] == "skipped" and "invalid x-mcp-header" in verdict[3]
+
+
+def nested_value(member: str, depth: int) -> bytes:
+    """A value ``depth`` levels deep for ``member``: arrays for ``icons`` (an array in the
+    spec), one-key objects for ``_meta`` (an object)."""
+    if member == "icons":
+        return b"[" * depth + b"]" * depth
+    return b'{"k":' * (depth - 1) + b"{}" + b"}" * (depth - 1)
+
+
+def depth_of(value: Any) -> int:
+    """The nesting of ``value`` (``[]`` is 1 deep), level by level (any depth)."""
+    depth, level = 0, [value]
+    while level := [c for c in level if isinstance(c, (dict, list))]:
+        depth += 1
+        level = [m for c in level for m in (c.values() if isinstance(c, dict) else c)]
+    return depth
+
+
+@pytest.mark.parametrize("sse", [False, True])
+@pytest.mark.parametrize("limit", [16, LIMITS.max_json_depth])
+@pytest.mark.parametrize("member", ["icons", "_meta"])
+def test_an_unread_member_at_the_depth_bound_and_one_past_it_through_the_machine(
+    member: str, limit: int, sse: bool
+) -> None:
+    """``icons`` and ``_meta`` are counted like any other part: the entry is 4 levels deep
+    in the message (message, result, tools, entry), so a member ``limit - 4`` deep makes
+    the message exactly ``max_json_depth`` deep (listed), one more level is refused with
+    the decoder's depth error, as for a schema (test_depth_near_the_limit_...)."""
+    limits = Limits(max_json_depth=limit)
+    bodies = {}
+    for depth in (limit - 4, limit - 3):
+        bodies[depth] = (
+            b'{"jsonrpc":"2.0","id":%%d,"result":{"resultType":"complete","tools":[{"name":"a",'
+            b'"inputSchema":{"type":"object"},"%s":%s}]}}'
+            % (member.encode(), nested_value(member, depth))
+        )
+        assert depth_of(json.loads(bodies[depth] % 1)["result"]["tools"][0][member]) == depth
+    at_bound, past = bodies[limit - 4] % 1, bodies[limit - 3] % 1
+    assert typed(at_bound, limits) and not typed(past, limits)  # the bound, counted alike
+    with pytest.raises(JsonError) as caught:
+        parse_json(past, max_depth=limit)
+    assert (caught.value.reason, caught.value.observed) == ("depth", limit + 1)
+    assert parse_json(at_bound, max_depth=limit)["result"]["tools"][0]["name"] == "a"
+
+    served: list[bytes] = []
+
+    def answer(request: Any, body: Any) -> Response:
+        data = served.pop(0) % body["id"]
+        if sse:
+            return Response(
+                headers=[(b"content-type", b"text/event-stream")],
+                chunks=[b"data: " + data + b"\n\n"],
+            )
+        return Response(headers=[(b"content-type", b"application/json")], chunks=[data])
+
+    server = FakeServer()
+    server.overrides["tools/list"] = answer
+    driver = Driver(server, limits=limits)
+    driver.ok(driver.connect())
+    served.append(bodies[limit - 4])
+    listed = driver.ok(driver.list_tools())
+    assert isinstance(listed, ToolsListed)
+    assert [(t.name, t.input_schema) for t in listed.tools] == [("a", b'{"type":"object"}')]
+    served.append(bodies[limit - 3])
+    error = driver.failure(driver.list_tools())
+    assert isinstance(error, ConnectionFailed) and error.cause == "not_jsonrpc"
+    what = " sent an event that is not JSON" if sse else "'s response is not a JSON-RPC response"
+    assert str(error) == (
+        f"the server{what}: JSON nesting is at least {limit + 1} levels deep; "
+        f"the limit is {limit} levels (max_json_depth)"
+    )
