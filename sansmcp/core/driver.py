@@ -350,7 +350,10 @@ class ClientDriver:
             max_entries=self.limits.max_cache_entries, max_bytes=self.limits.max_cache_bytes
         )
         self._cache_salt = bytes(cache_salt)
-        self.compiled = CompiledSchemas()  # the server's output schemas, compiled once
+        self.compiled = CompiledSchemas(  # the servers' output schemas, compiled once
+            max_entries=self.limits.max_compiled_schemas,
+            max_bytes=self.limits.max_compiled_schema_bytes,
+        )
         # the last Config opened, when nothing in it can change (see _immutable), with its
         # checked settings and those settings under each era hint the pool gave
         self._settings_memo: tuple[Config, ConnSettings, dict[str, ConnSettings]] | None = None

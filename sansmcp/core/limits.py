@@ -130,6 +130,8 @@ _RULES: dict[str, _Rule] = {
     "h1_max_small_chunks": _COUNT,
     "max_cache_entries": _ALLOWANCE,
     "max_cache_bytes": _ALLOWANCE,
+    "max_compiled_schemas": _ALLOWANCE,
+    "max_compiled_schema_bytes": _ALLOWANCE,
     "max_validation_steps": _COUNT,
     "max_validation_depth": _DEPTH,
     "max_notifications": _ALLOWANCE,
@@ -233,6 +235,12 @@ class Limits:
     # recently used goes first; 0 turns the cache off
     max_cache_entries: int = 1024  # >= 0
     max_cache_bytes: int = 16 << 20  # >= 0
+    # the Client-wide compiled output schemas (a server's, kept by their bytes so the next
+    # Conn does not compile them again): schemas, and the heap they hold, estimated at 128
+    # bytes per source byte (sansmcp.core.mcp.compiled); the least recently used goes
+    # first, a schema whose estimate is over the bytes alone is not kept; 0 keeps none
+    max_compiled_schemas: int = 64  # >= 0
+    max_compiled_schema_bytes: int = 16 << 20  # >= 0
     # structuredContent against outputSchema: steps one compilation, and one check of one
     # result, may take (a subschema applied, a keyword checked, a value compared, a
     # pattern thread advanced by one character; ~0.2-0.5 us each), past which the call

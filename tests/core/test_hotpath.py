@@ -139,9 +139,9 @@ def test_a_configured_output_schema_is_compiled_per_conn(monkeypatch: pytest.Mon
 def test_the_compiled_schemas_are_bounded_least_recently_used_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(compiled_module, "MAX_ENTRIES", 3)
-    monkeypatch.setattr(compiled_module, "MAX_SOURCE_BYTES", 10)
-    cache = CompiledSchemas()
+    # (3 schemas, 10 source bytes' worth: set by Limits.max_compiled_schemas and
+    # max_compiled_schema_bytes since they became Limits fields)
+    cache = CompiledSchemas(max_entries=3, max_bytes=10 * compiled_module.HELD_PER_SOURCE_BYTE)
     schemas: list[Any] = [object() for _ in range(4)]
     for index in range(3):
         cache.put(b"%d" % index, schemas[index])
@@ -149,8 +149,91 @@ def test_the_compiled_schemas_are_bounded_least_recently_used_out(
     cache.put(b"3", schemas[3])
     assert len(cache) == 3 and cache.get(b"1") is None  # the least recently used left
     assert [cache.get(b"%d" % i) for i in (0, 2, 3)] == [schemas[0], schemas[2], schemas[3]]
-    cache.put(b"x" * 11, schemas[1])  # over MAX_SOURCE_BYTES: not kept
+    cache.put(b"x" * 11, schemas[1])  # over the bytes alone: not kept
     assert cache.get(b"x" * 11) is None and len(cache) == 3
+
+
+def another_schema_each_time(
+    monkeypatch: pytest.MonkeyPatch, limits: Limits, schemas: list[dict[str, Any]]
+) -> tuple[Net, FakeServer, list[int]]:
+    """A driver whose server lists ``schemas[i]`` as the output schema on work item i
+    (what a hostile server does to make every call compile, and the Client keep, one)."""
+    compiles = counting(monkeypatch, output_module, "compile_output")
+    server = schema_server("modern", [{"total": n} for n in range(len(schemas) + 4)])
+    net = make(server, limits=limits)
+    return net, server, compiles
+
+
+def test_a_server_changing_its_schema_each_listing_cannot_grow_the_kept_schemas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limits = Limits(max_compiled_schemas=2)
+    schemas = [{**TOTAL, "title": f"t{n}"} for n in range(5)]
+    net, server, compiles = another_schema_each_time(monkeypatch, limits, schemas)
+    for number, schema in enumerate(schemas, 1):
+        server.tools = [tool("count", outputSchema=schema)]
+        done = item(net)
+        assert isinstance(done, CallResult) and done.validated
+        assert len(net.driver.compiled) == min(number, 2)
+    assert len(compiles) == 5
+    server.tools = [tool("count", outputSchema=schemas[0])]  # evicted: compiled again
+    item(net)
+    server.tools = [tool("count", outputSchema=schemas[4])]  # kept: not compiled
+    item(net)
+    assert len(compiles) == 6 and len(net.driver.compiled) == 2
+
+
+def test_the_kept_schemas_are_bounded_by_their_estimated_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Large dense schemas (a subschema every 3 bytes, the costliest form measured), each
+    under max_tool_bytes, from a server, with the default bounds: the estimate of what
+    the Client holds stays under max_compiled_schema_bytes, whatever the server sends."""
+    limits = Limits()
+    wide = [{"type": "object", "title": f"t{n}", "anyOf": [{}] * 20_000} for n in range(4)]
+    net, server, compiles = another_schema_each_time(monkeypatch, limits, wide)
+    held = []
+    for schema in wide:
+        server.tools = [tool("count", outputSchema=schema)]
+        done = item(net)
+        assert isinstance(done, CallResult) and done.validated
+        held.append((len(net.driver.compiled), net.driver.compiled.bytes))
+    size = compiled_module.HELD_PER_SOURCE_BYTE * len(
+        json.dumps(wide[0], separators=(",", ":")).encode()
+    )
+    assert 2 * size <= limits.max_compiled_schema_bytes < 3 * size  # two fit, not three
+    assert held == [(1, size), (2, 2 * size), (2, 2 * size), (2, 2 * size)]
+    assert len(compiles) == 4
+    # one over the bytes bound by itself is compiled for its Conn and never kept
+    limits = Limits(max_compiled_schema_bytes=size - 1)
+    net, server, compiles = another_schema_each_time(monkeypatch, limits, wide[:1])
+    server.tools = [tool("count", outputSchema=wide[0])]
+    for _ in range(2):
+        done = item(net)
+        assert isinstance(done, CallResult) and done.validated
+    assert len(compiles) == 2 and len(net.driver.compiled) == 0 and net.driver.compiled.bytes == 0
+
+
+def test_no_schema_is_kept_with_max_compiled_schemas_zero(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    net, _server, compiles = another_schema_each_time(
+        monkeypatch, Limits(max_compiled_schemas=0), [TOTAL]
+    )
+    for _ in range(2):
+        done = item(net)
+        assert isinstance(done, CallResult) and done.validated
+    assert len(compiles) == 2 and len(net.driver.compiled) == 0
+
+
+def test_a_schema_two_conns_compiled_at_once_is_kept_once() -> None:
+    cache = CompiledSchemas(max_entries=4, max_bytes=1 << 20)
+    first: Any = object()
+    second: Any = object()
+    cache.put(b"{}", first)
+    cache.put(b"{}", second)
+    assert cache.get(b"{}") is first and len(cache) == 1
+    assert cache.bytes == 2 * compiled_module.HELD_PER_SOURCE_BYTE
 
 
 # ---------------------------------------------------------------- Config checked once

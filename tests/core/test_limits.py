@@ -31,6 +31,8 @@ ALLOWANCES = {
     "max_recorded_skips",  # an optional record: 0 keeps only the count
     "max_cache_entries",  # the listing cache: 0 turns it off
     "max_cache_bytes",
+    "max_compiled_schemas",  # the compiled output schemas: 0 keeps none
+    "max_compiled_schema_bytes",
     "max_notifications",  # 0 delivers none (they are counted as dropped)
 }
 

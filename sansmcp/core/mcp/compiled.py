@@ -9,9 +9,24 @@ A compiled schema is immutable (``Schema.validate`` keeps its state in a fresh
 context), so sharing one between Conns changes nothing they see.  Only a server's
 schema (its bytes, from a listing) is kept; a ``Config.output_schemas`` entry (parsed,
 mutable) is compiled per Conn as before, and a schema that fails to compile is never
-kept (every Conn meets the same error).  Bounded: at most :data:`MAX_ENTRIES` schemas,
-least recently used out first, and only sources of at most :data:`MAX_SOURCE_BYTES`
-(a compiled schema's size is bounded by ``Limits.max_validation_steps``).
+kept (every Conn meets the same error).
+
+**Bounds.**  The server chooses what is kept here, and it is kept beyond the Conn and the
+server: a hostile server can send another output schema on every listing (a changed
+``title`` is enough), and each call then compiles one and holds it in the Client.  So the
+bounds are ``Limits`` fields, in the style of the listing cache's (``max_cache_entries``
+/ ``max_cache_bytes``): at most ``Limits.max_compiled_schemas`` schemas and
+``Limits.max_compiled_schema_bytes`` estimated bytes held, the least recently used out
+first; a schema whose estimate alone is over the bytes bound is not kept, and
+``max_compiled_schemas=0`` keeps none.
+
+The estimate is :data:`HELD_PER_SOURCE_BYTE` bytes per byte of the schema's source: the
+compile holds a node per subschema (and per ``enum`` / ``const`` value, pattern state,
+``required`` name), and the densest sources measured (``{"anyOf":[{},{},...]}``: a
+subschema every 3 bytes) hold ~123 bytes of heap per source byte (tracemalloc, CPython
+3.12); a typical schema holds 10-60.  (Before they were ``Limits`` fields, 64 schemas of
+up to 64 KiB each could hold ~500 MB.)  A compile itself is bounded by
+``Limits.max_validation_steps``.
 """
 
 from __future__ import annotations
@@ -22,19 +37,21 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..schema.validator import Schema
 
-__all__ = ["MAX_ENTRIES", "MAX_SOURCE_BYTES", "CompiledSchemas"]
+__all__ = ["HELD_PER_SOURCE_BYTE", "CompiledSchemas"]
 
-MAX_ENTRIES = 64
-MAX_SOURCE_BYTES = 64 * 1024
+HELD_PER_SOURCE_BYTE = 128  # the estimated heap a compiled schema holds per source byte
 
 
 class CompiledSchemas:
     """Schema bytes -> the compiled schema, LRU-bounded (see the module docstring)."""
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "bytes", "max_bytes", "max_entries")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_entries: int, max_bytes: int) -> None:
         self._entries: OrderedDict[bytes, Schema] = OrderedDict()
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0  # the estimate of what the kept schemas hold
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -46,9 +63,15 @@ class CompiledSchemas:
         return schema
 
     def put(self, source: bytes, schema: Schema) -> None:
-        if len(source) > MAX_SOURCE_BYTES:
+        size = HELD_PER_SOURCE_BYTE * len(source)
+        if size > self.max_bytes or self.max_entries == 0:
             return
         entries = self._entries
+        if source in entries:  # two Conns compiled it at once: the first one is kept
+            entries.move_to_end(source)
+            return
         entries[source] = schema
-        if len(entries) > MAX_ENTRIES:
-            entries.popitem(last=False)
+        self.bytes += size
+        while len(entries) > self.max_entries or self.bytes > self.max_bytes:
+            evicted, _ = entries.popitem(last=False)
+            self.bytes -= HELD_PER_SOURCE_BYTE * len(evicted)
