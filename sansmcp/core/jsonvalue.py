@@ -13,8 +13,11 @@ the first parse, not at ``import sansmcp``) parses every one of them; ``json.loa
 no server input (the typed listing pass of :mod:`sansmcp.core.listing` is msgspec too).
 msgspec is a strict RFC 8259 parser, and what it refuses is what we refused before, with
 one decided exception (the lone surrogate below).  The checks around it add no Python
-per-byte work on the accepted path; a refusal is classified afterwards, from msgspec's
-message and the text (:func:`_refusal`), on the error path only:
+per-byte work on the accepted path; a refusal is classified afterwards, on the error path
+only (:func:`_refusal`), from the exception's type and checks of our own on the text:
+msgspec's wording gives only the offset of a syntax error and the words of our message
+(the ``_MSGSPEC_*`` strings, each pinned against the installed msgspec by
+``tests/core/test_msgspec_wording.py``; words never seen are still a classified refusal):
 
 * **UTF-8**: msgspec builds every string of an untyped decode with CPython's strict UTF-8
   decoder (overlong forms, encoded surrogates, truncated sequences and bytes above U+10FFFF
@@ -22,9 +25,10 @@ message and the text (:func:`_refusal`), on the error path only:
   is not valid UTF-8 is reported as such (``reason "utf8"``, with the byte offset), whatever
   msgspec tripped on first.  No UTF-16/32 sniffing, no BOM.
 * **Non-JSON literals**: ``NaN``, ``Infinity`` and ``-Infinity`` are refused by msgspec's
-  grammar and reported as ``reason "constant"``; a number that overflows a double
-  (``1e400``) is refused by msgspec ("Number out of range", ``reason "number"``), since it
-  could never be sent back.
+  grammar and reported as ``reason "constant"`` where a value may stand (the text with
+  ``[]`` in the literal's place decodes past it: :func:`_a_value_at`); a number that
+  overflows a double (``1e400``) is refused by msgspec (a ``ValidationError``, "Number out
+  of range", ``reason "number"``), since it could never be sent back.
 * **Huge integers**: msgspec refuses an integer literal of more than 4,300 characters, its
   sign included ("Integer value out of range", ``reason "number"``), before any quadratic
   conversion, whatever ``sys.set_int_max_str_digits`` says.
@@ -252,7 +256,17 @@ def _loads(
 
 # -- what msgspec refused, and why (the error path only) --------------------------------
 
-_AT_BYTE = re.compile(r" \(byte (\d+)\)$")
+# msgspec's wording, the only text of its messages read here: the offset of a syntax error,
+# the path of a number out of range, and which words a message uses; never the reason
+# (see _refusal).  tests/core/test_json_decoder.py pins every one against the installed
+# msgspec (a new one must be added there: the test lists these names).
+_MSGSPEC_AT_BYTE = re.compile(r" \(byte (\d+)\)$")  # a DecodeError's offset, at its end
+_MSGSPEC_MALFORMED = "JSON is malformed: "  # a DecodeError's prefix, before the detail
+_MSGSPEC_TRUNCATED = "Input data was truncated"  # a DecodeError without an offset
+_MSGSPEC_INVALID = "invalid character"  # the detail of an unexpected byte
+_MSGSPEC_INT_RANGE = "Integer value out of range"  # a ValidationError: too many digits
+_MSGSPEC_FLOAT_RANGE = "Number out of range"  # a ValidationError: beyond a double
+_MSGSPEC_PATH = " - at `"  # a ValidationError's path, at its end (none at the top level)
 # A lone surrogate escape: a high one not followed by a low one, a low one not preceded by
 # a high one.  A match starts only on an escape: after no backslash, or after escaped
 # backslashes (a high escape before a low one is taken at its word: a message only).
@@ -291,7 +305,14 @@ def _lone_surrogate(text: bytes, at: int) -> JsonError | None:
 
 
 def _refusal(data: bytes | bytearray | str, exc: Exception) -> JsonError:
-    """The :class:`JsonError` for a text msgspec refused with ``exc``."""
+    """The :class:`JsonError` for a text msgspec refused with ``exc``.
+
+    The reason is decided by the exception's type and checks of our own on the text, not
+    by msgspec's wording: invalid UTF-8 (decoded here), a number out of range (the only
+    ``ValidationError`` an untyped decode raises), a BOM, a lone surrogate escape near
+    where msgspec stopped, NaN/Infinity where a value may stand (:func:`_a_value_at`);
+    any other refusal is ``"syntax"``.  The wording (the ``_MSGSPEC_*`` strings) only
+    gives the offset and picks the words of the message; each is pinned by a test."""
     if isinstance(data, str):
         text = data.encode("utf-8", "surrogatepass")
         if isinstance(exc, UnicodeEncodeError):  # a str input holding a lone surrogate
@@ -310,49 +331,64 @@ def _refusal(data: bytes | bytearray | str, exc: Exception) -> JsonError:
                     reason="utf8",
                 )
     message = str(exc)
-    if message.startswith("Integer value out of range"):
-        return JsonError(
-            "JSON number rejected: an integer of more than 4,300 digits"
-            f"{_path(message)} (the int-digit limit)",
-            reason="number",
-        )
-    if message.startswith("Number out of range"):
-        return JsonError(
-            f"JSON number{_path(message)} overflows a double (it would be infinite)",
-            reason="number",
-        )
+    from msgspec import ValidationError  # (loaded by the decode already)
+
+    if isinstance(exc, ValidationError):
+        path = _path(message)
+        if message.startswith(_MSGSPEC_INT_RANGE):
+            what = f" rejected: an integer of more than 4,300 digits{path} (the int-digit limit)"
+        elif message.startswith(_MSGSPEC_FLOAT_RANGE):
+            what = f"{path} overflows a double (it would be infinite)"
+        else:  # (another wording: still a number msgspec could not build)
+            what = f"{path} is out of range"
+        return JsonError(f"JSON number{what}", reason="number")
     if text.startswith(b"\xef\xbb\xbf"):
         return JsonError("invalid JSON: unexpected UTF-8 BOM", reason="syntax")
-    found = _AT_BYTE.search(message)
+    found = _MSGSPEC_AT_BYTE.search(message)
     at = len(text) if found is None else int(found.group(1))
     lone = _lone_surrogate(text, at)
     if lone is not None:
         return lone
-    detail = message.removeprefix("JSON is malformed: ")
-    if found is None:  # "Input data was truncated"
-        return JsonError(
-            f"invalid JSON: the text ends before its value does ({len(text):,} bytes)",
-            reason="syntax",
-        )
-    detail = detail[: found.start() - len(message)]
-    if detail == "invalid character":
-        rest = text[at : at + 8]
-        if rest.startswith((b"NaN", b"Infinity")):
-            name = "NaN" if rest.startswith(b"N") else "Infinity"
-            if text[at - 1 : at] == b"-":
-                name = "-" + name
+    if found is None:
+        if message == _MSGSPEC_TRUNCATED:
             return JsonError(
-                f"JSON text contains the non-standard literal {name} {_where(text, at)}; "
-                "only finite numbers are allowed",
+                f"invalid JSON: the text ends before its value does ({len(text):,} bytes)",
+                reason="syntax",
+            )
+        return JsonError(f"invalid JSON: {message}", reason="syntax")  # (another wording)
+    rest = text[at : at + 8]
+    literal = b"NaN" if rest.startswith(b"NaN") else b"Infinity"
+    if rest.startswith(literal):
+        start = at - 1 if text[at - 1 : at] == b"-" else at
+        if _a_value_at(text, start, at + len(literal)):
+            return JsonError(
+                f"JSON text contains the non-standard literal {str(text[start:at], 'ascii')}"
+                f"{literal.decode()} {_where(text, at)}; only finite numbers are allowed",
                 reason="constant",
             )
-        if rest and rest[0] < 0x20:
-            detail = f"an unescaped control character (0x{rest[0]:02x})"
+    detail = message[: found.start()].removeprefix(_MSGSPEC_MALFORMED)
+    if detail == _MSGSPEC_INVALID and rest and rest[0] < 0x20:  # (the words only)
+        detail = f"an unescaped control character (0x{rest[0]:02x})"
     return JsonError(f"invalid JSON: {detail} {_where(text, at)}", reason="syntax")
 
 
+def _a_value_at(text: bytes, start: int, end: int) -> bool:
+    """Whether a value may stand at ``text[start:end]`` (a literal msgspec stopped on): the
+    text with ``[]`` in its place decodes past that ``[]`` (or fully).  msgspec judges,
+    not its wording: a literal inside a string (``\\[`` is no escape), after a value or
+    as an object's key still stops the decode within it."""
+    try:
+        _decode(text[:start] + b"[]" + text[end:])
+    except RecursionError:  # deeper than the interpreter's headroom: past the literal
+        return True
+    except ValueError as exc:  # msgspec's errors
+        found = _MSGSPEC_AT_BYTE.search(str(exc))
+        return found is None or int(found.group(1)) >= start + 2
+    return True
+
+
 def _path(message: str) -> str:
-    _, at, path = message.partition(" - at `")
+    _, at, path = message.partition(_MSGSPEC_PATH)
     return f" at {path.rstrip('`')}" if at else ""
 
 
