@@ -506,7 +506,8 @@ def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:
 
 
 # The repeated key is named only when the text has at most this many distinct keys (its
-# tokens are then read in Python, one decode per key).
+# tokens are then read in Python, one decode per key: ~80 ms for 320 KB of 20,000 small
+# objects, so ~16 ms for an OAuth document at max_auth_document_bytes; the error path only).
 _NAMED_KEYS_AT_MOST = 256
 # In a compact valid JSON text: a string (a key with its colon), a bracket.
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*":?|[\[\]{}]')
