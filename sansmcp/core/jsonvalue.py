@@ -258,7 +258,7 @@ def _loads(
 
 # msgspec's wording, the only text of its messages read here: the offset of a syntax error,
 # the path of a number out of range, and which words a message uses; never the reason
-# (see _refusal).  tests/core/test_json_decoder.py pins every one against the installed
+# (see _refusal).  tests/core/test_msgspec_wording.py pins every one against the installed
 # msgspec (a new one must be added there: the test lists these names).
 _MSGSPEC_AT_BYTE = re.compile(r" \(byte (\d+)\)$")  # a DecodeError's offset, at its end
 _MSGSPEC_MALFORMED = "JSON is malformed: "  # a DecodeError's prefix, before the detail

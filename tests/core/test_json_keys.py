@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sansmcp.core import jsonvalue
 from sansmcp.core.jsonvalue import JsonError, parse_json, parse_json_object_strict
 from sansmcp.core.limits import Limits
 
@@ -221,3 +222,18 @@ def test_the_typed_pass_reads_escaped_known_keys_and_declines_unknown_ones(
         name = last_wins(members).get("name")
         if listed[0] == "tool":
             assert listed[1] == name  # an escaped "name" is the name, the last one wins
+
+
+@pytest.mark.parametrize(
+    ("compact", "repeated"),
+    [
+        (b'{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}', None),  # the same key in many objects
+        (b'["a:","a:"]', None),  # strings that are not keys
+        (b'{"a":{"b":"x"},"b":1}', None),
+        (b'[{"k":1,"k":2}]', "k"),
+    ],
+)
+def test_the_key_reader_names_a_repeat_only(compact: bytes, repeated: str | None) -> None:
+    """(``_check_unique`` calls it only once the colon counts show a repeat.)"""
+    parse_json(b"1", max_depth=DEPTH)  # msgspec's decoder bound
+    assert jsonvalue._repeated_key(compact) == repeated
