@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import paired as paired_module
 from . import targets as targets_module
 from .targets import _fmt
 
@@ -118,6 +119,51 @@ def _rows(records: list[dict[str, Any]], kind: str) -> list[str]:
                 f"| {versions} | {_fmt(record['maxrss_mb'], 1)} | {record['n']} "
                 f"| {record['errors']} |"
             )
+    return lines
+
+
+def _paired(entries: list[dict[str, Any]] | None, records: list[dict[str, Any]]) -> list[str]:
+    """The paired issue-12 rounds (:mod:`bench.paired`) beside the sequential rows' ratios."""
+    if not entries:
+        return ["(not run)"]
+    seq = {
+        (r["server"], r["era"], r["contender"]): r["cpu_ms_per_item"]
+        for r in _ok(records)
+        if r["kind"] == "seq"
+    }
+    lines = [
+        "| server | era | rounds | sync ms | asyncio ms | floor-sync ms | floor-asyncio ms "
+        "| sync ÷ asyncio | sync ÷ floor | asyncio ÷ floor "
+        "| (sync ÷ floor) ÷ (asyncio ÷ floor) | sequential: sync ÷ asyncio, ratio of ratios "
+        "| errors |",
+        "|---|---|--:|--:|--:|--:|--:|---|--:|--:|---|---|--:|",
+    ]
+    for entry in entries:
+        server, era = entry["server"], entry["era"]
+        if "cpu_ms" not in entry:
+            lines.append(f"| {server} | {era} | FAILED: {entry.get('failed')} |")
+            continue
+
+        def cpu(name: str, server: str = server, era: str = era) -> float | None:
+            return seq.get((server, era, name))
+
+        seq_one = _ratio(cpu("sansmcp-sync"), cpu("sansmcp-asyncio"))
+        seq_two = _ratio(
+            _ratio(cpu("sansmcp-sync"), cpu("floor-sync")),
+            _ratio(cpu("sansmcp-asyncio"), cpu("floor-asyncio")),
+        )
+        ms = {name: _fmt(entry["cpu_ms"][name]["median"], 3) for name in paired_module.NAMES}
+        errors = sum(sum(row["errors"].values()) for row in entry["rounds"])
+        lines.append(
+            f"| {server} | {era} | {entry['rounds_used']} | {ms['sansmcp-sync']} "
+            f"| {ms['sansmcp-asyncio']} | {ms['floor-sync']} | {ms['floor-asyncio']} "
+            f"| {paired_module.fmt_spread(entry['sync_vs_asyncio'])} "
+            f"| {_fmt(entry['sync_floor']['median'])} | {_fmt(entry['asyncio_floor']['median'])} "
+            f"| {paired_module.fmt_spread(entry['floor_ratio'])} "
+            f"| {_fmt(seq_one)}, {_fmt(seq_two)} | {errors}"
+            + (f"; FAILED after these rounds: {entry['failed']}" if "failed" in entry else "")
+            + " |"
+        )
     return lines
 
 
@@ -456,7 +502,11 @@ def write(result: dict[str, Any], out: Path) -> None:
         "",
         "Computed from this run's records (`bench/targets.py`). Ratios to the SDK and "
         "the floors are CPU per work item in the sequential rows (10 tools); the TLS h2 "
-        "server is `h2tls/json/10`. A missed target's profile follows in the next section.",
+        "server is `h2tls/json/10`. Issue 12's two targets come from the paired section "
+        "below (interleaved rounds, the four contenders kept warm; measured: the median "
+        "of the per-round ratios, its range and quartiles in the note beside the sequential "
+        "rows' figure); a place the paired section did not run falls back to the "
+        "sequential rows. A missed target's profile follows in the next section.",
         "",
         *targets_module.table(found),
         "",
@@ -469,6 +519,18 @@ def write(result: dict[str, Any], out: Path) -> None:
         "is `-X importtime` self time.",
         "",
         *targets_module.where_the_time_goes(found, result),
+        "",
+        "## Issue 12, paired: the blocking adapter against asyncio, interleaved rounds",
+        "",
+        "`bench/paired.py`: against each 10-tool server and era, one warm process per "
+        "contender (`sansmcp-sync`, `sansmcp-asyncio`, `floor-sync`, `floor-asyncio`), "
+        "rounds of short blocks of the same n items each, the contenders one after another "
+        "in an order rotated per round (a Williams square), two untimed items before each "
+        "block. CPU ms per item: the median over rounds; the ratios are computed per round "
+        "and shown as median [min-max, IQR]. The last column is the same two ratios from the "
+        "sequential rows (one ~1 s block per contender, minutes apart), for comparison.",
+        "",
+        *_paired(result.get("paired"), records),
         "",
         "## Sequential work items",
         "",
