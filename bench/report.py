@@ -3,7 +3,7 @@
 Key columns are ratios, measured side by side on the same server in one run:
 ``SDK-default ÷ this`` and ``SDK-tuned ÷ this`` (how many times cheaper this
 contender's client CPU per work item is than the official SDK client), and
-``this ÷ floor`` (how many times the hand-written h11/h2 floor of the same runtime
+``this ÷ floor`` (how many times the hand-written floor of the same runtime
 it costs: asyncio contenders against the asyncio floor, trio against trio, the blocking
 adapter against the blocking (sync) floor), and on HTTP/1.1 ``this ÷ llhttp`` against the
 same floor reading responses with llhttp.  The targets table (issue 16, and issue 12's
@@ -472,9 +472,9 @@ def write(result: dict[str, Any], out: Path) -> None:
         "h2tls = hypercorn HTTP/2 over TLS (ALPN; a trustme CA every contender trusts); "
         "json or sse responses; tools in the listing. HTTP column: the versions the server saw. "
         "Ratios: `SDK-default ÷ this` and `SDK-tuned ÷ this` > 1 means this contender is that "
-        "many times cheaper; `this ÷ floor` is its CPU over the hand-written h11/h2 floor of "
+        "many times cheaper; `this ÷ floor` is its CPU over the hand-written floor of "
         "its own runtime (asyncio floor for asyncio clients, trio floor for trio, the "
-        "blocking h11/h2 floor for the blocking adapter); `this ÷ llhttp` over the same floor "
+        "blocking floor for the blocking adapter); `this ÷ llhttp` over the same floor "
         "reading HTTP/1.1 with llhttp (`httptools`; the `llhttp-*` rows) instead of h11.",
         "",
         "Notes on reading it:",
@@ -489,8 +489,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         "`legacy`. In legacy mode the SDK also opens the standalone GET stream (one more request "
         "and connection per item); sansmcp never opens it.",
         "- Floors send sansmcp's exact request bytes over one keep-alive connection per "
-        "in-flight work item (unbounded; HTTP/2 floors do not multiplex concurrent items) and "
-        "`json.loads` each body; nothing else.",
+        "in-flight work item (unbounded; HTTP/2 floors do not multiplex concurrent items), "
+        "check each status and `json.loads` each body; nothing else. HTTP/1.1 is read with "
+        "h11 (or llhttp), HTTP/2 by a hand-written frame reader with `hpack` (not the `h2` "
+        "library, which costs more than sansmcp's own h2 wire).",
         "- hypercorn's `keep_alive_max_requests` (1,000 by default: GOAWAY after 1,000 "
         "requests on a connection, failing the streams in flight) is raised for the run; with "
         "the default, 50 concurrent work items over one HTTP/2 connection fail a few percent "
