@@ -17,8 +17,8 @@ sockets in the pool).
 
 A ``seq`` phase with ``rounds`` R > 1 (the paired issue-12 section, ``bench.run``'s
 ``paired``) keeps its contender open and repeats the protocol R times: ``warm``, ``go``,
-``done``, ``next``, ``warm``, ``go``, ... the same n items each round (chosen once from
-the warm-up), each round's block preceded, after ``go``, by ``rewarm`` untimed items
+``done``, ``next``, ``warm``, ``go``, ... the same n items each round (chosen from the
+warm-up, unless the harness says ``go N``), each round's block preceded, after ``go``, by ``rewarm`` untimed items
 (caches and pooled sockets warm again after the other contenders' blocks).  Nothing runs
 between ``done`` and the next ``go``, so blocks of several children alternated by the
 harness never overlap.
@@ -62,6 +62,16 @@ def _fds() -> int:
 def _emit(message: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+
+
+def _go(n: int) -> int:
+    """Wait for ``go`` (run ``n`` items) or ``go N`` (run N: a repeated phase's harness
+    re-sizes its blocks from the first round's wall time)."""
+    line = sys.stdin.readline()
+    word, _, count = line.strip().partition(" ")
+    if word != "go" or (count and not count.isdigit()):
+        raise SystemExit(f"expected 'go' from the harness, got {line!r}")
+    return int(count) if count else n
 
 
 def _wait_for(word: str) -> None:
@@ -170,7 +180,7 @@ async def _block_async(
     rss0, fds0 = _rss_kb(), _fds()
     _emit({"event": "warm", "n": n})
     phase.went = True
-    _wait_for("go")
+    n = _go(n)
     for _ in range(phase.rewarm):
         phase.check(await contender.item())
     walls: list[float] = []
@@ -190,7 +200,8 @@ async def _block_async(
     cpu1, t1 = _cpu(), time.perf_counter()
     out = phase.result(n, cpu1 - cpu0, walls, t1 - t0)
     gc.collect()
-    await sleep(0.05)
+    if phase.rounds == 1:  # let closing sockets close before the RSS and fd figures
+        await sleep(0.05)
     out.update(rss_before_kb=rss0, rss_after_kb=_rss_kb(), fds_before=fds0, fds_after=_fds())
     return out
 
@@ -269,7 +280,7 @@ def _block_sync(phase: Phase, item: Callable[[], tuple[int, str]], n: int) -> di
     rss0, fds0 = _rss_kb(), _fds()
     _emit({"event": "warm", "n": n})
     phase.went = True
-    _wait_for("go")
+    n = _go(n)
     for _ in range(phase.rewarm):
         phase.check(item())
     walls: list[float] = []

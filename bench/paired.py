@@ -11,7 +11,8 @@ too much to decide a 10 % question.  Here, against one server:
   kept open (the same ``Client`` or floor connection, warm) for all the rounds of an
   era;
 * ``rounds`` rounds; in each, every contender runs one short block of the same n items
-  (n chosen once per contender from its warm-up, about ``budget`` seconds of wall),
+  (about ``budget`` seconds of wall: n from its warm-up in the first round, then from
+  the first round's wall time -- the warm-up's first items run slow),
   the contenders one after another in an order rotated by one place per round (a
   Williams square: over four rounds each follows each other once), each block preceded
   by two untimed items; nothing else runs on the client core meanwhile
@@ -38,7 +39,7 @@ from typing import IO, Any
 from .procs import LineProcess, Server, cache_bytecode, make_tls
 
 NAMES = ("sansmcp-sync", "sansmcp-asyncio", "floor-sync", "floor-asyncio")
-ROUNDS, BUDGET = 12, 0.35  # make bench: 12 rounds (three Williams squares), ~0.35 s blocks
+ROUNDS, BUDGET = 12, 0.3  # make bench: 12 rounds (three Williams squares), ~0.3 s blocks
 QUICK_ROUNDS, QUICK_BUDGET = 4, 0.05  # --quick: one Williams square of blocks of >= 10 items
 REWARM = 2  # untimed items at the start of every block
 
@@ -143,7 +144,7 @@ def run_server(
                     children[name] = LineProcess(args, log=log)
                 if not failed:
                     failed = _warm(children[name], name, entry)
-            failed = failed or _rounds(server, children, entry, rounds)
+            failed = failed or _rounds(server, children, entry, rounds, budget, common["n_min"])
             entry["elapsed_s"] = round(time.perf_counter() - started, 1)
             entry.update(summarise([r["cpu_ms"] for r in entry["rounds"]]))
             if echo:
@@ -173,9 +174,15 @@ def _warm(child: LineProcess, name: str, entry: dict[str, Any]) -> bool:
 
 
 def _rounds(
-    server: Server, children: dict[str, LineProcess], entry: dict[str, Any], rounds: int
+    server: Server,
+    children: dict[str, LineProcess],
+    entry: dict[str, Any],
+    rounds: int,
+    budget: float,
+    n_min: int,
 ) -> bool:
     """Run one era's rounds into ``entry``; True when a child failed (the rest is skipped)."""
+    sizes: dict[str, int] = {}
     try:
         for index in range(rounds):
             row: dict[str, Any] = {"order": _order(index), "cpu_ms": {}, "errors": {}, "n": {}}
@@ -188,13 +195,16 @@ def _rounds(
                         entry["failed"] = f"{name}: {message.get('error')}"
                         return True
                 server.reset()
-                child.send("go")
+                child.send(f"go {sizes[name]}" if name in sizes else "go")
                 done = child.read_json(timeout=600)
                 stats = server.stats()
                 if done["event"] != "done":
                     entry["failed"] = f"{name}: {done.get('error')}"
                     return True
                 n = done["n"]
+                if not index:  # re-size the blocks from this one's wall time
+                    per_item = max(done["elapsed_s"] / n, 1e-5)
+                    sizes[name] = max(n_min, min(1000, round(budget / per_item)))
                 row["n"][name] = n
                 row["cpu_ms"][name] = 1000 * done["cpu_s"] / n
                 row["errors"][name] = done["errors"]
