@@ -241,54 +241,61 @@ def _print(entry: dict[str, Any]) -> None:
 
 # -- standalone: python -m bench.paired ---------------------------------------------
 
-SERVERS = (  # (http, body, tls, eras): the 10-tool servers of make bench
-    ("h1", "json", False, ("legacy", "modern")),
-    ("h1", "sse", False, ("legacy",)),
-    ("h2", "json", False, ("legacy", "modern")),
-    ("h2", "sse", False, ("legacy",)),
-    ("h2", "json", True, ("legacy", "modern")),
-)
-
 
 def main() -> None:
-    from .run import RESULTS, _cpus, _load
+    from . import run, targets
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
     parser.add_argument("--rounds", type=int, default=0)
     parser.add_argument("--budget", type=float, default=0.0, help="seconds of wall per block")
     parser.add_argument("--servers", default="", help="labels, e.g. h1/json,h2tls/json")
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="first the four contenders' sequential rows as make bench runs them, then the "
+        "issue-12 targets both ways",
+    )
     parser.add_argument("--json", default="", help="also write the entries to this file")
     args = parser.parse_args()
     cache_bytecode()
     rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
     budget = args.budget or (QUICK_BUDGET if args.quick else BUDGET)
     wanted = set(filter(None, args.servers.split(",")))
-    server_cpu, client_cpu = _cpus()
-    tls = make_tls(RESULTS / "tls.tmp")
+    server_cpu, client_cpu = run._cpus()
+    tls = make_tls(run.RESULTS / "tls.tmp")
     entries: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
     started = time.time()
-    print(f"load {_load()}", flush=True)
-    with open(RESULTS / "paired.log.tmp", "w") as log:
-        for http, body, over_tls, eras in SERVERS:
-            label = f"{'h2tls' if over_tls else http}/{body}/10"
-            if wanted and label.rsplit("/", 1)[0] not in wanted:
+    print(f"load {run._load()}", flush=True)
+    with open(run.RESULTS / "paired.log.tmp", "w") as log:
+        for config in run.plan(args.quick):
+            if config.tools != 10 or (wanted and config.label.rsplit("/", 1)[0] not in wanted):
                 continue
+            print(f"server {config.label}  (load {run._load()})", flush=True)
             server = Server(
-                http=http,
-                body=body,
+                http=config.http,
+                body=config.body,
                 tools=10,
                 log=log,
                 cpu=server_cpu,
-                tls=(tls["cert"], tls["key"]) if over_tls else None,
+                tls=(tls["cert"], tls["key"]) if config.tls else None,
             )
+            ca = tls["ca"] if config.tls else None
             try:
+                for name in NAMES if args.sequential else ():
+                    phases = [
+                        p for p in run._phases(config, name, server.url, ca) if p["kind"] == "seq"
+                    ]
+                    records += run.run_contender(
+                        server, config, name, phases, cpu=client_cpu, log=log
+                    )
                 entries += run_server(
                     server,
-                    label,
-                    http,
-                    eras,
-                    ca=tls["ca"] if over_tls else None,
+                    config.label,
+                    config.http,
+                    config.eras,
+                    ca=ca,
                     rounds=rounds,
                     budget=budget,
                     log=log,
@@ -296,10 +303,17 @@ def main() -> None:
                 )
             finally:
                 server.stop()
-    print(f"{time.time() - started:.0f} s, load {_load()}", flush=True)
+    print(f"{time.time() - started:.0f} s, load {run._load()}", flush=True)
+    if args.sequential:
+        for title, result in (
+            ("issue 12 from the sequential rows", {"records": records}),
+            ("issue 12 from the paired rounds", {"records": records, "paired": entries}),
+        ):
+            found = [t for t in targets.evaluate(result) if t.group.startswith("issue 12")]
+            print(f"\n{title}:", *targets.table(found), sep="\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(entries, f, indent=1)
+            json.dump({"paired": entries, "records": records}, f, indent=1)
             f.write("\n")
     sys.stdout.flush()
 
