@@ -142,8 +142,9 @@ def run_server(
                 else:
                     args = ["-m", "bench.child", json.dumps(dict(spec, contender=name))]
                     children[name] = LineProcess(args, log=log)
-                if not failed:
-                    failed = _warm(children[name], name, entry)
+                failed = _warm(children[name], name, entry)
+                if failed:
+                    break
             failed = failed or _rounds(server, children, entry, rounds, budget, common["n_min"])
             entry["elapsed_s"] = round(time.perf_counter() - started, 1)
             entry.update(summarise([r["cpu_ms"] for r in entry["rounds"]]))
