@@ -78,8 +78,9 @@ conformance: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 interop: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 	$(BIN)/python -X dev -m pytest -W error tests/interop
 
-# Benchmarks (bench/): `bench` runs the full set (~7 min quiet, ~17 at load 4), `bench-quick` a
-# reduced one in under 2 minutes; both write bench/results/latest.{json,md} and plots.
+# Benchmarks (bench/): `bench` runs the full set (~7 min quiet, ~17 at load 4, and 3-4 more for the
+# paired issue-12 rounds), `bench-quick` a reduced one in about 2 minutes; both write
+# bench/results/latest.{json,md} and plots.
 .PHONY: bench bench-quick
 BENCH_STAMP := $(VENV)/.bench-installed
 

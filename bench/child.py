@@ -14,6 +14,14 @@ errors.  Phase kinds: ``seq`` (one item after another), ``conc`` (``concurrency`
 items in flight at once), ``mem`` (Python heap held per idle pooled connection,
 measured with tracemalloc after ``concurrency`` simultaneous items left their
 sockets in the pool).
+
+A ``seq`` phase with ``rounds`` R > 1 (the paired issue-12 section, ``bench.run``'s
+``paired``) keeps its contender open and repeats the protocol R times: ``warm``, ``go``,
+``done``, ``next``, ``warm``, ``go``, ... the same n items each round (chosen from the
+warm-up, unless the harness says ``go N``), each round's block preceded, after ``go``, by ``rewarm`` untimed items
+(caches and pooled sockets warm again after the other contenders' blocks).  Nothing runs
+between ``done`` and the next ``go``, so blocks of several children alternated by the
+harness never overlap.
 """
 
 from __future__ import annotations
@@ -56,6 +64,16 @@ def _emit(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _go(n: int) -> int:
+    """Wait for ``go`` (run ``n`` items) or ``go N`` (run N: a repeated phase's harness
+    re-sizes its blocks from the first round's wall time)."""
+    line = sys.stdin.readline()
+    word, _, count = line.strip().partition(" ")
+    if word != "go" or (count and not count.isdigit()):
+        raise SystemExit(f"expected 'go' from the harness, got {line!r}")
+    return int(count) if count else n
+
+
 def _wait_for(word: str) -> None:
     line = sys.stdin.readline()
     if line.strip() != word:
@@ -73,6 +91,8 @@ class Phase:
         self.errors: list[str] = []
         self.error_count = 0
         self.went = False  # the harness said "go": it now waits for our figures
+        self.rounds = int(spec.get("rounds", 1))
+        self.rewarm = int(spec.get("rewarm", 0))
 
     def check(self, outcome: tuple[int, str]) -> None:
         count, text = outcome
@@ -95,15 +115,25 @@ class Phase:
         wanted = int(spec["budget"] / per_item)
         return max(spec["n_min"], min(spec["n_max"], wanted))
 
+    def next_round(self, done: dict[str, Any], index: int) -> None:
+        """Between two rounds of a repeated phase: hand over this round's figures, then wait
+        for the harness (it reads the server's counters and runs the other contenders)."""
+        if index:
+            done["round"] = index - 1
+            _emit(done)
+            _wait_for("next")
+
     def result(self, n: int, cpu: float, walls: list[float], elapsed: float) -> dict[str, Any]:
+        errors, samples = self.error_count, self.errors
+        self.error_count, self.errors = 0, []  # a repeated phase counts each round's own
         return {
             "event": "done",
             "n": n,
             "cpu_s": cpu,
             "elapsed_s": elapsed,
             "walls_s": walls,
-            "errors": self.error_count,
-            "error_samples": self.errors,
+            "errors": errors,
+            "error_samples": samples,
             "maxrss_kb": peak_rss_kib(),
         }
 
@@ -133,14 +163,29 @@ async def _run_async(phase: Phase, gather: Callable[..., Any], sleep: Any) -> di
     concurrency = spec.get("concurrency", 1)
     if spec["kind"] == "mem":
         return await _measure_memory(phase, gather, sleep, concurrency)
+    out: dict[str, Any] = {}
+    for index in range(phase.rounds):
+        phase.next_round(out, index)
+        out = await _block_async(phase, gather, sleep, n, concurrency)
+    await contender.close()
+    return out
+
+
+async def _block_async(
+    phase: Phase, gather: Callable[..., Any], sleep: Any, n: int, concurrency: int
+) -> dict[str, Any]:
+    """One measured block: ``warm``, wait for ``go``, the re-warm items, n measured items."""
+    contender = phase.contender
     gc.collect()
     rss0, fds0 = _rss_kb(), _fds()
     _emit({"event": "warm", "n": n})
     phase.went = True
-    _wait_for("go")
+    n = _go(n)
+    for _ in range(phase.rewarm):
+        phase.check(await contender.item())
     walls: list[float] = []
     cpu0, t0 = _cpu(), time.perf_counter()
-    if spec["kind"] == "seq":
+    if phase.spec["kind"] == "seq":
         for _ in range(n):
             walls.append(await _timed(contender.item, phase))
     else:
@@ -155,9 +200,9 @@ async def _run_async(phase: Phase, gather: Callable[..., Any], sleep: Any) -> di
     cpu1, t1 = _cpu(), time.perf_counter()
     out = phase.result(n, cpu1 - cpu0, walls, t1 - t0)
     gc.collect()
-    await sleep(0.05)
+    if phase.rounds == 1:  # let closing sockets close before the RSS and fd figures
+        await sleep(0.05)
     out.update(rss_before_kb=rss0, rss_after_kb=_rss_kb(), fds_before=fds0, fds_after=_fds())
-    await contender.close()
     return out
 
 
@@ -220,11 +265,24 @@ def _run_sync(phase: Phase) -> dict[str, Any]:
     if spec["kind"] == "mem" or (spec["kind"] == "conc" and phase.name != "sansmcp-sync"):
         raise SystemExit(f"{phase.name} has no {spec['kind']} phase")
     n = phase.pick_n(warm_walls)
+    out: dict[str, Any] = {}
+    for index in range(phase.rounds):
+        phase.next_round(out, index)
+        out = _block_sync(phase, item, n)
+    asyncio.run(contender.close())
+    return out
+
+
+def _block_sync(phase: Phase, item: Callable[[], tuple[int, str]], n: int) -> dict[str, Any]:
+    """One measured block on the blocking runtime (see :func:`_block_async`)."""
+    spec = phase.spec
     gc.collect()
     rss0, fds0 = _rss_kb(), _fds()
     _emit({"event": "warm", "n": n})
     phase.went = True
-    _wait_for("go")
+    n = _go(n)
+    for _ in range(phase.rewarm):
+        phase.check(item())
     walls: list[float] = []
     remaining = [n]
     lock = threading.Lock()
@@ -255,7 +313,6 @@ def _run_sync(phase: Phase) -> dict[str, Any]:
     out = phase.result(n, cpu1 - cpu0, walls, t1 - t0)
     gc.collect()
     out.update(rss_before_kb=rss0, rss_after_kb=_rss_kb(), fds_before=fds0, fds_after=_fds())
-    asyncio.run(contender.close())
     return out
 
 

@@ -3,7 +3,7 @@
 Key columns are ratios, measured side by side on the same server in one run:
 ``SDK-default ÷ this`` and ``SDK-tuned ÷ this`` (how many times cheaper this
 contender's client CPU per work item is than the official SDK client), and
-``this ÷ floor`` (how many times the hand-written h11/h2 floor of the same runtime
+``this ÷ floor`` (how many times the hand-written floor of the same runtime
 it costs: asyncio contenders against the asyncio floor, trio against trio, the blocking
 adapter against the blocking (sync) floor), and on HTTP/1.1 ``this ÷ llhttp`` against the
 same floor reading responses with llhttp.  The targets table (issue 16, and issue 12's
@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import paired as paired_module
 from . import targets as targets_module
 from .targets import _fmt
 
@@ -118,6 +119,51 @@ def _rows(records: list[dict[str, Any]], kind: str) -> list[str]:
                 f"| {versions} | {_fmt(record['maxrss_mb'], 1)} | {record['n']} "
                 f"| {record['errors']} |"
             )
+    return lines
+
+
+def _paired(entries: list[dict[str, Any]] | None, records: list[dict[str, Any]]) -> list[str]:
+    """The paired issue-12 rounds (:mod:`bench.paired`) beside the sequential rows' ratios."""
+    if not entries:
+        return ["(not run)"]
+    seq = {
+        (r["server"], r["era"], r["contender"]): r["cpu_ms_per_item"]
+        for r in _ok(records)
+        if r["kind"] == "seq"
+    }
+    lines = [
+        "| server | era | rounds | sync ms | asyncio ms | floor-sync ms | floor-asyncio ms "
+        "| sync ÷ asyncio | sync ÷ floor | asyncio ÷ floor "
+        "| (sync ÷ floor) ÷ (asyncio ÷ floor) | sequential: sync ÷ asyncio, ratio of ratios "
+        "| errors |",
+        "|---|---|--:|--:|--:|--:|--:|---|--:|--:|---|---|--:|",
+    ]
+    for entry in entries:
+        server, era = entry["server"], entry["era"]
+        if "cpu_ms" not in entry:
+            lines.append(f"| {server} | {era} | FAILED: {entry.get('failed')} |")
+            continue
+
+        def cpu(name: str, server: str = server, era: str = era) -> float | None:
+            return seq.get((server, era, name))
+
+        seq_one = _ratio(cpu("sansmcp-sync"), cpu("sansmcp-asyncio"))
+        seq_two = _ratio(
+            _ratio(cpu("sansmcp-sync"), cpu("floor-sync")),
+            _ratio(cpu("sansmcp-asyncio"), cpu("floor-asyncio")),
+        )
+        ms = {name: _fmt(entry["cpu_ms"][name]["median"], 3) for name in paired_module.NAMES}
+        errors = sum(sum(row["errors"].values()) for row in entry["rounds"])
+        lines.append(
+            f"| {server} | {era} | {entry['rounds_used']} | {ms['sansmcp-sync']} "
+            f"| {ms['sansmcp-asyncio']} | {ms['floor-sync']} | {ms['floor-asyncio']} "
+            f"| {paired_module.fmt_spread(entry['sync_vs_asyncio'])} "
+            f"| {_fmt(entry['sync_floor']['median'])} | {_fmt(entry['asyncio_floor']['median'])} "
+            f"| {paired_module.fmt_spread(entry['floor_ratio'])} "
+            f"| {_fmt(seq_one)}, {_fmt(seq_two)} | {errors}"
+            + (f"; FAILED after these rounds: {entry['failed']}" if "failed" in entry else "")
+            + " |"
+        )
     return lines
 
 
@@ -426,9 +472,9 @@ def write(result: dict[str, Any], out: Path) -> None:
         "h2tls = hypercorn HTTP/2 over TLS (ALPN; a trustme CA every contender trusts); "
         "json or sse responses; tools in the listing. HTTP column: the versions the server saw. "
         "Ratios: `SDK-default ÷ this` and `SDK-tuned ÷ this` > 1 means this contender is that "
-        "many times cheaper; `this ÷ floor` is its CPU over the hand-written h11/h2 floor of "
+        "many times cheaper; `this ÷ floor` is its CPU over the hand-written floor of "
         "its own runtime (asyncio floor for asyncio clients, trio floor for trio, the "
-        "blocking h11/h2 floor for the blocking adapter); `this ÷ llhttp` over the same floor "
+        "blocking floor for the blocking adapter); `this ÷ llhttp` over the same floor "
         "reading HTTP/1.1 with llhttp (`httptools`; the `llhttp-*` rows) instead of h11.",
         "",
         "Notes on reading it:",
@@ -443,8 +489,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         "`legacy`. In legacy mode the SDK also opens the standalone GET stream (one more request "
         "and connection per item); sansmcp never opens it.",
         "- Floors send sansmcp's exact request bytes over one keep-alive connection per "
-        "in-flight work item (unbounded; HTTP/2 floors do not multiplex concurrent items) and "
-        "`json.loads` each body; nothing else.",
+        "in-flight work item (unbounded; HTTP/2 floors do not multiplex concurrent items), "
+        "check each status and `json.loads` each body; nothing else. HTTP/1.1 is read with "
+        "h11 (or llhttp), HTTP/2 by a hand-written frame reader with `hpack` (not the `h2` "
+        "library, which costs more than sansmcp's own h2 wire).",
         "- hypercorn's `keep_alive_max_requests` (1,000 by default: GOAWAY after 1,000 "
         "requests on a connection, failing the streams in flight) is raised for the run; with "
         "the default, 50 concurrent work items over one HTTP/2 connection fail a few percent "
@@ -456,7 +504,11 @@ def write(result: dict[str, Any], out: Path) -> None:
         "",
         "Computed from this run's records (`bench/targets.py`). Ratios to the SDK and "
         "the floors are CPU per work item in the sequential rows (10 tools); the TLS h2 "
-        "server is `h2tls/json/10`. A missed target's profile follows in the next section.",
+        "server is `h2tls/json/10`. Issue 12's two targets come from the paired section "
+        "below (interleaved rounds, the four contenders kept warm; measured: the median "
+        "of the per-round ratios, its range and quartiles in the note beside the sequential "
+        "rows' figure); a place the paired section did not run falls back to the "
+        "sequential rows. A missed target's profile follows in the next section.",
         "",
         *targets_module.table(found),
         "",
@@ -469,6 +521,18 @@ def write(result: dict[str, Any], out: Path) -> None:
         "is `-X importtime` self time.",
         "",
         *targets_module.where_the_time_goes(found, result),
+        "",
+        "## Issue 12, paired: the blocking adapter against asyncio, interleaved rounds",
+        "",
+        "`bench/paired.py`: against each 10-tool server and era, one warm process per "
+        "contender (`sansmcp-sync`, `sansmcp-asyncio`, `floor-sync`, `floor-asyncio`), "
+        "rounds of short blocks of the same n items each, the contenders one after another "
+        "in an order rotated per round (a Williams square), two untimed items before each "
+        "block. CPU ms per item: the median over rounds; the ratios are computed per round "
+        "and shown as median [min-max, IQR]. The last column is the same two ratios from the "
+        "sequential rows (one ~1 s block per contender, minutes apart), for comparison.",
+        "",
+        *_paired(result.get("paired"), records),
         "",
         "## Sequential work items",
         "",

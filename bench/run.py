@@ -2,20 +2,21 @@
 
 For each server configuration (HTTP/1.1, HTTP/2 with prior knowledge or HTTP/2 over
 TLS, JSON or SSE responses, a tool count) it starts ``bench.server`` in its own process
-pinned to one core, then each
-contender in its own process pinned to another core, one after the other, against
-that same server: sequential work items per era (legacy 2025-11-25, modern
-2026-07-28), and on the 10-tool JSON servers 50 concurrent work items and the heap
-held per idle pooled connection.  The server counts requests and TCP connections
-per measured phase.  Then a listing parse micro-benchmark (``bench.parse``) and a
-profile of sansmcp's work item per backend, era and server kind (``bench.profile``:
-where the time goes, shown under each missed target) and tracing off vs on
-(``bench.tracing``); the cold start (``bench.cold_start``: imports, a fresh process's
-first work item, the CLI) against the 10-tool HTTP/1.1 server; last, the in-flight rows
-(``bench.inflight``: 1 / 100 / 500 / 1,000 in flight against ``bench.canned``, and a
-profile at 1,000).  The TLS rows use a trustme CA made for the run
-(``results/tls.tmp/``).  Writes ``bench/results/latest.json``; ``bench.report`` turns it
-into ``latest.md`` (with the issue-16 targets table) and plots.
+pinned to one core, then each contender in its own process pinned to another core, one
+after the other, against that same server: sequential work items per era (legacy
+2025-11-25, modern 2026-07-28), and on the 10-tool JSON servers 50 concurrent work items
+and the heap held per idle pooled connection.  The server counts requests and TCP
+connections per measured phase.  On each 10-tool server, then, the paired issue-12
+rounds (``bench.paired``: the sync and asyncio adapters and their floors, kept warm,
+interleaved).  Then a listing parse micro-benchmark (``bench.parse``) and a profile of
+sansmcp's work item per backend, era and server kind (``bench.profile``: where the time
+goes, shown under each missed target) and tracing off vs on (``bench.tracing``); the
+cold start (``bench.cold_start``: imports, a fresh process's first work item, the CLI)
+against the 10-tool HTTP/1.1 server; last, the in-flight rows (``bench.inflight``: 1 /
+100 / 500 / 1,000 in flight against ``bench.canned``, and a profile at 1,000).  The TLS
+rows use a trustme CA made for the run (``results/tls.tmp/``).  Writes
+``bench/results/latest.json``; ``bench.report`` turns it into ``latest.md`` (with the
+issue-16 targets table) and plots.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from . import report
+from . import paired, report
 from .contenders import CONTENDERS, LLHTTP
 from .procs import ROOT, LineProcess, Server, cache_bytecode, make_tls
 
@@ -368,7 +369,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a reduced set, under a minute")
     parser.add_argument(
-        "--only", default="", help="comma-separated contenders (debugging; default all)"
+        "--only",
+        default="",
+        help="comma-separated contenders, 'paired' for the paired section (debugging; default all)",
     )
     args = parser.parse_args()
     cache_bytecode()
@@ -387,7 +390,7 @@ def main() -> None:
         "versions": _versions(),
     }
     records: list[dict[str, Any]] = []
-    extras: dict[str, Any] = {"profiles": {}}
+    extras: dict[str, Any] = {"profiles": {}, "paired": []}
     tls = make_tls(RESULTS / "tls.tmp")
     with open(RESULTS / "run.log.tmp", "w") as log:
         for config in plan(args.quick):
@@ -407,6 +410,18 @@ def main() -> None:
                         continue
                     phases = _phases(config, name, server.url, ca)
                     records += run_contender(server, config, name, phases, cpu=client_cpu, log=log)
+                if config.tools == 10 and (not only or "paired" in only):
+                    extras["paired"] += paired.run_server(
+                        server,
+                        config.label,
+                        config.http,
+                        config.eras,
+                        ca=ca,
+                        rounds=paired.QUICK_ROUNDS if args.quick else paired.ROUNDS,
+                        budget=paired.QUICK_BUDGET if args.quick else paired.BUDGET,
+                        log=log,
+                        cpu=client_cpu,
+                    )
                 if config.tools == 10 and config.body == "json":
                     extras["profiles"].update(
                         _profiles(config, server.url, ca, args.quick, log, client_cpu)
