@@ -86,7 +86,10 @@ import httptools
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
+    FIELD_VALUE_CONTROLS,
+    FIELD_VALUE_EDGES,
     MAX_CONTENT_LENGTH_DIGITS,
+    TOKEN_CHARS,
     DataReceived,
     ExchangeEvent,
     ExchangeFailed,
@@ -102,14 +105,19 @@ from . import Wire
 
 __all__ = ["H1Connection"]
 
-# Headers the machine writes itself (or that would change the framing under it).
+# Headers the machine writes itself (or that would change the framing under it).  Not
+# the connection-specific set HTTP/2 drops (``http.CONNECTION_FIELDS``), on purpose: on
+# HTTP/1.1 ``Connection`` (``close``) and ``Keep-Alive`` mean what they say, and are sent.
 _FRAMING_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding", b"upgrade"})
 _METHODS_WITH_BODY = frozenset({b"POST", b"PUT", b"PATCH"})
-# The grammar of what we send (RFC 9110 tokens; a field value is runs of field-vchar --
-# VCHAR or obs-text -- joined by SP/HTAB, so no control byte but HTAB, as h2 checks it).
-_TOKEN = rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
+# The grammar of what we send, as one regex per line (``sansmcp.core.http``'s byte sets:
+# a name is a token, upper case allowed -- HTTP/1.1 names are case-insensitive; a value is
+# runs of field-vchar -- VCHAR or obs-text -- joined by SP/HTAB, as h2 checks it).
+_TOKEN = b"[" + re.escape(TOKEN_CHARS) + b"]+"
+_VCHARS = b"[^" + re.escape(FIELD_VALUE_CONTROLS + FIELD_VALUE_EDGES) + b"]+"
+_EDGES = b"[" + re.escape(FIELD_VALUE_EDGES) + b"]+"
 _REQUEST_LINE = re.compile(_TOKEN + rb" [\x21-\x7e]+")
-_HEADER_LINE = re.compile(_TOKEN + rb": (?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?")
+_HEADER_LINE = re.compile(_TOKEN + b": (?:" + _VCHARS + b"(?:" + _EDGES + _VCHARS + b")*)?")
 # A status line as h11 accepted it (llhttp also takes RTSP/ and ICE/, and NUL, VT or FF
 # in the reason); the line end is llhttp's to check.
 _STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?:[\r\n]| [^\x00\r\n\x0b\x0c]*\r?\n)")

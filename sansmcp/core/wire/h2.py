@@ -144,6 +144,7 @@ import hpack
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
+    CONNECTION_FIELDS,
     MAX_CONTENT_LENGTH_DIGITS,
     DataReceived,
     ExchangeEvent,
@@ -228,17 +229,9 @@ _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _CONTROL = frozenset({PING, RST_STREAM, GOAWAY, PRIORITY})
 _DEFAULT_WINDOW = 65_535
 _SETTINGS_ACK = frame(SETTINGS, ACK, 0)
-_DROPPED_HEADERS = frozenset(
-    {
-        b"host",
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-        b"content-length",
-    }
-)
+# a caller's fields ``start`` leaves out: the connection-specific ones, and the two this
+# machine writes itself (``:authority`` for ``host``; ``content-length``)
+_DROPPED_HEADERS = CONNECTION_FIELDS | {b"host", b"content-length"}
 _BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
 _MAX_SHOWN = 40  # bytes of a bad server value quoted in an error message
 

@@ -20,6 +20,8 @@ import hpack
 import hpack.table
 from hpack.struct import HeaderTuple
 
+from ..http import CONNECTION_FIELDS
+
 __all__ = [
     "ACK",
     "CANCEL",
@@ -112,11 +114,11 @@ MAX_WINDOW = 2**31 - 1
 MAX_STREAM_ID = 2**31 - 1
 """The largest stream identifier (RFC 9113 s5.1.1): a 31-bit number."""
 
-# a regular field name: visible ASCII, no upper case, no colon (RFC 9113 s8.2.1)
+# A regular field name a server may send: visible ASCII, no upper case, no colon (RFC
+# 9113 s8.2.1).  Looser than the token we send (``http.TOKEN_CHARS``) on purpose: the
+# RFC's receive rule, as h2 applied it, takes delimiters such as '"' or '(' in a name
+# (and a value is refused for NUL, CR, LF and edge whitespace only, not every control).
 _NAME_BYTES = bytes(c for c in range(0x21, 0x7F) if not 0x41 <= c <= 0x5A and c != 0x3A)
-_CONNECTION_FIELDS = frozenset(
-    {b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"}
-)
 _KNOWN_NAMES_MAX = 256  # field names already checked, remembered per connection
 
 
@@ -353,7 +355,7 @@ def _check_name(name: bytes, value: bytes) -> None:
         if 0x41 <= bad[0] <= 0x5A:
             raise ProtocolFault(f"Received uppercase header name {name!r}.")
         raise ProtocolFault(f"Illegal character {chr(bad[0])!r} in header name: {name!r}")
-    if name in _CONNECTION_FIELDS:
+    if name in CONNECTION_FIELDS:
         raise ProtocolFault(f"Connection-specific header field present: {name!r}.")
     if name == b"te" and value.lower() != b"trailers":
         raise ProtocolFault(f"Invalid value for TE header: {value!r}")
