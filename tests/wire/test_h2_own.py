@@ -23,6 +23,7 @@ from sansmcp.core.http import (
     ExchangeEvent,
     ExchangeFailed,
     HttpRequest,
+    InformationalReceived,
     ResponseEnded,
     ResponseReceived,
     TrailersReceived,
@@ -525,18 +526,30 @@ def test_frames_after_a_graceful_goaway_in_the_same_read_are_unowned() -> None:
 # -- properties -----------------------------------------------------------------------
 
 
-def _server_stream(rng: random.Random, streams: list[int], pair: Pair) -> bytes:
+def _server_stream(rng: random.Random, streams: list[int], pair: Pair) -> tuple[bytes, list[int]]:
     """A valid server byte stream answering ``streams``: heads, bodies, trailers, PINGs,
-    SETTINGS, WINDOW_UPDATEs and PRIORITY frames interleaved as ``rng`` chooses."""
+    SETTINGS, WINDOW_UPDATEs and PRIORITY frames interleaved as ``rng`` chooses, every
+    final head split over HEADERS + CONTINUATIONs (:func:`_resplit`), and the wire size of
+    each header block in the order it goes out."""
     server = pair.server
     out = b""
+    blocks: list[int] = []
+
+    def emit(*, split: bool = False) -> None:
+        nonlocal out
+        wire, sizes = _resplit(server.data_to_send(), rng, always=split)
+        out += wire
+        blocks.extend(sizes)
+
     for sid in streams:
         fields = [(b"x-%d" % rng.randint(0, 9), b"v" * rng.randint(0, 40))]
         if rng.random() < 0.3:
             server.send_headers(sid, [(b":status", b"103"), *fields])
+            emit()
+            out += _control(rng)  # between two header blocks: allowed
         end = rng.random() < 0.2
         server.send_headers(sid, [(b":status", b"200"), *fields], end_stream=end)
-        out += server.data_to_send()
+        emit(split=True)
         if rng.random() < 0.3:
             out += frame(PING, 0, 0, bytes(8)) + frame(PRIORITY, 0, sid, b"\0\0\0\0\x10")
         if end:
@@ -544,15 +557,57 @@ def _server_stream(rng: random.Random, streams: list[int], pair: Pair) -> bytes:
         for _ in range(rng.randint(0, 3)):
             pad = rng.choice([None, 0, 7])
             server.send_data(sid, bytes(rng.randint(0, 300)), pad_length=pad)
+        emit()
+        out += _control(rng)
         if rng.random() < 0.3:
             server.send_headers(sid, [(b"x-trailer", b"1")], end_stream=True)
         else:
             server.send_data(sid, b"", end_stream=True)
-        out += server.data_to_send()
+        emit()
         if rng.random() < 0.3:
             out += frame(WINDOW_UPDATE, 0, 0, (1000).to_bytes(4, "big"))
             out += frame(SETTINGS, 0, 0, setting(4, 70_000))
-    return out
+    return out, blocks
+
+
+def _control(rng: random.Random) -> bytes:
+    """Nothing, or a control frame on stream 0 (never inside a header block)."""
+    return rng.choice(
+        [b"", b"", frame(PING, 0, 0, bytes(8)), frame(SETTINGS, 0, 0), frame(0xEE, 0, 0, b"x")]
+    )
+
+
+def _resplit(wire: bytes, rng: random.Random, *, always: bool) -> tuple[bytes, list[int]]:
+    """``wire`` (frames h2's server sent) with each HEADERS frame's header block cut into
+    HEADERS + CONTINUATION frames at points ``rng`` picks (empty fragments included), its
+    HEADERS frame sometimes padded and given a priority field; the HPACK bytes are h2's,
+    unchanged, so the decoder stays in step.  ``always``: every block of two bytes or more
+    is cut at least once.  Also the wire size of each header block."""
+    out, sizes = b"", []
+    for kind, flags, sid, payload in frames_of(wire):
+        if kind != HEADERS:
+            out += frame(kind, flags, sid, payload)
+            continue
+        assert flags & END_HEADERS and not flags & (PADDED | PRIORITY_FLAG)
+        count = rng.randint(1 if always and len(payload) >= 2 else 0, 4)
+        cuts = sorted(rng.randint(0, len(payload)) for _ in range(count))
+        pieces = [payload[a:b] for a, b in zip([0, *cuts], [*cuts, len(payload)], strict=True)]
+        first = pieces[0]
+        head_flags = flags & END_STREAM
+        if rng.random() < 0.3:
+            first = b"\0\0\0\0\x10" + first  # a priority field: depends on stream 0
+            head_flags |= PRIORITY_FLAG
+        if rng.random() < 0.3:
+            pad = rng.randint(0, 9)
+            first = bytes([pad]) + first + bytes(pad)
+            head_flags |= PADDED
+        ends = END_HEADERS if len(pieces) == 1 else 0
+        block = frame(HEADERS, head_flags | ends, sid, first)
+        for i, piece in enumerate(pieces[1:], start=2):
+            block += frame(CONTINUATION, END_HEADERS if i == len(pieces) else 0, sid, piece)
+        out += block
+        sizes.append(len(block))
+    return out, sizes
 
 
 def _replay(wire: bytes, cuts: list[int], count: int) -> tuple[list[ExchangeEvent], bytes]:
@@ -581,7 +636,9 @@ def test_any_split_of_a_valid_stream_gives_the_same_events(
     recorder = Pair()
     recorder.handshake()
     streams = [recorder.start(exchange_id) for exchange_id in range(1, count + 1)]
-    wire = _server_stream(rng, streams, recorder)
+    wire, blocks = _server_stream(rng, streams, recorder)
+    kinds = [kind for kind, _, _, _ in frames_of(wire)]
+    assert kinds.count(CONTINUATION) >= count  # every final head spans 2+ frames
     whole, out = _replay(wire, [], count)
     pieces, out_split = _replay(wire, cuts, count)
     assert pieces == whole and out_split == out
@@ -590,6 +647,9 @@ def test_any_split_of_a_valid_stream_gives_the_same_events(
     assert not any(isinstance(e, ExchangeFailed) for e in whole)
     trailers = [e for e in whole if isinstance(e, TrailersReceived)]
     assert all(t.headers == ((b"x-trailer", b"1"),) for t in trailers)
+    # each head's raw_size is its block's HEADERS + CONTINUATION frames, as sent
+    heads = (InformationalReceived, ResponseReceived, TrailersReceived)
+    assert [e.raw_size for e in whole if isinstance(e, heads)] == blocks
 
 
 _KINDS = st.sampled_from([DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY,
