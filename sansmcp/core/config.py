@@ -28,7 +28,9 @@ __all__ = ["Config", "conn_settings"]
 class Config:
     """One MCP endpoint as a work item reaches it.
 
-    ``headers`` are added to every request (protocol headers cannot be overridden);
+    ``headers`` are added to every request (protocol headers cannot be overridden; a
+    connection-specific one -- ``Connection``, ``Keep-Alive``, ``Proxy-Connection``,
+    ``Transfer-Encoding``, ``Upgrade``, ``TE`` but ``trailers`` -- is a ``CallerError``);
     ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
     name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
     headers go out without a listing; ``protocol_versions`` restricts and orders the
