@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CallerError
+from .http import CONNECTION_FIELDS, FIELD_VALUE_CONTROLS, FIELD_VALUE_EDGES, TOKEN_CHARS
 from .jsonvalue import JsonError, dumps_compact
 from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
@@ -27,7 +28,9 @@ __all__ = ["Config", "conn_settings"]
 class Config:
     """One MCP endpoint as a work item reaches it.
 
-    ``headers`` are added to every request (protocol headers cannot be overridden);
+    ``headers`` are added to every request (protocol headers cannot be overridden; a
+    connection-specific one -- ``Connection``, ``Keep-Alive``, ``Proxy-Connection``,
+    ``Transfer-Encoding``, ``Upgrade``, ``TE`` but ``trailers`` -- is a ``CallerError``);
     ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
     name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
     headers go out without a listing; ``protocol_versions`` restricts and orders the
@@ -64,15 +67,23 @@ def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
         encoded = value.encode("latin-1")
     except UnicodeEncodeError:
         raise CallerError(f"header {name!r} is not ASCII / Latin-1") from None
-    if not key or any(c <= 0x20 or c >= 0x7F or c in b'"(),/:;<=>?@[\\]{}' for c in key):
+    if not key or key.translate(None, TOKEN_CHARS):
         raise CallerError(f"header name {name!r} is not an HTTP token")
     # RFC 9110 field-value, as the wire machines enforce it: no control but HTAB, and no
     # whitespace at either end (h11 refused " a" in the middle of connect otherwise)
-    if any((c < 0x20 and c != 0x09) or c == 0x7F for c in encoded):
+    if encoded.translate(None, FIELD_VALUE_CONTROLS) != encoded:
         raise CallerError(f"header {name!r} has a control character in its value")
-    if encoded[:1] in (b" ", b"\t") or encoded[-1:] in (b" ", b"\t"):
+    if encoded and (encoded[0] in FIELD_VALUE_EDGES or encoded[-1] in FIELD_VALUE_EDGES):
         raise CallerError(f"header {name!r} has whitespace at the start or end of its value")
-    return key.lower(), encoded
+    key = key.lower()
+    # connection-specific (RFC 9110 s7.6.1): the wire manages the connection, and HTTP/2
+    # forbids them, so on either wire they are the caller's mistake, refused before any I/O
+    if key in CONNECTION_FIELDS or (key == b"te" and encoded.lower() != b"trailers"):
+        raise CallerError(
+            f"header {name!r} is connection-specific: sansmcp manages the connection "
+            "(HTTP/2 forbids it)"
+        )
+    return key, encoded
 
 
 def _json_value(what: str, value: object) -> bytes:

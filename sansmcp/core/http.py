@@ -37,7 +37,11 @@ from typing import assert_never
 from .errors import ConnectionFailed
 
 __all__ = [
+    "CONNECTION_FIELDS",
+    "FIELD_VALUE_CONTROLS",
+    "FIELD_VALUE_EDGES",
     "MAX_CONTENT_LENGTH_DIGITS",
+    "TOKEN_CHARS",
     "DataReceived",
     "ExchangeEvent",
     "ExchangeFailed",
@@ -56,6 +60,23 @@ Headers = tuple[tuple[bytes, bytes], ...]
 # A content-length longer than this is refused by both wires before int() sees it (20
 # digits are past any body a bound lets through, and under Python's int-digit limit).
 MAX_CONTENT_LENGTH_DIGITS = 20
+
+# The header-field grammar of what we send (RFC 9110), written once: both wires' request
+# checks and the Config check use these.  Where a layer applies another rule on purpose
+# (h2 sends no upper case in a name; what a server may send us is checked by RFC 9113's
+# looser receive rule) it says so next to its own.
+TOKEN_CHARS = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+"""tchar (RFC 9110 s5.6.2): a field name (a token) is one or more of these."""
+FIELD_VALUE_CONTROLS = bytes(c for c in range(0x20) if c != 0x09) + b"\x7f"
+"""What a field value never holds: field-content is VCHAR, obs-text, SP and HTAB (RFC
+9110 s5.5), so every control byte but HTAB, and DEL."""
+FIELD_VALUE_EDGES = b" \t"
+"""SP and HTAB: inside a field value only, never at either end (RFC 9110 s5.5)."""
+CONNECTION_FIELDS = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"}
+)
+"""Connection-specific fields (RFC 9110 s7.6.1, RFC 9113 s8.2.2), lower case: they
+describe one HTTP/1.1 hop and are malformed in HTTP/2 (so is ``te`` but ``trailers``)."""
 
 
 def header_value(headers: Headers, name: bytes) -> bytes | None:

@@ -14,7 +14,7 @@ import random
 import h2.events
 import hpack
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from sansmcp.core.errors import ConnectionFailed
@@ -23,6 +23,7 @@ from sansmcp.core.http import (
     ExchangeEvent,
     ExchangeFailed,
     HttpRequest,
+    InformationalReceived,
     ResponseEnded,
     ResponseReceived,
     TrailersReceived,
@@ -525,18 +526,30 @@ def test_frames_after_a_graceful_goaway_in_the_same_read_are_unowned() -> None:
 # -- properties -----------------------------------------------------------------------
 
 
-def _server_stream(rng: random.Random, streams: list[int], pair: Pair) -> bytes:
+def _server_stream(rng: random.Random, streams: list[int], pair: Pair) -> tuple[bytes, list[int]]:
     """A valid server byte stream answering ``streams``: heads, bodies, trailers, PINGs,
-    SETTINGS, WINDOW_UPDATEs and PRIORITY frames interleaved as ``rng`` chooses."""
+    SETTINGS, WINDOW_UPDATEs and PRIORITY frames interleaved as ``rng`` chooses, every
+    final head split over HEADERS + CONTINUATIONs (:func:`_resplit`), and the wire size of
+    each header block in the order it goes out."""
     server = pair.server
     out = b""
+    blocks: list[int] = []
+
+    def emit(*, split: bool = False) -> None:
+        nonlocal out
+        wire, sizes = _resplit(server.data_to_send(), rng, always=split)
+        out += wire
+        blocks.extend(sizes)
+
     for sid in streams:
         fields = [(b"x-%d" % rng.randint(0, 9), b"v" * rng.randint(0, 40))]
         if rng.random() < 0.3:
             server.send_headers(sid, [(b":status", b"103"), *fields])
+            emit()
+            out += _control(rng)  # between two header blocks: allowed
         end = rng.random() < 0.2
         server.send_headers(sid, [(b":status", b"200"), *fields], end_stream=end)
-        out += server.data_to_send()
+        emit(split=True)
         if rng.random() < 0.3:
             out += frame(PING, 0, 0, bytes(8)) + frame(PRIORITY, 0, sid, b"\0\0\0\0\x10")
         if end:
@@ -544,15 +557,57 @@ def _server_stream(rng: random.Random, streams: list[int], pair: Pair) -> bytes:
         for _ in range(rng.randint(0, 3)):
             pad = rng.choice([None, 0, 7])
             server.send_data(sid, bytes(rng.randint(0, 300)), pad_length=pad)
+        emit()
+        out += _control(rng)
         if rng.random() < 0.3:
             server.send_headers(sid, [(b"x-trailer", b"1")], end_stream=True)
         else:
             server.send_data(sid, b"", end_stream=True)
-        out += server.data_to_send()
+        emit()
         if rng.random() < 0.3:
             out += frame(WINDOW_UPDATE, 0, 0, (1000).to_bytes(4, "big"))
             out += frame(SETTINGS, 0, 0, setting(4, 70_000))
-    return out
+    return out, blocks
+
+
+def _control(rng: random.Random) -> bytes:
+    """Nothing, or a control frame on stream 0 (never inside a header block)."""
+    return rng.choice(
+        [b"", b"", frame(PING, 0, 0, bytes(8)), frame(SETTINGS, 0, 0), frame(0xEE, 0, 0, b"x")]
+    )
+
+
+def _resplit(wire: bytes, rng: random.Random, *, always: bool) -> tuple[bytes, list[int]]:
+    """``wire`` (frames h2's server sent) with each HEADERS frame's header block cut into
+    HEADERS + CONTINUATION frames at points ``rng`` picks (empty fragments included), its
+    HEADERS frame sometimes padded and given a priority field; the HPACK bytes are h2's,
+    unchanged, so the decoder stays in step.  ``always``: every block of two bytes or more
+    is cut at least once.  Also the wire size of each header block."""
+    out, sizes = b"", []
+    for kind, flags, sid, payload in frames_of(wire):
+        if kind != HEADERS:
+            out += frame(kind, flags, sid, payload)
+            continue
+        assert flags & END_HEADERS and not flags & (PADDED | PRIORITY_FLAG)
+        count = rng.randint(1 if always and len(payload) >= 2 else 0, 4)
+        cuts = sorted(rng.randint(0, len(payload)) for _ in range(count))
+        pieces = [payload[a:b] for a, b in zip([0, *cuts], [*cuts, len(payload)], strict=True)]
+        first = pieces[0]
+        head_flags = flags & END_STREAM
+        if rng.random() < 0.3:
+            first = b"\0\0\0\0\x10" + first  # a priority field: depends on stream 0
+            head_flags |= PRIORITY_FLAG
+        if rng.random() < 0.3:
+            pad = rng.randint(0, 9)
+            first = bytes([pad]) + first + bytes(pad)
+            head_flags |= PADDED
+        ends = END_HEADERS if len(pieces) == 1 else 0
+        block = frame(HEADERS, head_flags | ends, sid, first)
+        for i, piece in enumerate(pieces[1:], start=2):
+            block += frame(CONTINUATION, END_HEADERS if i == len(pieces) else 0, sid, piece)
+        out += block
+        sizes.append(len(block))
+    return out, sizes
 
 
 def _replay(wire: bytes, cuts: list[int], count: int) -> tuple[list[ExchangeEvent], bytes]:
@@ -581,7 +636,9 @@ def test_any_split_of_a_valid_stream_gives_the_same_events(
     recorder = Pair()
     recorder.handshake()
     streams = [recorder.start(exchange_id) for exchange_id in range(1, count + 1)]
-    wire = _server_stream(rng, streams, recorder)
+    wire, blocks = _server_stream(rng, streams, recorder)
+    kinds = [kind for kind, _, _, _ in frames_of(wire)]
+    assert kinds.count(CONTINUATION) >= count  # every final head spans 2+ frames
     whole, out = _replay(wire, [], count)
     pieces, out_split = _replay(wire, cuts, count)
     assert pieces == whole and out_split == out
@@ -590,6 +647,9 @@ def test_any_split_of_a_valid_stream_gives_the_same_events(
     assert not any(isinstance(e, ExchangeFailed) for e in whole)
     trailers = [e for e in whole if isinstance(e, TrailersReceived)]
     assert all(t.headers == ((b"x-trailer", b"1"),) for t in trailers)
+    # each head's raw_size is its block's HEADERS + CONTINUATION frames, as sent
+    heads = (InformationalReceived, ResponseReceived, TrailersReceived)
+    assert [e.raw_size for e in whole if isinstance(e, heads)] == blocks
 
 
 _KINDS = st.sampled_from([DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY,
@@ -627,6 +687,170 @@ def test_random_frames_give_only_classified_failures_and_keep_the_ledger(
         # classified by a rule, not by the catch-all for what got past every check
         assert "broke the HTTP/2 machine" not in error.message, error.message
     assert client.is_broken
+
+
+# Every bound the h2 wire meters, tiny (or left at its default, so that one bound does
+# not always fire first): random frames reach each, and each failure names it exactly.
+TINY = {
+    "max_header_bytes": 60,
+    "h2_max_header_frames": 2,
+    "h2_max_control_frames": 6,
+    "h2_max_small_data_frames": 1,
+    "max_unowned_bytes_per_socket": 60,
+    "max_informational": 1,
+}
+# final heads: 13 bytes, 1 byte (\x88: :status 200, indexed), 4 bytes decoding to past
+# 60 (cookie, date and etag from the static table), 77 bytes
+_FINAL = [STATUS_200, b"\x88", b"\x88\xa0\xa1\xa2", STATUS_200 + literal(b"x", b"v" * 60)]
+_INFORMATIONAL = literal(b":status", b"103")
+_TRAILERS = literal(b"x-t", b"1")
+_MOVES = st.sampled_from(["head", "head", "split", "data", "data", "data", "data", "ping",
+                          "ping", "settings", "window", "priority", "unknown", "unknown",
+                          "random"])  # fmt: skip
+
+
+@st.composite
+def _bounded_wire(draw: st.DrawFn) -> list[bytes]:
+    """A server's frames: mostly near-valid moves (a head or 1xx head on a live stream,
+    maybe split over CONTINUATIONs; DATA after a head; PING, SETTINGS, WINDOW_UPDATE,
+    PRIORITY and unknown types), now and then a fully random frame."""
+    live = [1, 5]  # the streams of live exchanges (3 was reset); a stream leaves on its end
+    headed: set[int] = set()
+    frames: list[bytes] = []
+    for _ in range(draw(st.integers(4, 24))):
+        move = draw(_MOVES)
+        ready = [sid for sid in live if sid in headed]
+        sid = draw(st.sampled_from(ready if move == "data" and ready else live)) if live else 0
+        if move == "data" and sid not in headed:
+            move = "head"  # DATA before a head is fatal: most runs go on
+        end = draw(st.sampled_from([0, 0, 0, 0, END_STREAM]))
+        if move in ("head", "split") and sid:
+            final = draw(st.booleans())
+            block = draw(st.sampled_from(_FINAL)) if final else _INFORMATIONAL
+            if sid in headed:  # trailers
+                block, end = _TRAILERS, END_STREAM
+            elif final:
+                headed.add(sid)
+            else:
+                end = 0
+            if move == "head":
+                frames.append(frame(HEADERS, END_HEADERS | end, sid, block))
+            else:
+                cuts = sorted(draw(st.lists(st.integers(0, len(block)), min_size=1, max_size=3)))
+                pieces = [block[a:b] for a, b in zip([0, *cuts], [*cuts, len(block)], strict=True)]
+                frames.append(frame(HEADERS, end, sid, pieces[0]))
+                for n, piece in enumerate(pieces[1:], start=2):
+                    last = END_HEADERS if n == len(pieces) else 0
+                    frames.append(frame(CONTINUATION, last, sid, piece))
+        elif move == "data" and sid:
+            data = draw(st.binary(max_size=20))
+            if draw(st.integers(0, 3)) == 0:  # padded
+                pad = draw(st.integers(0, 3))
+                frames.append(frame(DATA, PADDED | end, sid, bytes([pad]) + data + bytes(pad)))
+            else:
+                frames.append(frame(DATA, end, sid, data))
+        elif move == "ping":
+            frames.append(frame(PING, draw(st.sampled_from([0, ACK])), 0, bytes(8)))
+        elif move == "settings":
+            frames.append(frame(SETTINGS, 0, 0))
+        elif move == "window":
+            increment = draw(st.integers(1, 2**16)).to_bytes(4, "big")
+            frames.append(frame(WINDOW_UPDATE, 0, draw(st.sampled_from([0, sid])), increment))
+        elif move == "priority":
+            frames.append(frame(PRIORITY, 0, draw(st.sampled_from([sid, 3])) or 3, bytes(5)))
+        elif move == "unknown":
+            payload = bytes(draw(st.integers(0, 40)))  # (ignored: only its size matters)
+            frames.append(frame(0xEE, 0, draw(st.sampled_from([0, sid, sid, 3])), payload))
+        else:
+            kind = draw(st.sampled_from([DATA, HEADERS, CONTINUATION, PRIORITY, RST_STREAM,
+                                         SETTINGS, PING, GOAWAY, WINDOW_UPDATE, 0xA]))  # fmt: skip
+            stream = draw(st.sampled_from([0, 1, 3, 5, 7]))  # 7: idle
+            frames.append(
+                frame(kind, draw(st.integers(0, 255)), stream, draw(st.binary(max_size=24)))
+            )
+        if end and sid in headed:
+            live.remove(sid)
+    return frames
+
+
+_BOUNDED_RUNS = st.tuples(
+    st.fixed_dictionaries({name: st.sampled_from([tiny, None]) for name, tiny in TINY.items()}),
+    _bounded_wire(),
+    st.lists(st.integers(0, 2000), max_size=6),
+)
+
+
+def _run_bounded(
+    run: tuple[dict[str, int | None], list[bytes], list[int]],
+) -> list[ConnectionFailed]:
+    """Feed ``run``'s frames to a client under its limits; check the byte ledger after
+    every read and that every failure is classified by a rule; the failures."""
+    chosen, frames, cuts = run
+    limits = Limits(**{name: value for name, value in chosen.items() if value is not None})
+    client = H2Connection(limits=limits, now=0.0)
+    for exchange_id in (1, 2, 3):
+        client.start(exchange_id, GET, now=0.0)  # streams 1, 3, 5
+    client.cancel(2, now=0.0)
+    ledger = Ledger(client)  # checks the byte ledger after every read
+    for piece in split(frame(SETTINGS, 0, 0) + b"".join(frames), cuts):
+        ledger.feed(piece)
+    ledger.eof()
+    failures = ledger.failures()
+    for error in failures:
+        assert isinstance(error, ConnectionFailed)
+        assert "broke the HTTP/2 machine" not in error.message, error.message  # no catch-all
+        if error.cause != "budget":
+            assert error.cause in {"framing", "reset", "refused"} and error.bound is None
+            continue
+        # the exact bound: a Limits field this wire meters, its figure, the message naming it
+        assert error.bound in TINY, error
+        assert error.limit == getattr(limits, error.bound), error
+        assert error.observed is not None and error.observed > error.limit, error
+        assert f"(Limits.{error.bound}" in error.message, error.message
+    assert client.is_broken
+    return failures
+
+
+@settings(max_examples=300, deadline=None)
+@given(run=_BOUNDED_RUNS)
+def test_random_frames_under_tiny_limits_fail_on_the_bound_they_cross(
+    run: tuple[dict[str, int | None], list[bytes], list[int]],
+) -> None:
+    _run_bounded(run)
+
+
+@pytest.mark.parametrize(
+    ("bound", "text"),
+    [
+        ("max_header_bytes", "announced"),  # the frame headers' sum
+        ("max_header_bytes", "decodes to more than"),  # the HPACK-decoded size
+        ("h2_max_header_frames", "into more than"),
+        ("h2_max_control_frames", "control frames"),
+        ("h2_max_small_data_frames", "DATA frames of under"),
+        ("max_unowned_bytes_per_socket", "with a frame of type"),  # before a frame is taken
+        ("max_unowned_bytes_per_socket", "after a frame on stream"),  # pending, after it
+        ("max_informational", "1xx heads"),
+    ],
+)
+def test_random_frames_reach_every_bound(bound: str, text: str) -> None:
+    """The property above is not vacuous: hypothesis finds, for each bound (each place it
+    is checked), a run of random frames that fails on it."""
+
+    def crosses(run: tuple[dict[str, int | None], list[bytes], list[int]]) -> bool:
+        return any(e.bound == bound and text in e.message for e in _run_bounded(run))
+
+    found = find(
+        _BOUNDED_RUNS,
+        crosses,
+        settings=settings(
+            max_examples=5000,
+            derandomize=True,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],  # the first run found is enough: no shrinking
+        ),
+    )
+    assert crosses(found)
 
 
 def test_the_connection_window_bounds_all_streams_together() -> None:

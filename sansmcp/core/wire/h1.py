@@ -86,7 +86,10 @@ import httptools
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
+    FIELD_VALUE_CONTROLS,
+    FIELD_VALUE_EDGES,
     MAX_CONTENT_LENGTH_DIGITS,
+    TOKEN_CHARS,
     DataReceived,
     ExchangeEvent,
     ExchangeFailed,
@@ -102,14 +105,44 @@ from . import Wire
 
 __all__ = ["H1Connection"]
 
-# Headers the machine writes itself (or that would change the framing under it).
+# Headers the machine writes itself (or that would change the framing under it).  Not
+# the connection-specific set HTTP/2 drops (``http.CONNECTION_FIELDS``), on purpose: on
+# HTTP/1.1 ``Connection`` (``close``) and ``Keep-Alive`` mean what they say, and are sent.
 _FRAMING_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding", b"upgrade"})
 _METHODS_WITH_BODY = frozenset({b"POST", b"PUT", b"PATCH"})
-# The grammar of what we send (RFC 9110 tokens; a field value is runs of field-vchar --
-# VCHAR or obs-text -- joined by SP/HTAB, so no control byte but HTAB, as h2 checks it).
-_TOKEN = rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
+
+
+def _char_class(allowed: bytes) -> bytes:
+    """A regex character class matching the bytes ``allowed``, as ranges (letters and
+    digits as themselves, other bytes escaped)."""
+    out = bytearray(b"[")
+    values = sorted(set(allowed))
+    start = 0
+    for i, value in enumerate(values):
+        if i + 1 == len(values) or values[i + 1] != value + 1:
+            out += _class_byte(values[start])
+            if i > start:
+                out += b"-" + _class_byte(value)
+            start = i + 1
+    return bytes(out + b"]")
+
+
+def _class_byte(value: int) -> bytes:
+    char = bytes((value,))
+    return char if char.isalnum() else b"\\x%02x" % value
+
+
+# The grammar of what we send, as one regex per line, from ``sansmcp.core.http``'s byte
+# sets: a name is a token, upper case allowed (HTTP/1.1 names are case-insensitive; h2
+# sends lower case); a value is runs of field-vchar -- VCHAR or obs-text, so no control
+# byte but HTAB -- joined by SP/HTAB, as h2 checks it.
+_TOKEN = _char_class(TOKEN_CHARS) + b"+"
+_VCHARS = b"[^" + _char_class(FIELD_VALUE_CONTROLS + FIELD_VALUE_EDGES)[1:]  # field-vchar
+_EDGES = _char_class(FIELD_VALUE_EDGES)
 _REQUEST_LINE = re.compile(_TOKEN + rb" [\x21-\x7e]+")
-_HEADER_LINE = re.compile(_TOKEN + rb": (?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?")
+_HEADER_LINE = re.compile(
+    _TOKEN + b": (?:" + _VCHARS + b"+(?:" + _EDGES + b"+" + _VCHARS + b"+)*)?"
+)
 # A status line as h11 accepted it (llhttp also takes RTSP/ and ICE/, and NUL, VT or FF
 # in the reason); the line end is llhttp's to check.
 _STATUS_LINE = re.compile(rb"HTTP/[0-9]\.[0-9] [0-9]{3}(?:[\r\n]| [^\x00\r\n\x0b\x0c]*\r?\n)")

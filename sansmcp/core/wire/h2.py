@@ -144,6 +144,7 @@ import hpack
 
 from ..errors import ConnectionFailed, LocalProtocolError, budget_exceeded
 from ..http import (
+    CONNECTION_FIELDS,
     MAX_CONTENT_LENGTH_DIGITS,
     DataReceived,
     ExchangeEvent,
@@ -158,14 +159,36 @@ from ..http import (
 from ..limits import Limits
 from . import Wire
 from .h2_frames import (
+    ACK,
     CANCEL,
+    COMPRESSION_ERROR,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
     ENHANCE_YOUR_CALM,
     FLOW_CONTROL_ERROR,
+    GOAWAY,
+    HEADERS,
+    MAX_STREAM_ID,
     MAX_WINDOW,
     NO_ERROR,
+    PING,
+    PRIORITY,
     PROTOCOL_ERROR,
+    PUSH_PROMISE,
     REFUSED_STREAM,
+    RST_STREAM,
+    SETTINGS,
+    SETTINGS_ENABLE_PUSH,
+    SETTINGS_HEADER_TABLE_SIZE,
+    SETTINGS_INITIAL_WINDOW_SIZE,
+    SETTINGS_MAX_CONCURRENT_STREAMS,
+    SETTINGS_MAX_FRAME_SIZE,
+    SETTINGS_MAX_HEADER_LIST_SIZE,
     STREAM_CLOSED,
+    UNRESERVED,
+    WINDOW_UPDATE,
     MeteredDecoder,
     ProtocolFault,
     check_control,
@@ -203,25 +226,13 @@ CLOSED_STREAMS = 512
 """Closed streams remembered (how each closed), so late frames on them are told apart."""
 
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-_DATA, _HEADERS, _PRIORITY, _RST_STREAM, _SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
-_PUSH_PROMISE, _PING, _GOAWAY, _WINDOW_UPDATE, _CONTINUATION = 0x5, 0x6, 0x7, 0x8, 0x9
-_END_STREAM, _ACK, _END_HEADERS = 0x1, 0x1, 0x4
-_CONTROL = frozenset({_PING, _RST_STREAM, _GOAWAY, _PRIORITY})
+_CONTROL = frozenset({PING, RST_STREAM, GOAWAY, PRIORITY})
 _DEFAULT_WINDOW = 65_535
-_SETTINGS_ACK = frame(_SETTINGS, _ACK, 0)
-_DROPPED_HEADERS = frozenset(
-    {
-        b"host",
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-        b"content-length",
-    }
-)
+_SETTINGS_ACK = frame(SETTINGS, ACK, 0)
+# a caller's fields ``start`` leaves out: the connection-specific ones, and the two this
+# machine writes itself (``:authority`` for ``host``; ``content-length``)
+_DROPPED_HEADERS = CONNECTION_FIELDS | {b"host", b"content-length"}
 _BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
-_MAX_STREAM_ID = 2**31 - 1
 _MAX_SHOWN = 40  # bytes of a bad server value quoted in an error message
 
 
@@ -264,10 +275,10 @@ class H2Connection:
         self._encoder = RequestEncoder()
         self._decoder = MeteredDecoder(limits.max_header_bytes)
         ours = {
-            0x2: 0,  # SETTINGS_ENABLE_PUSH
-            0x3: limits.h2_max_concurrent_streams,  # SETTINGS_MAX_CONCURRENT_STREAMS
-            0x4: STREAM_WINDOW,  # SETTINGS_INITIAL_WINDOW_SIZE
-            0x6: limits.max_header_bytes,  # SETTINGS_MAX_HEADER_LIST_SIZE
+            SETTINGS_ENABLE_PUSH: 0,
+            SETTINGS_MAX_CONCURRENT_STREAMS: limits.h2_max_concurrent_streams,
+            SETTINGS_INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+            SETTINGS_MAX_HEADER_LIST_SIZE: limits.max_header_bytes,
         }
         self._out = bytearray(_PREFACE + settings(ours))
         self._out += window_update(0, CONNECTION_WINDOW - _DEFAULT_WINDOW)
@@ -338,7 +349,7 @@ class H2Connection:
             return False
         if self._unowned > self._limits.max_unowned_bytes_per_socket // 2:
             return False  # retire the socket before its unowned bound could fail anything
-        if self._next_stream > _MAX_STREAM_ID:  # pragma: no cover - 2**30 requests on one socket
+        if self._next_stream > MAX_STREAM_ID:  # pragma: no cover - 2**30 requests on one socket
             return False
         return len(self._exchanges) < self._stream_cap
 
@@ -555,10 +566,10 @@ class H2Connection:
     ) -> ConnectionFailed | None:
         bits = int.from_bytes(head, "big")
         length, kind, flags = bits >> 48, bits >> 40 & 0xFF, bits >> 32 & 0xFF
-        stream_id = bits & _MAX_STREAM_ID
+        stream_id = bits & UNRESERVED
         limits = self._limits
         if not self._seen_settings:
-            if kind != _SETTINGS or flags & _ACK:
+            if kind != SETTINGS or flags & ACK:
                 what = "an HTTP/1.x answer" if bytes(head[:5]) == b"HTTP/" else "no SETTINGS frame"
                 return _framing(f"server did not start HTTP/2 with its SETTINGS ({what})")
             self._seen_settings = True
@@ -569,13 +580,13 @@ class H2Connection:
             )
         self._remaining = length
         self._frame_ends_block = False
-        if self._block_stream and (kind != _CONTINUATION or stream_id != self._block_stream):
+        if self._block_stream and (kind != CONTINUATION or stream_id != self._block_stream):
             return _framing(
                 f"server interrupted the header block of stream {self._block_stream} "
                 f"with a frame of type {kind}"
             )
-        if kind in (_HEADERS, _CONTINUATION):
-            if kind == _CONTINUATION and not self._block_stream:
+        if kind in (HEADERS, CONTINUATION):
+            if kind == CONTINUATION and not self._block_stream:
                 return _framing("server sent a CONTINUATION frame outside a header block")
             total, frames = self._block_bytes + length, self._block_frames + 1
             if total > limits.max_header_bytes:
@@ -596,10 +607,10 @@ class H2Connection:
                 )
             self._block_stream = stream_id or -1
             self._block_bytes, self._block_frames = total, frames
-            self._frame_ends_block = bool(flags & _END_HEADERS)
-        elif kind == _PUSH_PROMISE:
+            self._frame_ends_block = bool(flags & END_HEADERS)
+        elif kind == PUSH_PROMISE:
             return _framing("server sent PUSH_PROMISE although we disabled server push")
-        elif kind != _DATA:
+        elif kind != DATA:
             times = self._control_times
             while times and times[0] <= now - limits.h2_control_window:
                 times.popleft()
@@ -612,7 +623,7 @@ class H2Connection:
                     limits.h2_max_control_frames,
                     len(times),
                 )
-        if kind != _CONTINUATION:  # a CONTINUATION belongs to its block's unit
+        if kind != CONTINUATION:  # a CONTINUATION belongs to its block's unit
             self._unit_owned = stream_id != 0 and stream_id in self._by_stream
             self._unit_stream, self._unit_kind, self._unit_flags = stream_id, kind, flags
         if not self._unit_owned:
@@ -680,27 +691,27 @@ class H2Connection:
         """One complete frame (or header block) the scanner has checked."""
         kind, flags, stream_id = self._unit_kind, self._unit_flags, self._unit_stream
         # the most frequent first: DATA, then header blocks
-        if kind == _DATA:
+        if kind == DATA:
             self._on_data(unit, flags, stream_id)
-        elif kind == _HEADERS:
+        elif kind == HEADERS:
             self._on_header_block(unit, flags, stream_id)
-        elif kind == _SETTINGS:
+        elif kind == SETTINGS:
             self._on_settings(unit, flags, stream_id)
-        elif kind == _WINDOW_UPDATE:
+        elif kind == WINDOW_UPDATE:
             self._on_window_update(unit, stream_id)
         elif kind in _CONTROL:
             check_control(kind, stream_id, unit)
-            if kind == _PING:
-                if not flags & _ACK:
-                    self._out += frame(_PING, _ACK, 0, unit[9:])
-            elif kind == _RST_STREAM:
+            if kind == PING:
+                if not flags & ACK:
+                    self._out += frame(PING, ACK, 0, unit[9:])
+            elif kind == RST_STREAM:
                 exchange = self._by_stream.get(stream_id)
                 if exchange is not None:
                     self._on_stream_reset(exchange, int.from_bytes(unit[9:13], "big"))
                 elif self._is_idle(stream_id):
                     raise ProtocolFault(f"RST_STREAM on idle stream {stream_id}")
-            elif kind == _GOAWAY:
-                last = int.from_bytes(unit[9:13], "big") & _MAX_STREAM_ID
+            elif kind == GOAWAY:
+                last = int.from_bytes(unit[9:13], "big") & UNRESERVED
                 self._on_goaway(last, int.from_bytes(unit[13:17], "big"))
         # anything else (ALTSVC, ORIGIN, unknown types) is ignored: RFC 9113 s5.5
 
@@ -739,7 +750,7 @@ class H2Connection:
         exchange.received += length
         expected = exchange.expected
         if expected is not None and (
-            exchange.received > expected or (flags & _END_STREAM and exchange.received != expected)
+            exchange.received > expected or (flags & END_STREAM and exchange.received != expected)
         ):
             raise ProtocolFault(
                 f"stream {stream_id}'s body is not its content-length: {expected:,} "
@@ -771,7 +782,7 @@ class H2Connection:
             size=length,
             charged=len(unit),
         )
-        if flags & _END_STREAM:
+        if flags & END_STREAM:
             self._on_end(exchange)
 
     def _on_header_block(self, unit: bytes, flags: int, stream_id: int) -> None:
@@ -793,7 +804,7 @@ class H2Connection:
             )
             return
         except (hpack.HPACKError, IndexError, TypeError, UnicodeDecodeError) as exc:
-            raise ProtocolFault(f"Error decoding header block: {exc}", 0x9) from exc
+            raise ProtocolFault(f"Error decoding header block: {exc}", COMPRESSION_ERROR) from exc
         exchange = self._by_stream.get(stream_id)
         if exchange is None:
             if self._is_idle(stream_id):
@@ -804,7 +815,7 @@ class H2Connection:
                 )
             self._out += rst_stream(stream_id, STREAM_CLOSED)  # we reset it: drop what was sent
             return
-        end_stream = flags & _END_STREAM
+        end_stream = flags & END_STREAM
         known = self._decoder.known_names
         if exchange.head_seen:
             if not end_stream:
@@ -832,11 +843,11 @@ class H2Connection:
 
     def _on_settings(self, unit: bytes, flags: int, stream_id: int) -> None:
         for code, value in settings_values(unit, flags, stream_id):
-            if code == 0x1:  # SETTINGS_HEADER_TABLE_SIZE
+            if code == SETTINGS_HEADER_TABLE_SIZE:
                 self._encoder.peer_table_size(value)
-            elif code == 0x3:  # SETTINGS_MAX_CONCURRENT_STREAMS
+            elif code == SETTINGS_MAX_CONCURRENT_STREAMS:
                 self._stream_cap = min(value, self._limits.h2_max_concurrent_streams)
-            elif code == 0x4:  # SETTINGS_INITIAL_WINDOW_SIZE
+            elif code == SETTINGS_INITIAL_WINDOW_SIZE:
                 delta, self._peer_window = value - self._peer_window, value
                 for exchange in self._exchanges.values():
                     exchange.send_window += delta
@@ -848,15 +859,15 @@ class H2Connection:
                             FLOW_CONTROL_ERROR,
                         )
                 self._windows_changed = True
-            elif code == 0x5:  # SETTINGS_MAX_FRAME_SIZE
+            elif code == SETTINGS_MAX_FRAME_SIZE:
                 self._peer_frame_size = value
             # others (SETTINGS_MAX_HEADER_LIST_SIZE, unknown ones) need nothing from us
-        if not flags & _ACK:
+        if not flags & ACK:
             self._out += _SETTINGS_ACK
 
     def _on_window_update(self, unit: bytes, stream_id: int) -> None:
-        check_control(_WINDOW_UPDATE, stream_id, unit)
-        increment = int.from_bytes(unit[9:13], "big") & _MAX_STREAM_ID
+        check_control(WINDOW_UPDATE, stream_id, unit)
+        increment = int.from_bytes(unit[9:13], "big") & UNRESERVED
         if not stream_id:
             self._send_window += increment
             if self._send_window > MAX_WINDOW:
@@ -1113,17 +1124,17 @@ class H2Connection:
 
     def _send_headers(self, stream_id: int, block: bytes, *, end_stream: bool) -> None:
         """Frame a header block: one HEADERS frame, or HEADERS + CONTINUATIONs."""
-        flags = _END_STREAM if end_stream else 0
+        flags = END_STREAM if end_stream else 0
         limit = self._peer_frame_size
         if len(block) <= limit:
-            self._out += frame(_HEADERS, flags | _END_HEADERS, stream_id, block)
+            self._out += frame(HEADERS, flags | END_HEADERS, stream_id, block)
             return
         view = memoryview(block)
-        self._out += frame(_HEADERS, flags, stream_id, view[:limit])
+        self._out += frame(HEADERS, flags, stream_id, view[:limit])
         for start in range(limit, len(block), limit):
             last = start + limit >= len(block)
             piece = view[start : start + limit]
-            self._out += frame(_CONTINUATION, _END_HEADERS if last else 0, stream_id, piece)
+            self._out += frame(CONTINUATION, END_HEADERS if last else 0, stream_id, piece)
 
     def _send_bodies(self) -> None:
         for exchange in list(self._unsent.values()):
@@ -1141,8 +1152,8 @@ class H2Connection:
             exchange.body_sent += size
             exchange.send_window -= size
             self._send_window -= size
-            flags = _END_STREAM if exchange.body_sent == total else 0
-            self._out += frame(_DATA, flags, exchange.stream_id, chunk)
+            flags = END_STREAM if exchange.body_sent == total else 0
+            self._out += frame(DATA, flags, exchange.stream_id, chunk)
         del self._unsent[exchange.exchange_id]
 
 

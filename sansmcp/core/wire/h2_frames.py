@@ -20,16 +20,43 @@ import hpack
 import hpack.table
 from hpack.struct import HeaderTuple
 
+from ..http import CONNECTION_FIELDS
+
 __all__ = [
+    "ACK",
     "CANCEL",
+    "COMPRESSION_ERROR",
+    "CONTINUATION",
+    "DATA",
+    "END_HEADERS",
+    "END_STREAM",
     "ENHANCE_YOUR_CALM",
     "FLOW_CONTROL_ERROR",
     "FRAME_SIZE_ERROR",
+    "GOAWAY",
+    "HEADERS",
+    "MAX_STREAM_ID",
     "MAX_WINDOW",
     "NO_ERROR",
+    "PADDED",
+    "PING",
+    "PRIORITY",
+    "PRIORITY_FLAG",
     "PROTOCOL_ERROR",
+    "PUSH_PROMISE",
     "REFUSED_STREAM",
+    "RST_STREAM",
+    "SETTINGS",
+    "SETTINGS_ENABLE_CONNECT_PROTOCOL",
+    "SETTINGS_ENABLE_PUSH",
+    "SETTINGS_HEADER_TABLE_SIZE",
+    "SETTINGS_INITIAL_WINDOW_SIZE",
+    "SETTINGS_MAX_CONCURRENT_STREAMS",
+    "SETTINGS_MAX_FRAME_SIZE",
+    "SETTINGS_MAX_HEADER_LIST_SIZE",
     "STREAM_CLOSED",
+    "UNRESERVED",
+    "WINDOW_UPDATE",
     "MeteredDecoder",
     "ProtocolFault",
     "check_control",
@@ -45,9 +72,21 @@ __all__ = [
     "window_update",
 ]
 
+# The protocol's numbers, each written here once (:mod:`.h2` imports them).
+# frame types (RFC 9113 s6)
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
+PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0x5, 0x6, 0x7, 0x8, 0x9
+# frame flags (RFC 9113 s6): END_STREAM on DATA and HEADERS, ACK on SETTINGS and PING
+# (the same bit), END_HEADERS, PADDED and PRIORITY on HEADERS (PADDED on DATA too)
+END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
+# setting identifiers (RFC 9113 s6.5.2, RFC 8441 s3)
+SETTINGS_HEADER_TABLE_SIZE, SETTINGS_ENABLE_PUSH, SETTINGS_MAX_CONCURRENT_STREAMS = 0x1, 0x2, 0x3
+SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_FRAME_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE = 0x4, 0x5, 0x6
+SETTINGS_ENABLE_CONNECT_PROTOCOL = 0x8
 # error codes (RFC 9113 s7)
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED = 0x0, 0x1, 0x3, 0x5
-FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM = 0x6, 0x7, 0x8, 0xB
+FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL, COMPRESSION_ERROR = 0x6, 0x7, 0x8, 0x9
+ENHANCE_YOUR_CALM = 0xB
 _CODE_NAMES = (
     "NO_ERROR",
     "PROTOCOL_ERROR",
@@ -64,17 +103,22 @@ _CODE_NAMES = (
     "INADEQUATE_SECURITY",
     "HTTP_1_1_REQUIRED",
 )
+# Three names for 2**31 - 1, each for what it means where it is used:
+UNRESERVED = 0x7FFF_FFFF
+"""The mask that takes the reserved bit off a 32-bit field whose low 31 bits are the
+value: the frame header's stream identifier (RFC 9113 s4.1), a window increment
+(s6.9), GOAWAY's last stream id (s6.8), a priority's stream dependency (s5.3.1, the
+exclusive flag)."""
 MAX_WINDOW = 2**31 - 1
 """The largest flow-control window (RFC 9113 s6.9.1)."""
+MAX_STREAM_ID = 2**31 - 1
+"""The largest stream identifier (RFC 9113 s5.1.1): a 31-bit number."""
 
-_RST_STREAM, _SETTINGS, _GOAWAY, _WINDOW_UPDATE = 0x3, 0x4, 0x7, 0x8
-_ACK, _PADDED, _PRIORITY_FLAG = 0x1, 0x8, 0x20
-
-# a regular field name: visible ASCII, no upper case, no colon (RFC 9113 s8.2.1)
+# A regular field name a server may send: visible ASCII, no upper case, no colon (RFC
+# 9113 s8.2.1).  Looser than the token we send (``http.TOKEN_CHARS``) on purpose: the
+# RFC's receive rule, as h2 applied it, takes delimiters such as '"' or '(' in a name
+# (and a value is refused for NUL, CR, LF and edge whitespace only, not every control).
 _NAME_BYTES = bytes(c for c in range(0x21, 0x7F) if not 0x41 <= c <= 0x5A and c != 0x3A)
-_CONNECTION_FIELDS = frozenset(
-    {b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"}
-)
 _KNOWN_NAMES_MAX = 256  # field names already checked, remembered per connection
 
 
@@ -99,30 +143,30 @@ def frame(kind: int, flags: int, stream_id: int, payload: bytes | memoryview = b
 
 def settings(values: dict[int, int]) -> bytes:
     payload = b"".join(k.to_bytes(2, "big") + v.to_bytes(4, "big") for k, v in values.items())
-    return frame(_SETTINGS, 0, 0, payload)
+    return frame(SETTINGS, 0, 0, payload)
 
 
 def window_update(stream_id: int, increment: int) -> bytes:
-    return frame(_WINDOW_UPDATE, 0, stream_id, increment.to_bytes(4, "big"))
+    return frame(WINDOW_UPDATE, 0, stream_id, increment.to_bytes(4, "big"))
 
 
 def rst_stream(stream_id: int, code: int) -> bytes:
-    return frame(_RST_STREAM, 0, stream_id, code.to_bytes(4, "big"))
+    return frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big"))
 
 
 def goaway(code: int) -> bytes:
     """GOAWAY naming stream 0 as the last one processed (the server opens none)."""
-    return frame(_GOAWAY, 0, 0, code.to_bytes(8, "big"))
+    return frame(GOAWAY, 0, 0, code.to_bytes(8, "big"))
 
 
 # the fixed payload size of a control frame, and whether it is on stream 0 (True) or on
 # a stream (False): RFC 9113 s6.3-6.9
 _CONTROL_RULES = {
-    0x2: ("PRIORITY", 5, False),
-    0x3: ("RST_STREAM", 4, False),
-    0x6: ("PING", 8, True),
-    0x7: ("GOAWAY", 8, True),  # at least 8: debug data may follow
-    0x8: ("WINDOW_UPDATE", 4, None),  # either
+    PRIORITY: ("PRIORITY", 5, False),
+    RST_STREAM: ("RST_STREAM", 4, False),
+    PING: ("PING", 8, True),
+    GOAWAY: ("GOAWAY", 8, True),  # at least 8: debug data may follow
+    WINDOW_UPDATE: ("WINDOW_UPDATE", 4, None),  # either
 }
 
 
@@ -132,11 +176,11 @@ def check_control(kind: int, stream_id: int, unit: bytes) -> None:
     if on_zero is not None and on_zero != (stream_id == 0):
         raise ProtocolFault(f"{name} on stream {stream_id}")
     length = len(unit) - 9
-    if length != size and not (kind == 0x7 and length > size):
+    if length != size and not (kind == GOAWAY and length > size):
         raise ProtocolFault(f"{name} of {length} bytes", FRAME_SIZE_ERROR)
-    if kind == 0x2 and int.from_bytes(unit[9:13], "big") & MAX_WINDOW == stream_id:
+    if kind == PRIORITY and int.from_bytes(unit[9:13], "big") & UNRESERVED == stream_id:
         raise ProtocolFault(f"stream {stream_id} may not depend on itself")
-    if kind == 0x8 and not int.from_bytes(unit[9:13], "big") & MAX_WINDOW:
+    if kind == WINDOW_UPDATE and not int.from_bytes(unit[9:13], "big") & UNRESERVED:
         raise ProtocolFault(f"WINDOW_UPDATE of 0 on stream {stream_id}")
 
 
@@ -144,7 +188,7 @@ def data_bounds(unit: bytes, flags: int, stream_id: int) -> tuple[int, int]:
     """Where a DATA frame's data lies in ``unit`` (the frame), padding taken off."""
     if not stream_id:
         raise ProtocolFault("DATA on stream 0")
-    if not flags & _PADDED:
+    if not flags & PADDED:
         return 9, len(unit)
     if len(unit) == 9 or unit[9] >= len(unit) - 9:
         raise ProtocolFault(f"DATA on stream {stream_id} with more padding than payload")
@@ -158,14 +202,14 @@ def header_fragment(unit: bytes, flags: int, stream_id: int) -> bytes:
         raise ProtocolFault("HEADERS on stream 0")
     length = int.from_bytes(unit[0:3], "big")
     start, end = 9, 9 + length
-    if flags & _PADDED:
+    if flags & PADDED:
         if not length:
             raise ProtocolFault(f"HEADERS on stream {stream_id} without its Pad Length")
         start, end = 10, end - unit[9]
-    if flags & _PRIORITY_FLAG:
+    if flags & PRIORITY_FLAG:
         if end - start < 5:
             raise ProtocolFault(f"HEADERS on stream {stream_id} with a short priority")
-        if int.from_bytes(unit[start : start + 4], "big") & MAX_WINDOW == stream_id:
+        if int.from_bytes(unit[start : start + 4], "big") & UNRESERVED == stream_id:
             raise ProtocolFault(f"stream {stream_id} may not depend on itself")
         start += 5
     if end < start:
@@ -185,7 +229,7 @@ def settings_values(unit: bytes, flags: int, stream_id: int) -> list[tuple[int, 
     if stream_id:
         raise ProtocolFault(f"SETTINGS on stream {stream_id}")
     size = len(unit) - 9
-    if flags & _ACK:
+    if flags & ACK:
         if size:
             raise ProtocolFault("SETTINGS ACK with a payload", FRAME_SIZE_ERROR)
         return []
@@ -195,14 +239,14 @@ def settings_values(unit: bytes, flags: int, stream_id: int) -> list[tuple[int, 
     for index in range(9, len(unit), 6):
         code = int.from_bytes(unit[index : index + 2], "big")
         value = int.from_bytes(unit[index + 2 : index + 6], "big")
-        if code in (0x2, 0x8) and value > 1:  # ENABLE_PUSH, ENABLE_CONNECT_PROTOCOL
+        if code in (SETTINGS_ENABLE_PUSH, SETTINGS_ENABLE_CONNECT_PROTOCOL) and value > 1:
             raise ProtocolFault(f"setting {code:#x} must be 0 or 1, not {value}")
-        if code == 0x4 and value > MAX_WINDOW:  # INITIAL_WINDOW_SIZE
+        if code == SETTINGS_INITIAL_WINDOW_SIZE and value > MAX_WINDOW:
             raise ProtocolFault(
                 f"SETTINGS_INITIAL_WINDOW_SIZE of {value:,} (FLOW_CONTROL_ERROR)",
                 FLOW_CONTROL_ERROR,
             )
-        if code == 0x5 and not 1 << 14 <= value <= (1 << 24) - 1:  # MAX_FRAME_SIZE
+        if code == SETTINGS_MAX_FRAME_SIZE and not 1 << 14 <= value <= (1 << 24) - 1:
             raise ProtocolFault(f"SETTINGS_MAX_FRAME_SIZE of {value:,}")
         values.append((code, value))
     return values
@@ -311,7 +355,7 @@ def _check_name(name: bytes, value: bytes) -> None:
         if 0x41 <= bad[0] <= 0x5A:
             raise ProtocolFault(f"Received uppercase header name {name!r}.")
         raise ProtocolFault(f"Illegal character {chr(bad[0])!r} in header name: {name!r}")
-    if name in _CONNECTION_FIELDS:
+    if name in CONNECTION_FIELDS:
         raise ProtocolFault(f"Connection-specific header field present: {name!r}.")
     if name == b"te" and value.lower() != b"trailers":
         raise ProtocolFault(f"Invalid value for TE header: {value!r}")

@@ -53,6 +53,7 @@ from collections.abc import Iterable
 from hpack.table import HeaderTable
 
 from ..errors import LocalProtocolError
+from ..http import FIELD_VALUE_CONTROLS, FIELD_VALUE_EDGES, TOKEN_CHARS
 
 __all__ = ["TABLE_SIZE", "PseudoHeaderRefused", "RequestEncoder", "check_field", "check_pseudo"]
 
@@ -60,10 +61,11 @@ TABLE_SIZE = 4096
 """The most dynamic-table bytes we use (RFC 7541's default), whatever the peer allows."""
 _MEMO = 512  # entries of a memo dict before it is emptied (per connection)
 
-_TCHAR = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"  # lower-case RFC 9110 token
-_CONTROLS = bytes(c for c in range(0x20) if c != 0x09) + b"\x7f"
+# the RFC 9110 token, less upper case: HTTP/2 sends field names in lower case (RFC 9113
+# s8.2.1), where HTTP/1.1 takes any case (h1 sends a name as given)
+_TCHAR = TOKEN_CHARS.translate(None, bytes(range(0x41, 0x5B)))
 _VISIBLE = bytes(range(0x21, 0x7F))
-_EDGES = (0x20, 0x09)
+_EDGES = tuple(FIELD_VALUE_EDGES)
 
 _STATIC: dict[tuple[bytes, bytes], int] = {}
 _STATIC_NAMES: dict[bytes, int] = {}
@@ -119,7 +121,7 @@ def check_field(name: bytes, value: bytes) -> None:
     ``LocalProtocolError``."""
     if not name or name.translate(None, _TCHAR):
         raise LocalProtocolError(f"request header name {name[:40]!r} is not valid in HTTP/2")
-    if value.translate(None, _CONTROLS) != value or (
+    if value.translate(None, FIELD_VALUE_CONTROLS) != value or (
         value and (value[0] in _EDGES or value[-1] in _EDGES)
     ):
         raise LocalProtocolError(f"request header {name!r} has an invalid value")
