@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import re
 
+from .http import TOKEN_CHARS
+
 __all__ = ["MAX_WWW_AUTHENTICATE", "parse_www_authenticate"]
 
 MAX_WWW_AUTHENTICATE = 8 * 1024
 """Characters of a ``WWW-Authenticate`` value that are looked at."""
 
-_TCHAR = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
+_TCHAR = f"[{re.escape(TOKEN_CHARS.decode())}]"  # a token's characters, as a class
 # One list item: runs of ordinary characters and quoted strings (possibly
 # unterminated), up to a comma outside quotes.  Possessive quantifiers: linear.
 _ITEM = re.compile(r'(?:[^,"]++|"(?:[^"\\]++|\\.)*+"?)*+', re.S)

@@ -28,11 +28,11 @@ Tool results (``tools/call``) are :mod:`sansmcp.core.results`.
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .http import TOKEN_CHARS
 from .jsonvalue import JsonError, decode_kept, dumps_compact
 
 __all__ = [
@@ -57,7 +57,6 @@ _ANNOTATION = "x-mcp-header"
 _ANNOTATION_BYTES = b'"x-mcp-header"'
 _HEADER_TYPES = frozenset({"string", "integer", "boolean"})
 # RFC 9110 §5.6.2: token = 1*tchar
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Keywords whose values are instance data, not subschemas: an "x-mcp-header" key in
 # there is a value, not an annotation.
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
@@ -425,7 +424,7 @@ class _HeaderWalk:
             raise ValueError(f"annotation at {where} is empty")
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in header):
             raise ValueError(f"annotation {header!r} at {where} contains control characters")
-        if not _TOKEN.fullmatch(header):
+        if not header.isascii() or header.encode().translate(None, TOKEN_CHARS):
             raise ValueError(f"annotation {header!r} at {where} is not an HTTP token (RFC 9110)")
         folded = header.lower()
         first = self.seen.get(folded)
