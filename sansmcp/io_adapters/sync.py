@@ -52,7 +52,6 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         self._loop = SelectLoop(self._driver, self._now)
         self._turns(self._loop.wake, self._loop.release, "sansmcp-watcher")
         self._resolvers = Workers(RESOLVERS, "sansmcp-resolver")
-        self._pumped: float | None = None  # the driver's next deadline, as the last pump saw it
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -83,7 +82,8 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
             conn._run(conn._completing(redirect))
 
     def _pump(self) -> None:
-        """Execute the driver's commands (under the lock); the leader looks again if it must."""
+        """Execute the driver's commands (under the lock); a leader in ``select`` (another
+        thread) looks again if it must -- no one else minds the next deadline."""
         while (command := self._driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
@@ -103,12 +103,13 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
                     self._loop.close(socket_id)
                 case _:
                     assert_never(command)
-        self._pumped = self._driver.next_deadline()
-        self._nudge(self._pumped, self._loop.stirred)
+        if self._selecting:
+            self._nudge(self._driver.next_deadline(), self._loop.stirred)
 
     def _poll(self) -> None:
-        """One turn's step: ``select`` until the next deadline, feed the driver, fire the
-        timers due by then (the only place they fire), pump."""
+        """One turn's step: ``select`` until the next deadline, feed the driver, pump, and
+        fire the timers if that deadline passed (the only place they fire; one armed
+        meanwhile for no later than now makes the next step's ``select`` return at once)."""
         driver = self._driver
         deadline = driver.next_deadline()
         events = self._select(self._loop.wait, deadline)
@@ -116,7 +117,7 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         if not events and deadline is not None:  # select may return a clock tick early
             now = max(now, deadline)
         self._pump()
-        if (due := self._pumped) is not None and due <= now:
+        if deadline is not None and deadline <= now:
             driver.handle_timer(now=now)
             self._pump()
 
