@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import math
-import socket
 import threading
 import time
 from collections import deque
@@ -33,7 +31,7 @@ from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Resolve, Write
 from ..core.results import CallResult
 from ..core.tools import Tool
-from ._common import Call, ClientFace, ConnFace, ProgressCallback, report_resolve
+from ._common import Call, ClientFace, ConnFace, ProgressCallback, resolve_blocking
 from ._selectloop import Bell, SelectLoop, Workers, locked
 from ._turns import Turns
 
@@ -98,7 +96,7 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
                     self._loop.dial(key, address, port, context)
                     self._start_watching()
                 case Resolve():
-                    self._resolvers.submit(functools.partial(self._resolve, command))
+                    self._resolvers.submit(resolve_blocking, self, command, self._lock)
                 case CloseSocket(socket_id=socket_id):
                     self._loop.close(socket_id)
                 case _:
@@ -120,20 +118,6 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         if deadline is not None and deadline <= now:
             driver.handle_timer(now=now)
             self._pump()
-
-    def _resolve(self, command: Resolve) -> None:
-        """A resolver thread's job: the hook, else ``getaddrinfo``; reported under the lock."""
-        hook, answers, failure = self._resolver, None, None
-        try:
-            if hook is not None:
-                answers = hook(command.host, command.port)
-            else:
-                infos = socket.getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
-                answers = [info[4][0] for info in infos]
-        except Exception as exc:  # the hook's, any; the system resolver's, OSError
-            failure = exc
-        with self._lock:
-            report_resolve(self, command, answers, failure)
 
 
 class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
