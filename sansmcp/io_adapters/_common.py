@@ -61,6 +61,7 @@ __all__ = [
     "TelemetryHook",
     "numeric_socket",
     "resolve",
+    "resolve_blocking",
 ]
 
 Resolver = Callable[[str, int], Awaitable[object]]
@@ -537,6 +538,22 @@ async def resolve(
     except Exception as exc:  # the hook's, any; the system resolver's, OSError
         failure = exc
     report_resolve(client, command, answers, failure)
+
+
+def resolve_blocking(client: ClientFace[Any], command: Resolve, lock: Any) -> None:
+    """:func:`resolve` without ``await``, the blocking adapter's: run on a resolver thread
+    (the hook and ``getaddrinfo`` cannot be interrupted), reported holding ``lock``."""
+    hook, answers, failure = client._resolver, None, None
+    try:
+        if hook is not None:
+            answers = hook(command.host, command.port)
+        else:
+            infos = socket.getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
+            answers = [info[4][0] for info in infos]
+    except Exception as exc:  # the hook's, any; the system resolver's, OSError
+        failure = exc
+    with lock:
+        report_resolve(client, command, answers, failure)
 
 
 def report_resolve(

@@ -297,7 +297,9 @@ class Workers:
 
     def __init__(self, limit: int, name: str) -> None:
         self._limit, self._name = limit, name
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._busy = 0
@@ -306,11 +308,11 @@ class Workers:
     def threads(self) -> int:
         return len(self._threads)
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job()`` on a worker thread; whatever it raises is its own business."""
+    def submit(self, job: Callable[..., None], *args: Any) -> None:
+        """Run ``job(*args)`` on a worker thread; whatever it raises is its own business."""
         with self._lock:
             self._busy += 1
-            self._jobs.put(job)
+            self._jobs.put((job, args))
             if self._busy > len(self._threads) and len(self._threads) < self._limit:
                 thread = threading.Thread(target=self._work, name=self._name, daemon=True)
                 self._threads.append(thread)
@@ -325,8 +327,9 @@ class Workers:
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
+            fn, args = job
             with contextlib.suppress(Exception):  # a worker must not die of one
-                job()
+                fn(*args)
             with self._lock:
                 self._busy -= 1
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import math
-import socket
 import threading
 import time
 from collections import deque
@@ -33,7 +31,7 @@ from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Resolve, Write
 from ..core.results import CallResult
 from ..core.tools import Tool
-from ._common import Call, ClientFace, ConnFace, ProgressCallback, report_resolve
+from ._common import Call, ClientFace, ConnFace, ProgressCallback, resolve_blocking
 from ._selectloop import Bell, SelectLoop, Workers, locked
 from ._turns import Turns
 
@@ -52,7 +50,6 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         self._loop = SelectLoop(self._driver, self._now)
         self._turns(self._loop.wake, self._loop.release, "sansmcp-watcher")
         self._resolvers = Workers(RESOLVERS, "sansmcp-resolver")
-        self._pumped: float | None = None  # the driver's next deadline, as the last pump saw it
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -83,7 +80,8 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
             conn._run(conn._completing(redirect))
 
     def _pump(self) -> None:
-        """Execute the driver's commands (under the lock); the leader looks again if it must."""
+        """Execute the driver's commands (under the lock); a leader in ``select`` (another
+        thread) looks again if it must -- no one else minds the next deadline."""
         while (command := self._driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
@@ -98,17 +96,18 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
                     self._loop.dial(key, address, port, context)
                     self._start_watching()
                 case Resolve():
-                    self._resolvers.submit(functools.partial(self._resolve, command))
+                    self._resolvers.submit(resolve_blocking, self, command, self._lock)
                 case CloseSocket(socket_id=socket_id):
                     self._loop.close(socket_id)
                 case _:
                     assert_never(command)
-        self._pumped = self._driver.next_deadline()
-        self._nudge(self._pumped, self._loop.stirred)
+        if self._selecting:
+            self._nudge(self._driver.next_deadline(), self._loop.stirred)
 
     def _poll(self) -> None:
-        """One turn's step: ``select`` until the next deadline, feed the driver, fire the
-        timers due by then (the only place they fire), pump."""
+        """One turn's step: ``select`` until the next deadline, feed the driver, pump, and
+        fire the timers if that deadline passed (the only place they fire; one armed
+        meanwhile for no later than now makes the next step's ``select`` return at once)."""
         driver = self._driver
         deadline = driver.next_deadline()
         events = self._select(self._loop.wait, deadline)
@@ -116,23 +115,9 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         if not events and deadline is not None:  # select may return a clock tick early
             now = max(now, deadline)
         self._pump()
-        if (due := self._pumped) is not None and due <= now:
+        if deadline is not None and deadline <= now:
             driver.handle_timer(now=now)
             self._pump()
-
-    def _resolve(self, command: Resolve) -> None:
-        """A resolver thread's job: the hook, else ``getaddrinfo``; reported under the lock."""
-        hook, answers, failure = self._resolver, None, None
-        try:
-            if hook is not None:
-                answers = hook(command.host, command.port)
-            else:
-                infos = socket.getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
-                answers = [info[4][0] for info in infos]
-        except Exception as exc:  # the hook's, any; the system resolver's, OSError
-            failure = exc
-        with self._lock:
-            report_resolve(self, command, answers, failure)
 
 
 class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):

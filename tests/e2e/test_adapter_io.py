@@ -6,7 +6,9 @@
   find nothing due and wait on; the later deadline still binds, no sooner and no later.
 * A sequential call costs its runtime no more wake-ups than a hand-written client:
   one of the socket's reader, one of the caller's task (counted with trio's
-  ``Instrument`` and with a selector that counts the asyncio loop's passes).
+  ``Instrument`` and with a selector that counts the asyncio loop's passes); on the
+  blocking adapter, the driver's next deadline is read once per ``select``, not again
+  by every pump (no other thread selects, so no one else minds it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import trio.testing
 
 from sansmcp import Config, ConnectionFailed, Limits
 from sansmcp.io_adapters import asyncio as asyncio_adapter
+from sansmcp.io_adapters import sync as sync_adapter
 from sansmcp.io_adapters import trio as trio_adapter
 from tests.hostile.answers import Request, call_result, json_answer, result, well_behaved
 from tests.hostile.server_h1 import H1Reply, H1Server
@@ -181,6 +184,31 @@ def test_a_sequential_call_costs_trio_two_task_steps() -> None:
     # per call: the reader's step (the answer read) and the caller's; the request is
     # sent where it is pumped, by the caller, with no writer task and no checkpoint
     assert steps <= 2 * CALLS, steps
+
+
+def test_a_sequential_blocking_call_reads_the_next_deadline_once_per_select() -> None:
+    with ServerThread(H1Server()) as server, sync_adapter.Client(allow_loopback=True) as client:
+        driver, loop = client._driver, client._loop
+        counts = {"deadlines": 0, "selects": 0}
+
+        def counted(fn: Any, key: str) -> Any:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                counts[key] += 1
+                return fn(*args, **kwargs)
+
+            return wrapper
+
+        with client.connect(Config(url=f"http://127.0.0.1:{server.port}/mcp")) as conn:
+            conn.call_tool("echo", b'{"text": "warm"}')
+            driver.next_deadline = counted(driver.next_deadline, "deadlines")  # type: ignore[method-assign]
+            loop.wait = counted(loop.wait, "selects")  # type: ignore[method-assign]
+            for _ in range(CALLS):
+                conn.call_tool("echo", b'{"text": "hi"}')
+    # per call: each poll step reads one, the pump that sends the request none (it would
+    # only if the watcher were selecting then, which a load pause of GRACE can cause);
+    # a pump that read it too would make that 2 * selects + CALLS
+    assert counts["selects"] >= CALLS, counts
+    assert counts["deadlines"] <= counts["selects"] + CALLS // 2, counts
 
 
 def test_mail_for_a_trio_caller_cancelled_while_parked_is_kept_not_rescheduled() -> None:
