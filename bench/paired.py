@@ -81,6 +81,15 @@ def summarise(rounds: list[dict[str, float]]) -> dict[str, Any]:
         "sync_floor": spread(sync_floor),
         "asyncio_floor": spread(asyncio_floor),
         "floor_ratio": spread([s / a for s, a in zip(sync_floor, asyncio_floor, strict=True)]),
+        # the adapters' CPU over their own floor, in ms per item: where sansmcp costs more
+        # than its floor, (b) above asks the blocking adapter to save more than the
+        # blocking floor saves over asyncio's; this asks it to add no more than asyncio's
+        "over_floor_difference": spread(
+            [
+                (r["sansmcp-sync"] - r["floor-sync"]) - (r["sansmcp-asyncio"] - r["floor-asyncio"])
+                for r in full
+            ]
+        ),
     }
 
 
