@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CallerError
-from .http import CONNECTION_FIELDS, FIELD_VALUE_CONTROLS, FIELD_VALUE_EDGES, TOKEN_CHARS
+from .http import FIELD_VALUE_CONTROLS, FIELD_VALUE_EDGES, TOKEN_CHARS
 from .jsonvalue import JsonError, dumps_compact
 from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
@@ -28,9 +28,10 @@ __all__ = ["Config", "conn_settings"]
 class Config:
     """One MCP endpoint as a work item reaches it.
 
-    ``headers`` are added to every request (protocol headers cannot be overridden; a
-    connection-specific one -- ``Connection``, ``Keep-Alive``, ``Proxy-Connection``,
-    ``Transfer-Encoding``, ``Upgrade``, ``TE`` but ``trailers`` -- is a ``CallerError``);
+    ``headers`` are added to every request (protocol headers cannot be overridden, and
+    connection-specific ones -- ``Connection``, ``Keep-Alive``, ``Proxy-Connection``,
+    ``Transfer-Encoding``, ``Upgrade``, ``TE`` -- are dropped on both wires: sansmcp manages
+    the connection);
     ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
     name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
     headers go out without a listing; ``protocol_versions`` restricts and orders the
@@ -75,15 +76,7 @@ def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
         raise CallerError(f"header {name!r} has a control character in its value")
     if encoded and (encoded[0] in FIELD_VALUE_EDGES or encoded[-1] in FIELD_VALUE_EDGES):
         raise CallerError(f"header {name!r} has whitespace at the start or end of its value")
-    key = key.lower()
-    # connection-specific (RFC 9110 s7.6.1): the wire manages the connection, and HTTP/2
-    # forbids them, so on either wire they are the caller's mistake, refused before any I/O
-    if key in CONNECTION_FIELDS or (key == b"te" and encoded.lower() != b"trailers"):
-        raise CallerError(
-            f"header {name!r} is connection-specific: sansmcp manages the connection "
-            "(HTTP/2 forbids it)"
-        )
-    return key, encoded
+    return key.lower(), encoded
 
 
 def _json_value(what: str, value: object) -> bytes:

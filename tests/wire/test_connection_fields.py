@@ -1,24 +1,23 @@
-"""A connection-specific header in ``Config.headers`` is the caller's mistake on both wires.
+"""A connection-specific header in ``Config.headers`` is dropped alike on both wires.
 
 ``Connection``, ``Keep-Alive``, ``Proxy-Connection``, ``Transfer-Encoding``, ``Upgrade``
-(and ``TE`` but ``trailers``) describe one HTTP/1.1 hop (RFC 9110 s7.6.1) and are
-malformed in HTTP/2 (RFC 9113 s8.2.2).  sansmcp manages the connection itself, so such a
-header is refused with ``CallerError`` when the Config is opened, before anything is
-dialled or sent, whichever wire the endpoint would speak (before, HTTP/1.1 sent
-``Keep-Alive`` and ``Proxy-Connection`` and HTTP/2 dropped them without a word).
+and ``TE`` describe one HTTP/1.1 hop (RFC 9110 s7.6.1) and are malformed in HTTP/2 (RFC
+9113 s8.2.2).  sansmcp manages the connection itself, so a caller's such header is
+dropped, as a protocol header of the caller's is: a header dict copied from curl or a
+browser (``Connection: keep-alive``) keeps working.  Before, HTTP/1.1 sent
+``Keep-Alive`` and ``Proxy-Connection`` and HTTP/2 dropped them.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sansmcp import CallerError
 from sansmcp.core.http import CONNECTION_FIELDS, header_value
 
 from ..core.fakemcp import FakeServer
 from ..core.test_driver import URL, Net, make
 
-REFUSED = [
+DROPPED = [
     ("Connection", "close"),
     ("connection", "keep-alive"),
     ("Keep-Alive", "timeout=5"),
@@ -36,23 +35,22 @@ def net(server: FakeServer, wire: str) -> Net:
     return make(server)
 
 
-def test_the_refused_names_are_the_rfcs_connection_specific_fields() -> None:
-    assert {name.lower().encode() for name, _ in REFUSED} == CONNECTION_FIELDS | {b"te"}
+def test_the_dropped_names_are_the_rfcs_connection_specific_fields() -> None:
+    assert {name.lower().encode() for name, _ in DROPPED} == CONNECTION_FIELDS | {b"te"}
 
 
 @pytest.mark.parametrize("wire", ["h1", "h2"])
-@pytest.mark.parametrize(("name", "value"), REFUSED)
-def test_a_connection_specific_header_is_a_caller_error_before_any_io(
+@pytest.mark.parametrize(("name", "value"), DROPPED)
+def test_a_connection_specific_header_is_dropped_on_both_wires(
     wire: str, name: str, value: str
 ) -> None:
-    network = net(FakeServer(), wire)
-    with pytest.raises(CallerError) as caught:
-        network.open(URL, headers={"X-Fine": "1", name: value})
-    assert str(caught.value) == (
-        f"header {name!r} is connection-specific: sansmcp manages the connection "
-        "(HTTP/2 forbids it)"
-    )
-    assert network.log == []  # nothing dialled, nothing sent
+    server = FakeServer()
+    network = net(server, wire)
+    view = network.open(URL, headers={"X-Fine": "1", name: value})
+    network.ok("connect", view)
+    sent = server.requests[-1].headers
+    assert header_value(sent, b"x-fine") == b"1"
+    assert header_value(sent, name.lower().encode()) is None
 
 
 @pytest.mark.parametrize("wire", ["h1", "h2"])

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..http import HttpRequest
+from ..http import CONNECTION_FIELDS, HttpRequest
 from ..jsonvalue import dumps_compact
 from ..messages import BATCH_VERSION, build_body
 from .notifications import META_LOG_LEVEL
@@ -41,26 +41,22 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 
-#: Header names the machine (or the wire under it) sets itself; a caller's custom header
-#: of the same name is dropped.
-MACHINE_HEADERS = frozenset(
-    {
-        b"accept",
-        b"authorization",
-        b"connection",
-        b"content-length",
-        b"content-type",
-        b"host",
-        b"last-event-id",
-        b"mcp-method",
-        b"mcp-name",
-        b"mcp-protocol-version",
-        b"mcp-session-id",
-        b"te",
-        b"transfer-encoding",
-        b"upgrade",
-    }
-)
+#: Header names the machine (or the wire under it) sets itself, and the connection-specific
+#: ones (the wire manages the connection; HTTP/2 forbids them): a caller's custom header of
+#: such a name is dropped, on both wires alike.
+MACHINE_HEADERS = CONNECTION_FIELDS | {
+    b"accept",
+    b"authorization",
+    b"content-length",
+    b"content-type",
+    b"host",
+    b"last-event-id",
+    b"mcp-method",
+    b"mcp-name",
+    b"mcp-protocol-version",
+    b"mcp-session-id",
+    b"te",
+}
 
 _POST = b"POST"
 _LEGACY: Final = Era.LEGACY  # a module constant: Enum.MEMBER lookups are slow on 3.11

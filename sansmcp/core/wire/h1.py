@@ -107,7 +107,8 @@ __all__ = ["H1Connection"]
 
 # Headers the machine writes itself (or that would change the framing under it).  Not
 # the connection-specific set HTTP/2 drops (``http.CONNECTION_FIELDS``), on purpose: on
-# HTTP/1.1 ``Connection`` (``close``) and ``Keep-Alive`` mean what they say, and are sent.
+# HTTP/1.1 a ``Connection`` (``close``) or ``Keep-Alive`` in a request given to this wire
+# means what it says, and is sent (the MCP machine drops a caller's own: MACHINE_HEADERS).
 _FRAMING_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding", b"upgrade"})
 _METHODS_WITH_BODY = frozenset({b"POST", b"PUT", b"PATCH"})
 
