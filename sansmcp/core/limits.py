@@ -237,8 +237,9 @@ class Limits:
     max_cache_bytes: int = 16 << 20  # >= 0
     # the Client-wide compiled output schemas (a server's, kept by their bytes so the next
     # Conn does not compile them again): schemas, and the heap they hold, estimated at 128
-    # bytes per source byte (sansmcp.core.mcp.compiled); the least recently used goes
-    # first, a schema whose estimate is over the bytes alone is not kept; 0 keeps none
+    # bytes per source byte plus 128 per step its compile spent (sansmcp.core.mcp.compiled);
+    # the least recently used goes first, a schema whose estimate is over the bytes alone
+    # is not kept; 0 keeps none.  The bytes bound one Conn's too (beside the one in use).
     max_compiled_schemas: int = 64  # >= 0
     max_compiled_schema_bytes: int = 16 << 20  # >= 0
     # structuredContent against outputSchema: steps one compilation, and one check of one

@@ -9,8 +9,10 @@ the wire's checked request lines reused, and a bad one refused, on a reused sock
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
-from typing import Any
+import tracemalloc
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -27,6 +29,7 @@ from sansmcp.core.mcp.requests import Requests
 from sansmcp.core.mcp.session import Session
 from sansmcp.core.results import CallResult
 from sansmcp.core.schema import output as output_module
+from sansmcp.core.schema.validator import Schema, compile_schema
 from sansmcp.core.wire.h1 import H1Connection
 
 from .fakemcp import MODERN, FakeServer, result, tool
@@ -136,13 +139,18 @@ def test_a_configured_output_schema_is_compiled_per_conn(monkeypatch: pytest.Mon
     assert len(compiles) == 2 and len(net.driver.compiled) == 0
 
 
+def stepless() -> Any:
+    """A stand-in compiled schema whose compile spent no steps (its estimate is its source's)."""
+    return Schema(cast(Any, None), "")
+
+
 def test_the_compiled_schemas_are_bounded_least_recently_used_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # (3 schemas, 10 source bytes' worth: set by Limits.max_compiled_schemas and
     # max_compiled_schema_bytes since they became Limits fields)
     cache = CompiledSchemas(max_entries=3, max_bytes=10 * compiled_module.HELD_PER_SOURCE_BYTE)
-    schemas: list[Any] = [object() for _ in range(4)]
+    schemas: list[Any] = [stepless() for _ in range(4)]
     for index in range(3):
         cache.put(b"%d" % index, schemas[index])
     assert cache.get(b"0") is schemas[0]  # used: now the most recent
@@ -186,11 +194,12 @@ def test_a_server_changing_its_schema_each_listing_cannot_grow_the_kept_schemas(
 def test_the_kept_schemas_are_bounded_by_their_estimated_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Large dense schemas (a subschema every 3 bytes, the costliest form measured), each
-    under max_tool_bytes, from a server, with the default bounds: the estimate of what
-    the Client holds stays under max_compiled_schema_bytes, whatever the server sends."""
+    """Large dense schemas (a subschema every 3 bytes, the costliest form per source byte
+    measured), each under max_tool_bytes, from a server, with the default bounds: the
+    estimate of what the Client holds stays under max_compiled_schema_bytes, whatever the
+    server sends.  (That the estimate bounds the heap is measured in the next tests.)"""
     limits = Limits()
-    wide = [{"type": "object", "title": f"t{n}", "anyOf": [{}] * 20_000} for n in range(4)]
+    wide = [{"type": "object", "title": f"t{n}", "anyOf": [{}] * 12_000} for n in range(4)]
     net, server, compiles = another_schema_each_time(monkeypatch, limits, wide)
     held = []
     for schema in wide:
@@ -198,9 +207,14 @@ def test_the_kept_schemas_are_bounded_by_their_estimated_bytes(
         done = item(net)
         assert isinstance(done, CallResult) and done.validated
         held.append((len(net.driver.compiled), net.driver.compiled.bytes))
-    size = compiled_module.HELD_PER_SOURCE_BYTE * len(
-        json.dumps(wide[0], separators=(",", ":")).encode()
+    source = json.dumps(wide[0], separators=(",", ":")).encode()
+    compiled = compile_schema(  # (from its bytes, as the server's: 12,000 distinct dicts)
+        json.loads(source),
+        max_steps=limits.max_validation_steps,
+        max_depth=limits.max_validation_depth,
     )
+    assert compiled.steps > 12_000  # one step (at least) per subschema
+    size = compiled_module.held_estimate(source, compiled)
     assert 2 * size <= limits.max_compiled_schema_bytes < 3 * size  # two fit, not three
     assert held == [(1, size), (2, 2 * size), (2, 2 * size), (2, 2 * size)]
     assert len(compiles) == 4
@@ -212,6 +226,115 @@ def test_the_kept_schemas_are_bounded_by_their_estimated_bytes(
         done = item(net)
         assert isinstance(done, CallResult) and done.validated
     assert len(compiles) == 2 and len(net.driver.compiled) == 0 and net.driver.compiled.bytes == 0
+
+
+def test_a_short_pattern_holding_much_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """29 source bytes of pattern compile to ~500,000 instructions (~36 MB): its estimate
+    counts the steps the compile spent, so with the default bounds it is never kept
+    (charged by its source alone it was, 64 of them ~2.3 GB)."""
+    limits = Limits()
+    pattern = {**TOTAL, "pattern": "(?:a{999}){499}"}
+    net, server, compiles = another_schema_each_time(monkeypatch, limits, [pattern])
+    server.tools = [tool("count", outputSchema=pattern)]
+    for _ in range(2):
+        done = item(net)
+        assert isinstance(done, CallResult) and done.validated
+    assert len(compiles) == 2 and len(net.driver.compiled) == 0 and net.driver.compiled.bytes == 0
+
+
+HOSTILE_SHAPES: list[dict[str, Any]] = [
+    {"pattern": "(?:a{99}){99}"},  # a counted repetition: ~10,000 instructions
+    {"pattern": "(?:(?:)|(?:)|(?:)){999}"},  # alternations, the densest per step measured
+    {"pattern": "(?:[a-z0-9_]{99}){40}"},  # a character class copied 4,000 times
+    {"anyOf": [{}] * 4_000},  # a subschema every 3 bytes, the densest per source byte
+    {"allOf": [{"allOf": [{"type": "string"}] * 10}] * 300},  # nested
+    {"enum": list(range(6_000))},
+    {"properties": {f"p{n}": {"type": "string", "minLength": 1} for n in range(2_000)}},
+    {"anyOf": [{}] * 2_000, "pattern": "(?:a{99}){40}"},  # dense both ways at once
+]
+
+
+@pytest.mark.parametrize("shape", HOSTILE_SHAPES, ids=lambda shape: str(shape)[:24])
+def test_each_hostile_shape_holds_less_than_its_estimate(shape: dict[str, Any]) -> None:
+    """The heap one compiled schema holds (tracemalloc; its parsed source excluded, its
+    bytes included, as the kept key) is under ``held_estimate``."""
+    source = json.dumps(shape).encode()
+    raw = json.loads(source)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        compiled = compile_schema(raw, max_steps=20_000, max_depth=64)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before + len(source)
+    finally:
+        tracemalloc.stop()
+    assert compiled.steps > 0
+    assert held <= compiled_module.held_estimate(source, compiled)
+
+
+def test_the_heap_the_kept_hostile_schemas_hold_stays_under_the_bound() -> None:
+    """Many kept schemas of each hostile shape (each distinct by its title, as a server
+    changing its listing sends them): the heap the kept ones hold, measured with
+    tracemalloc, stays under max_compiled_schema_bytes."""
+    bound = 4 << 20
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache = CompiledSchemas(max_entries=64, max_bytes=bound)
+        most = kept = 0  # the most heap held (after a put) and the most schemas kept
+        for copy in range(6):
+            for shape in HOSTILE_SHAPES:
+                source = json.dumps({**shape, "title": f"t{copy}"}).encode()
+                compiled = compile_schema(json.loads(source), max_steps=20_000, max_depth=64)
+                cache.put(source, compiled)
+                del source, compiled  # only what the cache keeps is left
+                most = max(most, tracemalloc.get_traced_memory()[0] - before)
+                kept = max(kept, len(cache))
+                assert cache.bytes <= bound
+    finally:
+        tracemalloc.stop()
+    assert kept > 2  # small ones are kept together
+    assert most <= bound, f"the kept schemas held {most:,} bytes, over {bound:,}"
+
+
+def test_one_conn_calling_many_tools_keeps_their_schemas_under_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A listing of many tools, each with a heavy output schema, and a caller calling
+    each on one Conn: that Conn's compiled schemas (one per tool called, compiled at its
+    first call) are bounded by max_compiled_schema_bytes beside the one in use."""
+    from sansmcp.core.mcp.operations import Operations
+
+    seen: list[Operations] = []
+    output_schema = Operations.output_schema
+
+    def spying(self: Operations, name: str) -> Schema | None:
+        seen.append(self)
+        return output_schema(self, name)
+
+    monkeypatch.setattr(Operations, "output_schema", spying)
+    heavy = [{**TOTAL, "title": f"t{n}", "pattern": "(?:a{99}){99}"} for n in range(6)]
+    limits = Limits(max_compiled_schemas=0, max_compiled_schema_bytes=3 << 20)
+    server = schema_server("modern", [{"total": n} for n in range(6)])
+    server.tools = [tool(f"tool{n}", outputSchema=schema) for n, schema in enumerate(heavy)]
+    net = make(server, limits=limits)
+    view = net.driver.open(Config(url=URL), now=net.now)
+    assert net.ok("connect", view) is None
+    net.ok("list_tools", view)
+    held: list[dict[str, Any]] = []
+    for n in range(6):
+        done = net.run("call_tool", view, f"tool{n}", b"{}")
+        assert isinstance(done.value, CallResult) and done.value.validated
+        held.append(dict(seen[-1]._output_schemas))
+        assert list(held[-1])[-1] == f"tool{n}"  # the one in use
+    assert net.ok("close_conn", view) is None
+    assert [len(kept) for kept in held] == [1, 2, 1, 2, 1, 2]  # two fit, not three
+    size = held[0]["tool0"][2]
+    assert 2 * size <= limits.max_compiled_schema_bytes < 3 * size
+    assert all(sum(entry[2] for entry in kept.values()) <= 2 * size for kept in held)
+    assert len({id(ops) for ops in seen}) == 1  # one Conn
 
 
 def test_no_schema_is_kept_with_max_compiled_schemas_zero(
@@ -228,8 +351,8 @@ def test_no_schema_is_kept_with_max_compiled_schemas_zero(
 
 def test_a_schema_two_conns_compiled_at_once_is_kept_once() -> None:
     cache = CompiledSchemas(max_entries=4, max_bytes=1 << 20)
-    first: Any = object()
-    second: Any = object()
+    first: Any = stepless()
+    second: Any = stepless()
     cache.put(b"{}", first)
     cache.put(b"{}", second)
     assert cache.get(b"{}") is first and len(cache) == 1

@@ -265,17 +265,42 @@ def test_a_repeated_key_is_refused_and_named_when_it_can_be(data: bytes, named: 
         assert f"the key {named} more than once" in str(info.value)
 
 
-@pytest.mark.parametrize(("keys", "named"), [(256, True), (257, False)])
-def test_a_repeated_key_among_many_is_refused_and_named_only_among_few(
-    keys: int, named: bool
-) -> None:
-    """Naming the key searches the text once per distinct key: past 256 distinct keys (a
-    server's OAuth document can hold 20,000 in 240 KB) the refusal does not name it."""
-    members = b",".join(b'"k%d":1' % n for n in range(keys))
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"{" + b",".join(b'"k%d":1' % n for n in range(keys)) + b',"k0":2}'
+        for keys in (1, 256, 257, 20_000)  # (once named only up to 256 distinct keys)
+    ]
+    + [
+        b'{"x":[' + b",".join([b'{"k0":1}'] * 20_000) + b'],"k0":1,"k0":2}',  # one-key objects
+        b'{"x":[' + b",".join([b"{}"] * 100_000) + b'],"k0":1,"k0":2}',
+    ],
+)
+def test_a_repeated_key_among_many_is_named(data: bytes) -> None:
+    """Naming the key is one pass over the text's tokens, whatever the number of keys or
+    objects (a server's OAuth document can hold 20,000 in 240 KB)."""
     with pytest.raises(JsonError) as info:
-        parse_json_object_strict(b"{" + members + b',"k0":2}', max_depth=DEPTH)
+        parse_json_object_strict(data, max_depth=DEPTH)
     assert info.value.reason == "duplicate_key"
-    assert ('the key "k0" more than once' in str(info.value)) is named
+    assert 'the key "k0" more than once' in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        (b'{"v":{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]},"a":5,"a":6}', '"a"'),
+        (b'{"v":["a:","a:"],"a:":1,"a:":2}', '"a:"'),  # strings that are not keys
+        (b'{"v":{"a":{"b":"x"},"b":1},"b":2,"b":3}', '"b"'),
+        (b'{"v":[{"k":1,"k":2}],"v":3}', '"k"'),  # the first one repeated in the text
+    ],
+)
+def test_the_repeated_key_named_is_the_first_one_an_object_has_twice(
+    data: bytes, named: str
+) -> None:
+    """The same key in many objects, or in strings that are not keys, is no repeat."""
+    with pytest.raises(JsonError) as info:
+        parse_json_object_strict(data, max_depth=DEPTH)
+    assert f"has the key {named} more than once" in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -203,6 +203,7 @@ def test_words_never_seen_are_still_a_classified_refusal(
         (b'"\\-Infinity"', "syntax"),  # inside a string, after a bad escape
         (b"[1, 2] -Infinity", "syntax"),  # after the value
         (b"[-NaN]", "constant"),
+        (b'{"a": -Infinity}', "constant"),
     ],
 )
 def test_a_non_json_literal_is_one_where_a_value_may_stand(data: bytes, reason: str) -> None:
@@ -211,4 +212,8 @@ def test_a_non_json_literal_is_one_where_a_value_may_stand(data: bytes, reason: 
     assert caught.value.reason == reason, str(caught.value)
     if reason == "constant":
         name = re.search(rb"-?(NaN|Infinity)", data)
-        assert name is not None and f"literal {name.group().decode()} at" in str(caught.value)
+        assert name is not None
+        literal = name.group().decode()
+        said = "NaN with a minus sign (-NaN)" if literal == "-NaN" else literal
+        where = f"(byte {name.start()})"  # where the literal starts, its sign included
+        assert f"literal {said} at line 1 column {name.start() + 1} {where}" in str(caught.value)

@@ -20,13 +20,27 @@ bounds are ``Limits`` fields, in the style of the listing cache's (``max_cache_e
 first; a schema whose estimate alone is over the bytes bound is not kept, and
 ``max_compiled_schemas=0`` keeps none.
 
-The estimate is :data:`HELD_PER_SOURCE_BYTE` bytes per byte of the schema's source: the
-compile holds a node per subschema (and per ``enum`` / ``const`` value, pattern state,
-``required`` name), and the densest sources measured (``{"anyOf":[{},{},...]}``: a
-subschema every 3 bytes) hold ~123 bytes of heap per source byte (tracemalloc, CPython
-3.12); a typical schema holds 10-60.  (Before they were ``Limits`` fields, 64 schemas of
-up to 64 KiB each could hold ~500 MB.)  A compile itself is bounded by
-``Limits.max_validation_steps``.
+The estimate is :data:`HELD_PER_SOURCE_BYTE` bytes per byte of the schema's source plus
+:data:`HELD_PER_STEP` bytes per step its compile spent (``Schema.steps``); see
+:func:`held_estimate`.  The source alone does not bound the heap: a ``pattern``'s counted
+repetition emits its atom once per count, so ``{"pattern":"(?:a{999}){499}"}`` (29
+bytes) compiles to ~500,000 instructions and holds ~36 MB.  Each instruction is one step
+(and the compile stops at ``Limits.max_validation_steps``), so the steps bound it.  The
+two parts are added, not maxed: a schema can be dense in both at once (a wide ``anyOf``
+beside such a pattern), and what it holds is then the sum.
+
+Measured (tracemalloc, CPython 3.12, held after the compile, the parsed source excluded):
+per source byte, the densest is ``{"anyOf":[{},{},...]}`` at ~123 (a subschema every 3
+bytes; ``[true,true,...]`` ~74, many typed ``properties`` ~30, big ``enum`` ~25, a
+``const`` object ~12, a typical schema 10-60); per step, the densest are patterns of
+alternations and optional repeats, ``(?:(?:)|(?:)|(?:)){999}`` at ~114, ``(?:a{0,9}){999}``
+~102, ``(?:a{999}){499}`` and character classes repeated ~73 (a class's bounds are shared
+by its copies).  The non-pattern shapes hold more per step (nested ``allOf`` ~423, wide
+``anyOf`` ~369, typed ``properties`` ~402, ``$ref`` ~190, ``enum`` ~146) but are covered by
+their source term (each is under 128 per source byte).  Both figures are above every shape
+measured.  (Before they were ``Limits`` fields, 64 schemas of up to 64 KiB each could hold
+~500 MB; before the steps were charged, 12 such patterns held 434 MB against an estimate
+of 63 KB.)
 """
 
 from __future__ import annotations
@@ -37,9 +51,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..schema.validator import Schema
 
-__all__ = ["HELD_PER_SOURCE_BYTE", "CompiledSchemas"]
+__all__ = ["HELD_PER_SOURCE_BYTE", "HELD_PER_STEP", "CompiledSchemas", "held_estimate"]
 
 HELD_PER_SOURCE_BYTE = 128  # the estimated heap a compiled schema holds per source byte
+HELD_PER_STEP = 128  # ... and per step its compile spent (see the module docstring)
+
+
+def held_estimate(source: bytes, schema: Schema) -> int:
+    """The bytes the compiled ``schema`` of ``source`` is estimated to hold."""
+    return HELD_PER_SOURCE_BYTE * len(source) + HELD_PER_STEP * schema.steps
 
 
 class CompiledSchemas:
@@ -63,7 +83,7 @@ class CompiledSchemas:
         return schema
 
     def put(self, source: bytes, schema: Schema) -> None:
-        size = HELD_PER_SOURCE_BYTE * len(source)
+        size = held_estimate(source, schema)
         if size > self.max_bytes or self.max_entries == 0:
             return
         entries = self._entries
@@ -73,5 +93,5 @@ class CompiledSchemas:
         entries[source] = schema
         self.bytes += size
         while len(entries) > self.max_entries or self.bytes > self.max_bytes:
-            evicted, _ = entries.popitem(last=False)
-            self.bytes -= HELD_PER_SOURCE_BYTE * len(evicted)
+            evicted, kept = entries.popitem(last=False)
+            self.bytes -= held_estimate(evicted, kept)

@@ -45,7 +45,7 @@ from ..tools import (
     param_headers,
 )
 from . import rules
-from .compiled import CompiledSchemas
+from .compiled import HELD_PER_STEP, CompiledSchemas, held_estimate
 from .events import Connected, ToolCalled, ToolsListed
 from .requests import Requests
 from .session import Era, Session
@@ -151,8 +151,13 @@ class Operations:
         self.cache = cache
         self.tools_from_cache: bool | None = None
         # compiled output schemas by tool name, each with the source it was compiled
-        # from; valid for the listing ``_schemas_of`` (cleared when self.tools is replaced)
-        self._output_schemas: dict[str, tuple[object, Schema]] = {}
+        # from and its estimate; valid for the listing ``_schemas_of`` (cleared when
+        # self.tools is replaced).  One is compiled at a tool's first call, not at the
+        # listing, but a caller calling many tools of one listing on one Conn (an agent
+        # trying each) would keep one per tool (a 29-byte pattern can hold ~36 MB): so their
+        # estimates (``held_estimate``) are bounded by ``Limits.max_compiled_schema_bytes``
+        # beside the one in use (the map is cleared before a schema would pass it)
+        self._output_schemas: dict[str, tuple[object, Schema, int]] = {}
         self._schemas_of: dict[str, Tool] = self.tools
         # the Client's compiled server schemas, by their bytes (None: compiled per Conn)
         self.compiled: CompiledSchemas | None = None
@@ -605,10 +610,11 @@ class Operations:
             source = settings.output_schemas.get(name)
             if source is None:
                 return None
+        kept = self._output_schemas
         if self._schemas_of is not self.tools:
-            self._output_schemas.clear()
+            kept.clear()
             self._schemas_of = self.tools
-        known = self._output_schemas.get(name)
+        known = kept.get(name)
         if known is not None and known[0] is source:
             return known[1]
         shared = None if from_config else self.compiled
@@ -619,7 +625,12 @@ class Operations:
             schema = compile_output(name, source, self.limits, from_config=from_config)  # type: ignore[arg-type]
             if shared is not None:
                 shared.put(source, schema)  # type: ignore[arg-type]
-        self._output_schemas[name] = (source, schema)
+        # (a configured schema, the caller's own and parsed, is charged by its steps)
+        size = HELD_PER_STEP * schema.steps if from_config else held_estimate(source, schema)  # type: ignore[arg-type]
+        kept.pop(name, None)
+        if sum(entry[2] for entry in kept.values()) + size > self.limits.max_compiled_schema_bytes:
+            kept.clear()
+        kept[name] = (source, schema, size)
         return schema
 
     def call_tool(self, name: str, arguments: bytes, parsed: Mapping[str, Any]) -> OpGen:

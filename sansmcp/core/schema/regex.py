@@ -426,6 +426,9 @@ class _Emitter:
     def __init__(self, budget: Budget) -> None:
         self.ops: list[tuple[int, Any, Any]] = []
         self.budget = budget
+        # a set's (starts, ends), built once per set node: a counted repetition emits its
+        # atom again and again, and each copy shares them (else each copy held its own)
+        self.sets: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
     def emit(self, op: int, a: object = None, b: object = None) -> int:
         self.budget.spend(1)
@@ -440,10 +443,13 @@ class _Emitter:
         if kind == "char":
             self.emit(_CHAR, node[1])
         elif kind == "set":
-            ranges: Ranges = node[1]
-            starts = tuple(start for start, _ in ranges)
-            ends = tuple(end for _, end in ranges)
-            self.emit(_SET, starts, ends)
+            bounds = self.sets.get(id(node))
+            if bounds is None:
+                ranges: Ranges = node[1]
+                starts = tuple(start for start, _ in ranges)
+                ends = tuple(end for _, end in ranges)
+                bounds = self.sets[id(node)] = (starts, ends)
+            self.emit(_SET, *bounds)
         elif kind == "any":
             self.emit(_ANY)
         elif kind == "cat":

@@ -105,11 +105,14 @@ def _join(base: str, ref: str) -> str:
 class Schema:
     """A compiled schema; :meth:`validate` checks one value against it."""
 
-    __slots__ = ("_root", "draft")
+    __slots__ = ("_root", "draft", "steps")
 
-    def __init__(self, root: Node, draft: str) -> None:
+    def __init__(self, root: Node, draft: str, steps: int = 0) -> None:
         self._root = root
         self.draft = draft
+        # the steps its compile spent: what it holds grows with them (a counted
+        # repetition in a ``pattern`` copies its atom), so ``CompiledSchemas`` charges them
+        self.steps = steps
 
     def validate(self, value: Any, *, max_steps: int, max_depth: int) -> Mismatch | None:
         """None when ``value`` conforms, else where it first fails.
@@ -132,8 +135,10 @@ def compile_schema(raw: Any, *, max_steps: int, max_depth: int) -> Schema:
         if draft_of is None:
             raise SchemaError(f"$schema {str(name)[:80]!r} names a draft we do not support")
         draft = draft_of
-    compiler = _Compiler(raw, draft, Budget(max_steps), max_depth)
-    return Schema(compiler.node(raw, "", 0), draft)
+    budget = Budget(max_steps)
+    compiler = _Compiler(raw, draft, budget, max_depth)
+    root = compiler.node(raw, "", 0)
+    return Schema(root, draft, budget.spent)
 
 
 class _Compiler:
