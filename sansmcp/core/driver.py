@@ -583,7 +583,7 @@ class ClientDriver:
             return
         dial.io_id = None
         origin = dial.grant.origin
-        if from_hook and isinstance(exc, Exception):
+        if from_hook:
             failure = dialing.hook_error(origin, exc)
             failure.__cause__ = exc
         else:

@@ -29,7 +29,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeVar, assert_never, cast
 
@@ -522,42 +522,59 @@ def numeric_socket(address: str, port: int) -> tuple[socket.socket, tuple[Any, .
     return sock, (address, port)
 
 
+def _ask(
+    client: ClientFace[Any], command: Resolve, getaddrinfo: Callable[..., T]
+) -> tuple[T, bool]:
+    """Ask the resolver hook, else ``getaddrinfo``, for ``command``'s addresses: what it
+    returned (awaited by an async runtime) and whether it was the hook."""
+    hook = client._resolver
+    if hook is not None:
+        return cast("T", hook(command.host, command.port)), True
+    return getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM), False
+
+
+def _answers(value: Any, hooked: bool) -> object:
+    """The addresses in what was asked (a hook's answer is the driver's to check)."""
+    return value if hooked else [info[4][0] for info in value]
+
+
 async def resolve(
     client: ClientBase[Any],
     command: Resolve,
     getaddrinfo: Callable[..., Awaitable[list[tuple[Any, ...]]]],
+    cancelled: type[BaseException],
 ) -> None:
-    """Run ``command`` (the resolver hook, else ``getaddrinfo``) and report to the driver."""
-    hook, answers, failure = client._resolver, None, None
+    """Run ``command`` (the resolver hook, else ``getaddrinfo``) and report to the driver.
+    Whatever either raises is the failure reported -- but for ``cancelled`` (the runtime's
+    cancellation), ``KeyboardInterrupt`` and ``GeneratorExit``, which propagate."""
     try:
-        if hook is not None:
-            answers = await hook(command.host, command.port)
-        else:
-            infos = await getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
-            answers = [info[4][0] for info in infos]
-    except Exception as exc:  # the hook's, any; the system resolver's, OSError
-        failure = exc
+        asked, hooked = _ask(client, command, getaddrinfo)
+        answers, failure = _answers(await asked, hooked), None
+    except (cancelled, KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # the hook's, any (SystemExit too); the system's, OSError
+        answers, failure = None, exc
     report_resolve(client, command, answers, failure)
 
 
 def resolve_blocking(client: ClientFace[Any], command: Resolve, lock: Any) -> None:
     """:func:`resolve` without ``await``, the blocking adapter's: run on a resolver thread
-    (the hook and ``getaddrinfo`` cannot be interrupted), reported holding ``lock``."""
-    hook, answers, failure = client._resolver, None, None
+    (the hook and ``getaddrinfo`` cannot be interrupted), reported holding ``lock``.  No
+    cancellation or ``KeyboardInterrupt`` lands in a resolver thread: whatever the hook
+    or ``getaddrinfo`` raises is the failure reported."""
     try:
-        if hook is not None:
-            answers = hook(command.host, command.port)
-        else:
-            infos = socket.getaddrinfo(command.host, command.port, type=socket.SOCK_STREAM)
-            answers = [info[4][0] for info in infos]
-    except Exception as exc:  # the hook's, any; the system resolver's, OSError
-        failure = exc
+        asked, hooked = _ask(client, command, socket.getaddrinfo)
+        if isinstance(asked, Coroutine):  # an async hook: its coroutine is an unusable answer
+            asked.close()  # (closed, so no "never awaited" warning)
+        answers, failure = _answers(asked, hooked), None
+    except BaseException as exc:  # the hook's, any; the system resolver's, OSError
+        answers, failure = None, exc
     with lock:
         report_resolve(client, command, answers, failure)
 
 
 def report_resolve(
-    client: ClientFace[Any], command: Resolve, answers: object, failure: Exception | None
+    client: ClientFace[Any], command: Resolve, answers: object, failure: BaseException | None
 ) -> None:
     """Report one resolve to the driver and pump (every adapter's): a failure is the
     hook's when there is one, else the system resolver's (the driver classifies it)."""

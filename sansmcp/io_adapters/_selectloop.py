@@ -328,10 +328,12 @@ class Workers:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             fn, args = job
-            with contextlib.suppress(Exception):  # a worker must not die of one
-                fn(*args)
-            with self._lock:
-                self._busy -= 1
+            try:
+                with contextlib.suppress(BaseException):  # a worker dies of no job's exception
+                    fn(*args)
+            finally:
+                with self._lock:
+                    self._busy -= 1
 
 
 T = TypeVar("T")

@@ -80,6 +80,7 @@ class Turns:
         self._followers: dict[Waiter, None] = {}  # waiting for mail or for the turn, in order
         self._selecting = self._stir = False  # the leader is in select; it must look again
         self._until = math.inf  # when the leader's select times out
+        self._armed = math.inf  # the soonest deadline other threads armed during that select
         self._freed = 0.0  # when a caller last left the turn
         self._over = False  # the owner is closed
         self._watching = threading.Condition(self._lock)
@@ -129,7 +130,7 @@ class Turns:
     def _select(self, wait: Callable[[float | None], T], deadline: float | None) -> T:
         """The leader's ``wait(timeout)`` until ``deadline`` (None: none), lock let go."""
         timeout = None if deadline is None else max(deadline - self._now(), 0.0)
-        self._selecting, self._stir = True, False
+        self._selecting, self._stir, self._armed = True, False, math.inf
         self._until = math.inf if deadline is None else deadline
         result = unlocked(self._lock, wait, timeout)
         self._selecting = False
@@ -137,8 +138,12 @@ class Turns:
 
     def _nudge(self, deadline: float | None, stirred: bool) -> None:
         """After the owner's state changed: wake the leader's select if it must look again
-        (its own mail came, ``stirred``: what it watches changed, or ``deadline`` is sooner)."""
+        (its own mail came, ``stirred``: what it watches changed, or ``deadline`` is sooner).
+        A sooner ``deadline`` is kept in ``_armed``: the leader's step fires it if it is due
+        once that step has pumped (its next step may never come)."""
         sooner = deadline is not None and deadline < self._until
+        if self._selecting and sooner:
+            self._armed = min(self._armed, cast(float, deadline))
         if self._selecting and (self._stir or stirred or sooner):
             self._stir = False
             self._wake()

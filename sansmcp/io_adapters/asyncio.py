@@ -89,7 +89,9 @@ class Client(ClientBase["Conn"]):
                     self._spawn(socket_id, self._dial(command))
                 case Resolve(dial_id=dial_id):
                     loop = asyncio.get_running_loop()
-                    self._spawn(dial_id, resolve(self, command, loop.getaddrinfo))
+                    self._spawn(
+                        dial_id, resolve(self, command, loop.getaddrinfo, asyncio.CancelledError)
+                    )
                 case CloseSocket(socket_id=socket_id):
                     self._abort(socket_id)
                 case _:

@@ -7,9 +7,9 @@ executing its commands on a :class:`~._selectloop.SelectLoop` (non-blocking sock
 sans-I/O TLS, buffered writes), runs under the Client's one lock, where nothing blocks.
 Reading is **turn-taking** (:mod:`._turns`), not a reader thread per socket: the
 threads waiting for their Conn's mail take turns to run :meth:`Client._poll` (``select``
-until ``next_deadline()``, feed the driver, fire the timers due, pump), so a sequential
-caller reads its own socket with no thread switch, where a reader thread would cost two
-per response; a watcher thread polls between work items (a server's EOF, idle expiry).
+until ``next_deadline()``, feed the driver, pump, fire the timers if that deadline or a
+sooner one armed meanwhile passed, pump), so a sequential caller reads its own socket
+with no thread switch, where a reader thread would cost two per response; a watcher thread polls between work items (a server's EOF, idle expiry).
 Resolves (``getaddrinfo`` and the hook cannot be interrupted) run on at most
 ``RESOLVERS`` threads; the dial deadline binds regardless.  Every thread is a daemon
 and ends with :meth:`Client.close`.  A ``KeyboardInterrupt``, wherever it lands,
@@ -106,8 +106,8 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
 
     def _poll(self) -> None:
         """One turn's step: ``select`` until the next deadline, feed the driver, pump, and
-        fire the timers if that deadline passed (the only place they fire; one armed
-        meanwhile for no later than now makes the next step's ``select`` return at once)."""
+        fire the timers if that deadline -- or a sooner one another thread armed meanwhile
+        (``_armed``) -- passed: the only place they fire."""
         driver = self._driver
         deadline = driver.next_deadline()
         events = self._select(self._loop.wait, deadline)
@@ -115,7 +115,7 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         if not events and deadline is not None:  # select may return a clock tick early
             now = max(now, deadline)
         self._pump()
-        if deadline is not None and deadline <= now:
+        if (deadline is not None and deadline <= now) or self._armed <= now:
             driver.handle_timer(now=now)
             self._pump()
 

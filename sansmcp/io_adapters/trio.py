@@ -107,7 +107,8 @@ class Client(ClientBase["Conn"]):
                     outgoing.pop(socket_id, None)
                     self._scopes.pop(socket_id, trio.CancelScope()).cancel()
                 case Resolve():
-                    self._spawn(command.dial_id, resolve, self, command, trio.socket.getaddrinfo)
+                    ask = trio.socket.getaddrinfo
+                    self._spawn(command.dial_id, resolve, self, command, ask, trio.Cancelled)
                 case Connect():
                     self._spawn(command.socket_id, self._socket, command)
                 case _:

@@ -1,4 +1,4 @@
-"""What the async adapters' own I/O path promises (issue 16: the trio and asyncio rows).
+"""What the adapters' own I/O paths promise (issue 16: the trio, asyncio and blocking rows).
 
 * A write the kernel does not take at once is finished later, whole and in order (the
   trio adapter sends plain sockets where ``Write`` is pumped and queues only the rest).
@@ -8,7 +8,9 @@
   one of the socket's reader, one of the caller's task (counted with trio's
   ``Instrument`` and with a selector that counts the asyncio loop's passes); on the
   blocking adapter, the driver's next deadline is read once per ``select``, not again
-  by every pump (no other thread selects, so no one else minds it).
+  by every pump (no other thread selects, so no one else minds it) -- and a deadline
+  another thread arms while one selects, already due when that select returns, fires in
+  that same step (no later step may come).
 """
 
 from __future__ import annotations
@@ -207,8 +209,37 @@ def test_a_sequential_blocking_call_reads_the_next_deadline_once_per_select() ->
     # per call: each poll step reads one, the pump that sends the request none (it would
     # only if the watcher were selecting then, which a load pause of GRACE can cause);
     # a pump that read it too would make that 2 * selects + CALLS
-    assert counts["selects"] >= CALLS, counts
-    assert counts["deadlines"] <= counts["selects"] + CALLS // 2, counts
+    assert counts["selects"] >= CALLS, counts  # the setup: each call selected
+    assert counts["deadlines"] <= counts["selects"] + CALLS // 2, counts  # the behaviour
+
+
+def test_a_due_deadline_another_thread_armed_during_select_fires_in_that_step() -> None:
+    """The leader selects with no deadline; meanwhile another thread (played here inside the
+    select, the lock let go, as a resolver reporting would) arms one already due and pumps.
+    The leader's step must fire it: its own mail may end its turn before a next step."""
+    with sync_adapter.Client(allow_loopback=True) as client:
+        real, fired = client._driver, []
+        armed: list[float] = []
+        fake = SimpleNamespace(
+            next_deadline=lambda: armed[0] if armed else None,
+            next_command=lambda: None,
+            handle_timer=lambda now: fired.append(now),
+        )
+
+        def select(timeout: float | None) -> list[Any]:
+            assert timeout is None  # nothing was armed when the leader looked
+            with client._lock:  # another thread's report: a deadline due at once, pumped
+                armed.append(time.monotonic() - 0.001)
+                client._pump()
+            return []
+
+        client._driver, client._loop.wait = cast(Any, fake), select  # type: ignore[method-assign]
+        try:
+            with client._lock:
+                client._poll()
+        finally:
+            client._driver = real
+    assert len(fired) == 1 and fired[0] >= armed[0], (fired, armed)
 
 
 def test_mail_for_a_trio_caller_cancelled_while_parked_is_kept_not_rescheduled() -> None:

@@ -174,7 +174,7 @@ def dns_error(origin: Origin, exc: BaseException) -> ConnectionFailed:
     return ConnectionFailed(f"could not resolve {origin.host}: {exc}", cause="dns")
 
 
-def hook_error(origin: Origin, exc: Exception) -> ConnectionFailed:
+def hook_error(origin: Origin, exc: BaseException) -> ConnectionFailed:
     """The embedder's resolver hook raised ``exc`` (raise this ``from exc``)."""
     return ConnectionFailed(
         f"the resolver hook failed for {origin.host}: {_exception_text(exc)}", cause="dns"
