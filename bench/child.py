@@ -129,6 +129,7 @@ class Phase:
         return {
             "event": "done",
             "n": n,
+            "rewarm": self.rewarm,  # untimed items the server also answered
             "cpu_s": cpu,
             "elapsed_s": elapsed,
             "walls_s": walls,
@@ -182,7 +183,12 @@ async def _block_async(
     phase.went = True
     n = _go(n)
     for _ in range(phase.rewarm):
-        phase.check(await contender.item())
+        try:
+            outcome = await contender.item()
+        except Exception as exc:
+            phase.failed(exc)  # counted in the block's errors, like a timed item's
+        else:
+            phase.check(outcome)
     walls: list[float] = []
     cpu0, t0 = _cpu(), time.perf_counter()
     if phase.spec["kind"] == "seq":
@@ -282,7 +288,12 @@ def _block_sync(phase: Phase, item: Callable[[], tuple[int, str]], n: int) -> di
     phase.went = True
     n = _go(n)
     for _ in range(phase.rewarm):
-        phase.check(item())
+        try:
+            outcome = item()
+        except Exception as exc:
+            phase.failed(exc)  # counted in the block's errors, like a timed item's
+        else:
+            phase.check(outcome)
     walls: list[float] = []
     remaining = [n]
     lock = threading.Lock()
