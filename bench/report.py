@@ -126,11 +126,7 @@ def _paired(entries: list[dict[str, Any]] | None, records: list[dict[str, Any]])
     """The paired issue-12 rounds (:mod:`bench.paired`) beside the sequential rows' ratios."""
     if not entries:
         return ["(not run)"]
-    seq = {
-        (r["server"], r["era"], r["contender"]): r["cpu_ms_per_item"]
-        for r in _ok(records)
-        if r["kind"] == "seq"
-    }
+    seq = targets_module._seq(records)
     lines = [
         "| server | era | rounds | sync ms | asyncio ms | floor-sync ms | floor-asyncio ms "
         "| sync ÷ asyncio | sync ÷ floor | asyncio ÷ floor "
