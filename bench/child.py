@@ -18,8 +18,9 @@ sockets in the pool).
 A ``seq`` phase with ``rounds`` R > 1 (the paired issue-12 section, ``bench.run``'s
 ``paired``) keeps its contender open and repeats the protocol R times: ``warm``, ``go``,
 ``done``, ``next``, ``warm``, ``go``, ... the same n items each round (chosen from the
-warm-up, unless the harness says ``go N``), each round's block preceded, after ``go``, by ``rewarm`` untimed items
-(caches and pooled sockets warm again after the other contenders' blocks).  Nothing runs
+warm-up, unless the harness says ``go N``), each round's block preceded, after ``go``, by
+``rewarm`` untimed items (caches and pooled sockets warm again after the other contenders'
+blocks; an error is counted in the block's, as a timed item's is).  Nothing runs
 between ``done`` and the next ``go``, so blocks of several children alternated by the
 harness never overlap.
 """
