@@ -18,8 +18,9 @@ sockets in the pool).
 A ``seq`` phase with ``rounds`` R > 1 (the paired issue-12 section, ``bench.run``'s
 ``paired``) keeps its contender open and repeats the protocol R times: ``warm``, ``go``,
 ``done``, ``next``, ``warm``, ``go``, ... the same n items each round (chosen from the
-warm-up, unless the harness says ``go N``), each round's block preceded, after ``go``, by ``rewarm`` untimed items
-(caches and pooled sockets warm again after the other contenders' blocks).  Nothing runs
+warm-up, unless the harness says ``go N``), each round's block preceded, after ``go``, by
+``rewarm`` untimed items (caches and pooled sockets warm again after the other contenders'
+blocks; an error is counted in the block's, as a timed item's is).  Nothing runs
 between ``done`` and the next ``go``, so blocks of several children alternated by the
 harness never overlap.
 """
@@ -129,6 +130,7 @@ class Phase:
         return {
             "event": "done",
             "n": n,
+            "rewarm": self.rewarm,  # untimed items the server also answered
             "cpu_s": cpu,
             "elapsed_s": elapsed,
             "walls_s": walls,
@@ -182,7 +184,12 @@ async def _block_async(
     phase.went = True
     n = _go(n)
     for _ in range(phase.rewarm):
-        phase.check(await contender.item())
+        try:
+            outcome = await contender.item()
+        except Exception as exc:
+            phase.failed(exc)  # counted in the block's errors, like a timed item's
+        else:
+            phase.check(outcome)
     walls: list[float] = []
     cpu0, t0 = _cpu(), time.perf_counter()
     if phase.spec["kind"] == "seq":
@@ -282,7 +289,12 @@ def _block_sync(phase: Phase, item: Callable[[], tuple[int, str]], n: int) -> di
     phase.went = True
     n = _go(n)
     for _ in range(phase.rewarm):
-        phase.check(item())
+        try:
+            outcome = item()
+        except Exception as exc:
+            phase.failed(exc)  # counted in the block's errors, like a timed item's
+        else:
+            phase.check(outcome)
     walls: list[float] = []
     remaining = [n]
     lock = threading.Lock()

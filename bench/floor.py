@@ -2,7 +2,7 @@
 
 A floor sends the bytes sansmcp sends (same request line or pseudo-headers, same
 headers, same JSON-RPC bodies), reads each response with h11 (HTTP/1.1) or with a
-hand-written HTTP/2 client (:class:`H2`: frames read by their 9-byte header, HPACK by
+hand-written HTTP/2 client (:class:`H2`: frames read by their 9-byte header, HPACK decoded by
 ``hpack``, prior knowledge or TLS), checks the status (200 for a request, 2xx for the
 notification and the DELETE), ``json.loads`` each body (each ``data:`` payload of an SSE
 body), and keeps what the next request needs: the legacy session id and the listing's
@@ -260,6 +260,24 @@ def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     )
 
 
+_VARYING = frozenset((b"content-length", b"mcp-session-id"))  # not memoised
+
+
+def _hpack_string(text: bytes) -> bytes:
+    """A string literal, no Huffman coding: its length as a 7-bit prefix integer (RFC 7541
+    5.1, 5.2), then the bytes."""
+    length = len(text)
+    if length < 0x7F:
+        return bytes((length,)) + text
+    head = bytearray((0x7F,))
+    length -= 0x7F
+    while length >= 0x80:
+        head.append(length & 0x7F | 0x80)
+        length >>= 7
+    head.append(length)
+    return bytes(head) + text
+
+
 def _unpad(flags: int, payload: bytes) -> bytes:
     if flags & _PADDED:
         return payload[1 : len(payload) - payload[0]]
@@ -269,8 +287,9 @@ def _unpad(flags: int, payload: bytes) -> bytes:
 class H2:
     """One HTTP/2 connection (prior knowledge, or TLS with ALPN ``h2``) written by hand, one
     stream at a time: the preface and sansmcp's SETTINGS and connection WINDOW_UPDATE;
-    a request is a HEADERS frame (``hpack.Encoder``, no Huffman coding: sansmcp's encoder
-    sends literals) and its body in DATA frames within the server's windows; frames are
+    a request is a HEADERS frame (each field an HPACK literal without indexing, no Huffman
+    coding, memoised per field but for the varying ones: what sansmcp's encoder sends) and
+    its body in DATA frames within the server's windows; frames are
     read by their 9-byte header, a header block (HEADERS + CONTINUATION) is decoded with
     ``hpack.Decoder``, DATA is collected and its windows reopened once half is taken (as
     sansmcp does), SETTINGS are acknowledged, PING answered, WINDOW_UPDATE counted; a
@@ -280,7 +299,7 @@ class H2:
     sansmcp's own wire does, so the h2 ratios compared unlike things.)"""
 
     def __init__(self, host: str, port: int, target: str, scheme: bytes = b"http") -> None:
-        self.encoder = hpack.Encoder()
+        self._fields: dict[tuple[bytes, bytes], bytes] = {}  # encoded, by (name, value)
         self.decoder = hpack.Decoder()
         self.authority = f"{host}:{port}".encode()
         self.target = target.encode()
@@ -317,23 +336,34 @@ class H2:
         ]
         if request.method == b"POST":
             headers.append((b"content-length", b"%d" % len(request.body)))
-        self._stream += 2
-        self._stream_send_window = self._peer_window
-        self._stream_taken = 0
-        body = request.body
-        block = self.encoder.encode(headers, huffman=False)
+        block = b"".join([self._field(name, value) for name, value in headers])
         if len(block) > self._peer_frame_size:
             raise RuntimeError(f"a header block of {len(block)} bytes needs CONTINUATION frames")
-        out = _frame(_HEADERS, _END_HEADERS | (0 if body else _END_STREAM), self._stream, block)
-        if len(body) > min(self._send_window, self._stream_send_window):
+        body = request.body
+        window = self._peer_window  # the new stream's
+        if len(body) > min(self._send_window, window):
             raise RuntimeError("the request body does not fit the server's windows")
+        # nothing has moved until here: a refused request leaves the connection as it was
+        self._stream += 2
+        self._stream_send_window = window - len(body)
+        self._stream_taken = 0
         self._send_window -= len(body)
-        self._stream_send_window -= len(body)
+        out = _frame(_HEADERS, _END_HEADERS | (0 if body else _END_STREAM), self._stream, block)
         for start in range(0, len(body), self._peer_frame_size):
             chunk = body[start : start + self._peer_frame_size]
             last = start + len(chunk) >= len(body)
             out += _frame(_DATA, _END_STREAM if last else 0, self._stream, chunk)
         return out
+
+    def _field(self, name: bytes, value: bytes) -> bytes:
+        """One field as an HPACK literal without indexing (RFC 7541 6.2.2), memoised but
+        for the fields that vary per request or per session."""
+        encoded = self._fields.get((name, value))
+        if encoded is None:
+            encoded = b"\x00" + _hpack_string(name) + _hpack_string(value)
+            if name not in _VARYING:
+                self._fields[name, value] = encoded
+        return encoded
 
     def receive(self, data: bytes) -> tuple[Response | None, bytes]:
         """Feed bytes; the response once its stream ended, and the frames to send back."""
@@ -376,7 +406,7 @@ class H2:
                     self._send_window += increment
                 elif stream == self._stream:
                     self._stream_send_window += increment
-            elif kind == _RST_STREAM and stream == self._stream:
+            elif kind == _RST_STREAM and stream == self._stream and done is None:
                 code = int.from_bytes(payload, "big")
                 raise ConnectionResetError(f"the server reset stream {stream} (error {code})")
             elif kind == _GOAWAY:
@@ -428,9 +458,7 @@ class H2:
         for at in range(0, len(payload) - 5, 6):
             code = int.from_bytes(payload[at : at + 2], "big")
             value = int.from_bytes(payload[at + 2 : at + 6], "big")
-            if code == 0x1:  # SETTINGS_HEADER_TABLE_SIZE: our encoder stays within it
-                self.encoder.header_table_size = min(value, 4096)
-            elif code == 0x4:  # SETTINGS_INITIAL_WINDOW_SIZE
+            if code == 0x4:  # SETTINGS_INITIAL_WINDOW_SIZE
                 self._stream_send_window += value - self._peer_window
                 self._peer_window = value
             elif code == 0x5:  # SETTINGS_MAX_FRAME_SIZE

@@ -10,16 +10,18 @@ too much to decide a 10 % question.  Here, against one server:
 * one child process per contender (:mod:`bench.child`), all four started together and
   kept open (the same ``Client`` or floor connection, warm) for all the rounds of an
   era;
-* ``rounds`` rounds; in each, every contender runs one short block of the same n items
-  (about ``budget`` seconds of wall: n from its warm-up in the first round, then from
-  the first round's wall time -- the warm-up's first items run slow),
-  the contenders one after another in an order rotated by one place per round (a
-  Williams square: over four rounds each follows each other once), each block preceded
-  by two untimed items; nothing else runs on the client core meanwhile
+* a sizing round (n from each contender's warm-up: the warm-up's first items run slow),
+  not counted, then ``rounds`` rounds; in each, every contender runs one short block of
+  about ``budget`` seconds of wall (its n from its sizing block's wall time, the same in
+  every counted round), the contenders one after another in an order rotated by one
+  place per round (a Williams square: over four rounds each follows each other once),
+  each block preceded by two untimed items (their errors counted, the server's
+  requests per item counting them); nothing else runs on the client core meanwhile
   (a child is idle between its ``done`` and its next ``go``);
 * per round, the two ratios from that round's four blocks: ``sync ÷ asyncio`` and
-  ``(sync ÷ floor-sync) ÷ (asyncio ÷ floor-asyncio)``; reported: the median over rounds,
-  the min-max and the quartiles, and the median CPU per item of each contender.
+  ``(sync ÷ floor-sync) ÷ (asyncio ÷ floor-asyncio)``; reported: the median over the
+  rounds without errors, the min-max and the quartiles, and the median CPU per item of
+  each contender.
 
 A round's four blocks run within about a second of one another, so a drift of the
 machine (another helper's build, a frequency change) moves all four, and cancels in
@@ -30,6 +32,7 @@ shrugs off.  :func:`bench.targets.evaluate` takes the issue-12 targets from here
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -66,9 +69,14 @@ def spread(values: list[float]) -> dict[str, float]:
     }
 
 
-def summarise(rounds: list[dict[str, float]]) -> dict[str, Any]:
-    """Per-round ratios and their spread, from each round's CPU ms per item by contender."""
-    full = [r for r in rounds if all(r.get(name) for name in NAMES)]
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-round ratios and their spread, from each round's CPU ms per item by contender;
+    a round with an error in any of its blocks is left out (its CPU is not an item's)."""
+    full = [
+        row["cpu_ms"]
+        for row in rows
+        if all(row["cpu_ms"].get(name) for name in NAMES) and not any(row["errors"].values())
+    ]
     if not full:
         return {}
     sync_vs_asyncio = [r["sansmcp-sync"] / r["sansmcp-asyncio"] for r in full]
@@ -129,7 +137,7 @@ def run_server(
         "budget": budget,
         "n_min": 20 if budget >= 0.2 else 10,
         "n_max": 1000,
-        "rounds": rounds,
+        "rounds": rounds + 1,  # the first sizes the blocks and is not counted
         "rewarm": REWARM,
     }
     phases = [dict(common, era=era) for era in eras]
@@ -147,7 +155,12 @@ def run_server(
             failed = False
             for name in NAMES:
                 if era_index:
-                    children[name].send("next")
+                    try:
+                        children[name].send("next")
+                    except OSError as exc:  # the child is gone (BrokenPipeError)
+                        entry["failed"] = f"{name}: {type(exc).__name__}: {exc}"
+                        failed = True
+                        break
                 else:
                     args = ["-m", "bench.child", json.dumps(dict(spec, contender=name))]
                     children[name] = LineProcess(args, log=log)
@@ -156,14 +169,15 @@ def run_server(
                     break
             failed = failed or _rounds(server, children, entry, rounds, budget, common["n_min"])
             entry["elapsed_s"] = round(time.perf_counter() - started, 1)
-            entry.update(summarise([r["cpu_ms"] for r in entry["rounds"]]))
+            entry.update(summarise(entry["rounds"]))
             if echo:
                 _print(entry)
             if failed:
                 break
         else:
             for child in children.values():
-                child.send("next")  # the last round's: the children close and exit
+                with contextlib.suppress(OSError):  # a child gone by now has nothing to say
+                    child.send("next")  # the last round's: the children close and exit
     finally:
         for child in children.values():
             child.stop()
@@ -191,11 +205,15 @@ def _rounds(
     budget: float,
     n_min: int,
 ) -> bool:
-    """Run one era's rounds into ``entry``; True when a child failed (the rest is skipped)."""
+    """Run one era's rounds into ``entry``; True when a child failed (the rest is skipped).
+    A sizing round runs first (its n from each contender's warm-up, so its blocks differ
+    in length): it re-sizes the blocks and is kept apart, in ``entry["sizing"]``, so the
+    counted rounds are whole Williams squares of equal blocks."""
     sizes: dict[str, int] = {}
     try:
-        for index in range(rounds):
-            row: dict[str, Any] = {"order": _order(index), "cpu_ms": {}, "errors": {}, "n": {}}
+        for index in range(rounds + 1):
+            order = _order(max(index - 1, 0))
+            row: dict[str, Any] = {"order": order, "cpu_ms": {}, "errors": {}, "n": {}}
             for name in row["order"]:
                 child = children[name]
                 if index:
@@ -219,11 +237,15 @@ def _rounds(
                 row["cpu_ms"][name] = 1000 * done["cpu_s"] / n
                 row["errors"][name] = done["errors"]
                 row.setdefault("elapsed_s", {})[name] = round(done["elapsed_s"], 3)
-                row.setdefault("requests_per_item", {})[name] = stats["requests"] / n
+                served = n + done.get("rewarm", 0)  # the re-warm items reached the server too
+                row.setdefault("requests_per_item", {})[name] = stats["requests"] / served
                 if done["errors"]:
                     entry.setdefault("error_samples", []).extend(done["error_samples"][:2])
-            entry["rounds"].append(row)
-    except (TimeoutError, EOFError) as exc:
+            if index:
+                entry["rounds"].append(row)
+            else:
+                entry["sizing"] = row
+    except (TimeoutError, EOFError, OSError) as exc:  # OSError: a child gone (BrokenPipeError)
         entry["failed"] = f"{type(exc).__name__}: {exc}"
         return True
     return False

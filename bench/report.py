@@ -126,11 +126,7 @@ def _paired(entries: list[dict[str, Any]] | None, records: list[dict[str, Any]])
     """The paired issue-12 rounds (:mod:`bench.paired`) beside the sequential rows' ratios."""
     if not entries:
         return ["(not run)"]
-    seq = {
-        (r["server"], r["era"], r["contender"]): r["cpu_ms_per_item"]
-        for r in _ok(records)
-        if r["kind"] == "seq"
-    }
+    seq = targets_module._seq(records)
     lines = [
         "| server | era | rounds | sync ms | asyncio ms | floor-sync ms | floor-asyncio ms "
         "| sync ÷ asyncio | sync ÷ floor | asyncio ÷ floor "
@@ -526,9 +522,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         "",
         "`bench/paired.py`: against each 10-tool server and era, one warm process per "
         "contender (`sansmcp-sync`, `sansmcp-asyncio`, `floor-sync`, `floor-asyncio`), "
-        "rounds of short blocks of the same n items each, the contenders one after another "
-        "in an order rotated per round (a Williams square), two untimed items before each "
-        "block. CPU ms per item: the median over rounds; the ratios are computed per round "
+        "an uncounted sizing round, then rounds of short blocks of the same n items each, the "
+        "contenders one after another in an order rotated per round (a Williams square), two "
+        "untimed items before each block. CPU ms per item: the median over the rounds without "
+        "errors; the ratios are computed per round "
         "and shown as median [min-max, IQR]. The last column is the same two ratios from the "
         "sequential rows (one ~1 s block per contender, minutes apart), for comparison.",
         "",
