@@ -15,7 +15,8 @@ on a Conn that carries no credential at all is not stored.  A result whose
 
 Freshness is the spec's: an entry is fresh while ``now < t_received + ttlMs``; a
 ``ttlMs`` that is absent, zero, negative or not an integer means "never served", so
-such a result is not stored; one over a day counts as a day (:data:`MAX_TTL_MS`).  Each page has its own clock; a listing is served
+such a result is not stored; one over a day counts as a day (:data:`MAX_TTL_MS`).
+Each page has its own clock; a listing is served
 only when every page, walked from the first by its ``nextCursor``, is present and
 fresh -- any other case fetches the listing again from its first page (and that
 listing replaces the pages).

@@ -175,8 +175,8 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     """
     # Written for speed (a listing may hold 10,000 entries): one dict look-up per
     # field (a missing field reads as _MISSING), no closure, ASCII lengths without a
-    # copy, each text measured once, and the Tool built through its slots (a frozen dataclass's __init__ costs ~2 us, as much
-    # as validating the rest of the entry).
+    # copy, each text measured once, and the Tool built through its slots (a frozen
+    # dataclass's __init__ costs ~2 us, as much as validating the rest of the entry).
     if not isinstance(raw, dict):
         return SkippedTool(index=index, name=None, reason="tool entry is not a JSON object")
     get = raw.get
@@ -487,8 +487,9 @@ def encode_header_value(value: str) -> bytes:
     ends ``?=``); otherwise ``=?base64?`` + standard padded base64 of the UTF-8
     bytes + ``?=``.  HTAB, though legal in a field value, is encoded (the spec's
     examples encode control characters).  A lone surrogate (which a caller's
-    argument may hold; the decoder refuses a ``"\\ud800"`` escape from a server) is encoded as its surrogate code unit in UTF-8
-    form ("surrogatepass") rather than raising; no server can match it anyway.
+    argument may hold; the decoder refuses a ``"\\ud800"`` escape from a server) is
+    encoded as its surrogate code unit in UTF-8 form ("surrogatepass") rather than
+    raising; no server can match it anyway.
     """
     if (
         value.isascii()

@@ -9,7 +9,8 @@ Reading is **turn-taking** (:mod:`._turns`), not a reader thread per socket: the
 threads waiting for their Conn's mail take turns to run :meth:`Client._poll` (``select``
 until ``next_deadline()``, feed the driver, pump, fire the timers if that deadline or a
 sooner one armed meanwhile passed, pump), so a sequential caller reads its own socket
-with no thread switch, where a reader thread would cost two per response; a watcher thread polls between work items (a server's EOF, idle expiry).
+with no thread switch, where a reader thread would cost two per response; a watcher
+thread polls between work items (a server's EOF, idle expiry).
 Resolves (``getaddrinfo`` and the hook cannot be interrupted) run on at most
 ``RESOLVERS`` threads; the dial deadline binds regardless.  Every thread is a daemon
 and ends with :meth:`Client.close`.  A ``KeyboardInterrupt``, wherever it lands,

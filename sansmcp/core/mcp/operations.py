@@ -598,7 +598,7 @@ class Operations:
 
     def output_schema(self, name: str) -> Schema | None:
         """The compiled output schema of tool ``name``, or None when none is known or
-        validation is off.  Compiled once per listing (``ServerAnswered`` or, for a
+        validation is off.  Compiled once per Client (``ServerAnswered`` or, for a
         schema from ``Config.output_schemas``, ``CallerError`` when it is unusable)."""
         settings = self.settings
         if not settings.validate_structured_content:

@@ -21,8 +21,9 @@ Notifications found on a stream (the operation's, or the standalone one) go to
 :attr:`Transport.notices` (:mod:`.notifications`), which routes and bounds them.
 
 The standalone stream is opened after ``initialize`` when the embedder answers input
-or takes notifications (or at the first call that asks for progress), kept for the session's life and re-opened at most ``Limits.max_stream_retries`` times
-(from its last event id) if the server ends it; never after a refusal.  An event id
+or takes notifications (or at the first call that asks for progress), kept for the
+session's life and re-opened at most ``Limits.max_stream_retries`` times (from its last
+event id) if the server ends it; never after a refusal.  An event id
 the server sent passes :func:`~sansmcp.core.fieldvalue.echoable` before it is kept.
 """
 
