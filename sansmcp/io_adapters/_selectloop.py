@@ -237,18 +237,26 @@ class SelectLoop:
             entry.inbox.write(data)
         elif fresh:
             entry.inbox.write_eof()
-        while True:
+        # what TLS holds, read record by record and handed on at once (one driver feed per
+        # read, not per record: asyncio's TLS joins them alike); ``inbox`` and ``tls`` empty
+        # mean the next read would only raise ``SSLWantReadError``, so it is not made
+        chunks: list[bytes] = []
+        ended = False
+        while entry.inbox.pending or tls.pending() or not chunks:
             try:
-                data = tls.read(READ_SIZE)
+                if not (data := tls.read(READ_SIZE)):
+                    ended = True
+                    break
             except _SSL_WANT:
-                return
+                break
             except (OSError, ValueError):
-                data = b""
-            if not data:
-                return self._ended(entry, now)
-            self._received(entry, data, now)
-            if not entry.events:
-                return  # the owner closed it meanwhile
+                ended = True
+                break
+            chunks.append(data)
+        if chunks:
+            self._received(entry, chunks[0] if len(chunks) == 1 else b"".join(chunks), now)
+        if ended and entry.events:  # (not closed by the owner meanwhile)
+            self._ended(entry, now)
 
     def _received(self, entry: _Sock, data: bytes, now: float) -> None:
         try:

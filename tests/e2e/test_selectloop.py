@@ -33,6 +33,7 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
         self.data: dict[int, bytearray] = {}
+        self.feeds: list[int] = []  # the length of each ``received``
         self.raise_on_data = False
 
     def connected(self, key: int, *, alpn: str | None, now: float) -> None:
@@ -45,6 +46,7 @@ class Recorder:
         if self.raise_on_data:
             raise ValueError("the sink's own bug")
         self.data.setdefault(key, bytearray()).extend(data)
+        self.feeds.append(len(data))
 
     def eof(self, key: int, *, now: float) -> None:
         self.events.append(("eof", key))
@@ -214,6 +216,43 @@ def test_tls_with_alpn_round_trips(
     selectloop.send(1, b"x" * 200_000)  # more than one TLS record, more than one read
     run_until(selectloop, lambda: len(sink.data.get(1, b"")) == 200_000)
     selectloop.close(1)
+    server.join(WAIT)
+
+
+def test_tls_records_that_arrive_together_are_handed_on_in_one_feed(
+    loop: tuple[SelectLoop, Recorder], listener: socket.socket, ca: trustme.CA
+) -> None:
+    """Five TLS records in the socket at once: one ``received`` (as asyncio's TLS
+    joins them), then the FIN: one ``eof``."""
+    selectloop, sink = loop
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("loop.test").configure_cert(context)
+    sent, go = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        raw, _ = listener.accept()
+        with context.wrap_socket(raw, server_side=True) as conn:
+            go.wait(WAIT)
+            for n in range(5):
+                conn.send(b"%d" % n * 100)  # one record each
+            sent.set()  # then closed: a FIN, no close_notify
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    wrap = functools.partial(client.wrap_bio, server_hostname="loop.test")
+    selectloop.connect(1, *tcp(listener.getsockname()), wrap)
+    run_until(selectloop, lambda: sink.events)
+    assert sink.events == [("connected", 1, None)]
+    sink.feeds.clear()  # (a TLS 1.3 session ticket may have come with the handshake)
+    go.set()
+    assert sent.wait(WAIT)
+    time.sleep(0.05)  # everything in the client's socket buffer
+    run_until(selectloop, lambda: ("eof", 1) in sink.events)
+    assert bytes(sink.data[1]) == b"".join(b"%d" % n * 100 for n in range(5))
+    assert sink.feeds == [500]
+    assert sink.events == [("connected", 1, None), ("eof", 1)]
     server.join(WAIT)
 
 
