@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import socket
 import ssl
@@ -21,7 +22,10 @@ from typing import Any
 
 import pytest
 import trustme
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from sansmcp.io_adapters._common import READ_SIZE
 from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, locked, unlocked
 
 WAIT = 10.0  # s: an upper bound on anything here, never a speed assertion
@@ -245,7 +249,7 @@ def test_tls_records_that_arrive_together_are_handed_on_in_one_feed(
     selectloop.connect(1, *tcp(listener.getsockname()), wrap)
     run_until(selectloop, lambda: sink.events)
     assert sink.events == [("connected", 1, None)]
-    sink.feeds.clear()  # (a TLS 1.3 session ticket may have come with the handshake)
+    assert sink.feeds == []  # (a TLS 1.3 session ticket is no application data)
     go.set()
     assert sent.wait(WAIT)
     time.sleep(0.05)  # everything in the client's socket buffer
@@ -254,6 +258,77 @@ def test_tls_records_that_arrive_together_are_handed_on_in_one_feed(
     assert sink.feeds == [500]
     assert sink.events == [("connected", 1, None), ("eof", 1)]
     server.join(WAIT)
+
+
+FULL = os.environ.get("SANSMCP_HOSTILE_FULL") == "1"
+RECORD = 2**14 + 256  # TLS's largest plaintext record, and more
+
+
+@settings(
+    max_examples=100 if FULL else 8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    records=st.lists(st.binary(min_size=1, max_size=40_000), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(min_value=1, max_value=70_000), max_size=12),
+    close_notify=st.booleans(),
+)
+def test_tls_bytes_arrive_whole_and_in_order_however_the_reads_fall(
+    listener: socket.socket,
+    ca: trustme.CA,
+    records: list[bytes],
+    cuts: list[int],
+    close_notify: bool,
+) -> None:
+    """A server's TLS records, their ciphertext sent in drawn pieces (close_notify or
+    not, then a FIN): every byte arrives once, in order, in feeds no larger than one read
+    and a record, then exactly one ``eof``."""
+    sink = Recorder()
+    selectloop = SelectLoop(sink, time.monotonic)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("loop.test").configure_cert(server_context)
+
+    def serve() -> None:
+        raw, _ = listener.accept()
+        inbox, outbox = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = server_context.wrap_bio(inbox, outbox, server_side=True)
+        with raw:
+            while True:
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    raw.sendall(outbox.read())
+                    inbox.write(raw.recv(65536))
+            raw.sendall(outbox.read())
+            for record in records:
+                tls.write(record)
+            if close_notify:
+                with contextlib.suppress(ssl.SSLWantReadError):
+                    tls.unwrap()
+            wire, start = outbox.read(), 0
+            for cut in [*cuts, len(wire)]:
+                raw.sendall(wire[start : start + cut])
+                start += cut
+                time.sleep(0.001)
+            raw.sendall(wire[start:])
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    wrap = functools.partial(client.wrap_bio, server_hostname="loop.test")
+    try:
+        selectloop.connect(1, *tcp(listener.getsockname()), wrap)
+        run_until(selectloop, lambda: ("eof", 1) in sink.events)
+        assert sink.events == [("connected", 1, None), ("eof", 1)]
+        assert bytes(sink.data.get(1, b"")) == b"".join(records)
+        assert 0 not in sink.feeds
+        assert max(sink.feeds) <= READ_SIZE + RECORD
+    finally:
+        selectloop.release()
+        server.join(WAIT)
 
 
 @pytest.mark.parametrize("address", ["127.1", "localhost", "::1::", ""])
