@@ -8,8 +8,8 @@ An owner keeps its state under one lock (an ``RLock`` held once at most, see
 posts mail to waiters.  :class:`Turns` decides who runs that step.  A waiter is
 anything with a ``_mail`` (a deque the poll step appends to) and a ``_bell`` (a
 :class:`~._selectloop.Bell`); its thread runs a generator of steps with
-:meth:`Turns._perform`: a step None takes the next mail, any other is a blocking
-call made with the lock let go.
+:meth:`Turns._perform`, holding the lock but to block: a step None takes the next
+mail, any other is a blocking call made with the lock let go.
 
 A thread that wants its waiter's mail (:meth:`Turns._wait`) takes the turn if no one
 has it and polls until its own mail came -- a sequential caller thus polls for itself
@@ -98,7 +98,8 @@ class Turns:
             try:
                 waiter._bell.wait(self._lock)
             finally:
-                interrupt = hold(self._lock)  # (held, unless an interrupt landed in between)
+                lock = self._lock  # (held, unless an interrupt landed in between)
+                interrupt = None if lock._is_owned() else hold(lock)
                 del self._followers[waiter]
                 self._pass_turn()
                 if interrupt is not None:
@@ -107,24 +108,42 @@ class Turns:
     def _perform(
         self, waiter: Waiter, steps: Generator[Any, object, T], call: Callable[[Any], object]
     ) -> T:
-        """Run ``steps`` in ``waiter``'s thread: a step None is answered with ``waiter``'s
+        """Run ``steps`` in ``waiter``'s thread, holding the lock (taken here, let go when
+        this returns or raises, whatever interrupts land while it is taken or let go: the
+        last one is raised once it is let go): a step None is answered with ``waiter``'s
         next mail (:meth:`_wait`), any other with ``call(step)``, run with the lock let go;
         what either raises (an interrupt, the callable's own) is thrown in."""
-        performing = Steps(steps)
-        for step in performing:
+        lock = self._lock
+        try:
+            interrupt = None  # (retake, inline: every operation)
             try:
-                if step is None:
-                    self._wait(waiter)
-                    performing.reply = waiter._mail.popleft()
-                else:
-                    performing.reply = unlocked(self._lock, call, step)
-            except BaseException as exc:  # the interrupt, or the callable's own
-                performing.fail(hold(self._lock) or exc)
-        return cast(T, performing.value)
+                lock.acquire()
+            except KeyboardInterrupt as exc:  # (landed before the lock was taken, or after)
+                interrupt = hold(lock) or exc
+            if interrupt is not None:
+                raise interrupt
+            performing, mail = Steps(steps), waiter._mail
+            for step in performing:
+                try:
+                    if step is None:
+                        if not mail:
+                            self._wait(waiter)
+                        performing.reply = mail.popleft()
+                    else:
+                        performing.reply = unlocked(lock, call, step)
+                except BaseException as exc:  # the interrupt, or the callable's own
+                    performing.fail(hold(lock) or exc)
+            return cast(T, performing.value)
+        finally:  # (held, unless an interrupt landed in a re-take)
+            interrupt = None if lock._is_owned() else hold(lock)
+            lock.release()
+            if interrupt is not None:
+                raise interrupt
 
     def _post(self, waiter: Waiter) -> None:
         """Mail was put in ``waiter``'s ``_mail``: wake its thread."""
-        waiter._bell.ring()
+        if (bell := waiter._bell)._asleep:  # (Bell.ring's test, inline: every mail)
+            bell.ring()
         self._stir |= waiter is self._leader
 
     def _select(self, wait: Callable[[float | None], T], deadline: float | None) -> T:
@@ -132,9 +151,19 @@ class Turns:
         timeout = None if deadline is None else max(deadline - self._now(), 0.0)
         self._selecting, self._stir, self._armed = True, False, math.inf
         self._until = math.inf if deadline is None else deadline
-        result = unlocked(self._lock, wait, timeout)
-        self._selecting = False
-        return result
+        lock = self._lock
+        lock.release()  # (unlocked, retake inline: every select of every exchange)
+        try:
+            return wait(timeout)
+        finally:
+            interrupt = None
+            try:
+                lock.acquire()
+            except KeyboardInterrupt as exc:  # (landed before the lock was taken, or after)
+                interrupt = hold(lock) or exc
+            if interrupt is not None:
+                raise interrupt
+            self._selecting = False
 
     def _nudge(self, deadline: float | None, stirred: bool) -> None:
         """After the owner's state changed: wake the leader's select if it must look again
@@ -173,11 +202,12 @@ class Turns:
                 while not leader._mail:
                     self._poll()
         finally:
-            interrupt = hold(self._lock)
+            interrupt = None if self._lock._is_owned() else hold(self._lock)
             self._leader, self._selecting, self._freed = None, False, self._now()
             if self._over:
                 self._release()
-            self._pass_turn()
+            if self._followers:
+                self._pass_turn()
             if interrupt is not None:
                 raise interrupt
 

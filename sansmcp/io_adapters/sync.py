@@ -33,7 +33,7 @@ from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Res
 from ..core.results import CallResult
 from ..core.tools import Tool
 from ._common import Call, ClientFace, ConnFace, ProgressCallback, resolve_blocking
-from ._selectloop import Bell, SelectLoop, Workers, locked
+from ._selectloop import Bell, SelectLoop, Workers
 from ._turns import Turns
 
 __all__ = ["Client", "Conn", "connect", "input_deadline"]
@@ -161,7 +161,7 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
         """Perform the operation's steps (``ConnFace._operation``) under the lock, which
         is let go only to block: in a callback, in ``select``, waiting for the turn."""
         steps = self._operation(start, self._trace(traced))
-        return locked(self.client._lock, self.client._perform, self, steps, self._call)
+        return self.client._perform(self, steps, self._call)
 
     def _call(self, step: Call) -> object:
         """The embedder's callable; an input handler learns its deadline from

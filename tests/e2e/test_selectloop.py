@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sansmcp.io_adapters._common import READ_SIZE
-from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, locked, unlocked
+from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, unlocked
 
 WAIT = 10.0  # s: an upper bound on anything here, never a speed assertion
 
@@ -503,37 +503,6 @@ def test_unlocked_holds_the_lock_again_when_an_interrupt_lands_re_taking_it(wher
     assert isinstance(raised.value.__context__, KeyboardInterrupt)
     assert lock.depth() == 1
     assert unlocked(lock, lambda: 7) == 7 and lock.depth() == 1
-
-
-@pytest.mark.parametrize(
-    "interrupts", [{}, {1: "before"}, {1: "after"}, {2: "before"}, {2: "after"}]
-)
-@pytest.mark.parametrize("outcome", ["returns", "raises"])
-def test_locked_lets_the_lock_go_whatever_lands(interrupts: dict[int, str], outcome: str) -> None:
-    """``locked``: the call runs holding the lock once, and the lock is free afterwards,
-    whether an interrupt lands while it is taken (the call then does not run), while the
-    call re-takes it (after ``unlocked``), or nowhere; an interrupt escapes, else what
-    the call returned or raised."""
-    lock = Flaky(interrupts)
-    ran: list[int] = []
-
-    def call() -> int:
-        ran.append(lock.depth())
-        unlocked(lock, lambda: None)  # the lock's second take (the interrupt's "2")
-        if outcome == "raises":
-            raise ValueError("the call's own")
-        return 7
-
-    if interrupts:
-        with pytest.raises(KeyboardInterrupt):
-            locked(lock, call)
-    elif outcome == "raises":
-        with pytest.raises(ValueError, match="own"):
-            locked(lock, call)
-    else:
-        assert locked(lock, call) == 7
-    assert lock.depth() == 0
-    assert ran == ([] if 1 in interrupts else [1])
 
 
 @contextlib.contextmanager

@@ -27,6 +27,8 @@ import pytest
 from sansmcp.io_adapters._selectloop import Bell
 from sansmcp.io_adapters._turns import GRACE, Turns
 
+from .test_selectloop import Flaky
+
 WAIT = 10.0  # s: an upper bound on anything here, never a speed assertion
 
 
@@ -378,17 +380,57 @@ def test_perform_answers_steps_with_mail_or_a_call_made_with_the_lock_let_go(
         return f"answered {step}"
 
     owner.feed(box, "mail")
-    with owner._lock:
-        assert owner._perform(box, steps(), call) == "done"
-        assert owner._lock._is_owned()
+    assert owner._perform(box, steps(), call) == "done"
+    assert not owner._lock._is_owned()  # taken for the steps, let go after
     assert seen == ["mail", "answered call me", ("the callable's own",)]
 
     def uncaught() -> Generator[Any, object, str]:
         yield "raise"
         return "unreached"
 
-    with owner._lock, pytest.raises(ValueError, match="own"):
+    with pytest.raises(ValueError, match="own"):
         owner._perform(box, uncaught(), call)
+    assert not owner._lock._is_owned()
+
+
+@pytest.mark.parametrize(
+    "interrupts", [{}, {1: "before"}, {1: "after"}, {2: "before"}, {2: "after"}]
+)
+@pytest.mark.parametrize("outcome", ["returns", "raises"])
+def test_perform_lets_the_lock_go_whatever_lands(
+    owner: Owner, interrupts: dict[int, str], outcome: str
+) -> None:
+    """``_perform`` runs the steps holding the lock once, and the lock is free afterwards,
+    whether an interrupt lands while it is taken (no step then runs), while a call's
+    ``unlocked`` re-takes it, or nowhere; an interrupt escapes, else what the steps
+    returned or raised."""
+    real, lock = owner._lock, Flaky(interrupts)
+    owner._lock = lock  # (no thread waits on it: the watcher is not started)
+    ran: list[int] = []
+
+    def steps() -> Generator[Any, object, int]:
+        ran.append(lock.depth())
+        yield "call"  # made with the lock let go: its re-take is the lock's second take
+        if outcome == "raises":
+            raise ValueError("the steps' own")
+        return 7
+
+    def perform() -> int:
+        return owner._perform(Box(), steps(), lambda step: None)
+
+    try:
+        if interrupts:
+            with pytest.raises(KeyboardInterrupt):
+                perform()
+        elif outcome == "raises":
+            with pytest.raises(ValueError, match="own"):
+                perform()
+        else:
+            assert perform() == 7
+    finally:
+        owner._lock = real
+    assert lock.depth() == 0
+    assert ran == ([] if 1 in interrupts else [1])
 
 
 @pytest.mark.parametrize("state", ["idle", "leading"])
