@@ -25,7 +25,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import assert_never, cast
 
 from ..core.config import Config
@@ -62,14 +62,9 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
             self._resolvers.close()
             self._end_turns()
 
-    @contextlib.contextmanager
-    def connect(self, config: Config) -> Iterator[Conn]:
+    def connect(self, config: Config) -> contextlib.AbstractContextManager[Conn]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
-        with self._lock:
-            conn = self._open(config)
-        with conn:
-            conn._run(self._driver.connect, traced=True)
-            yield conn
+        return _Connecting(self, config)
 
     def complete_authorization(self, config: Config, redirect: str) -> None:
         """Finish an authorization a person made after
@@ -81,8 +76,8 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
             conn._run(conn._completing(redirect))
 
     def _pump(self) -> None:
-        """Execute the driver's commands (under the lock); a leader in ``select`` (another
-        thread) looks again if it must -- no one else minds the next deadline."""
+        """Execute the driver's commands (under the lock); the leader's ``select`` looks again
+        if it must (no one else minds the next deadline)."""
         while (command := self._driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
@@ -119,6 +114,28 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         if (deadline is not None and deadline <= now) or self._armed <= now:
             driver.handle_timer(now=now)
             self._pump()
+
+
+class _Connecting:
+    """What :meth:`Client.connect` returns (a class: ``contextlib``'s generator costs more)."""
+
+    __slots__ = ("client", "config", "conn")
+
+    def __init__(self, client: Client, config: Config) -> None:
+        self.client, self.config = client, config
+
+    def __enter__(self) -> Conn:
+        with self.client._lock:
+            self.conn = self.client._open(self.config)
+        try:
+            self.conn._run(self.client._driver.connect, traced=True)
+        except BaseException:  # the connect failed: nothing is left open
+            self.conn.close()
+            raise
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
 
 
 class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):

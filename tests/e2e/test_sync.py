@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import _thread
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -411,3 +412,21 @@ def test_hanging_resolves_use_at_most_four_threads_and_each_dial_deadline_binds(
     assert len(errors) == 6 and all(isinstance(e, ConnectionFailed) for e in errors)
     assert max(spent) < limits.dial_timeout + MARGIN
     assert hooks == 4 and resolvers <= sync.RESOLVERS == 4
+
+
+def test_connect_opens_on_entering_and_a_failed_connect_leaves_nothing(plain: Server) -> None:
+    """``Client.connect``'s context manager: nothing is opened until it is entered; a
+    connect that fails (a refused port) raises ``ConnectionFailed`` with no Conn left in
+    the Client and no socket in the pool; one that succeeds is gone after its exit."""
+    with sync.Client(allow_loopback=True) as client:
+        manager = client.connect(Config(url=plain.url()))
+        assert not client._conns  # (not entered: nothing opened)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))  # bound, never listening: a refused port
+            refused = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+            with pytest.raises(ConnectionFailed), client.connect(Config(url=refused)):
+                pytest.fail("entered a connect that failed")
+        assert not client._conns and client.pool.socket_count == 0
+        with manager as conn:
+            assert client._conns and conn.list_tools()
+        assert not client._conns
