@@ -376,9 +376,9 @@ def hold(lock: Any) -> KeyboardInterrupt | None:
 
 
 def retake(lock: Any) -> None:
-    """Take ``lock`` (an ``RLock`` this thread does not hold): :func:`hold` without its
-    call when no interrupt lands (the hot paths, every operation and every ``select``,
-    inline this); one that lands is raised once the lock is held."""
+    """Take ``lock`` (an ``RLock`` this thread does not hold): :func:`hold`, called only
+    if an interrupt lands (the hot path: every operation, every ``select``); the
+    interrupt is raised once the lock is held."""
     interrupt = None
     try:
         lock.acquire()

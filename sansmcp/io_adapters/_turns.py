@@ -41,7 +41,7 @@ from collections.abc import Callable, Generator
 from typing import Any, Protocol, TypeVar, cast
 
 from ._common import Steps
-from ._selectloop import Bell, hold, unlocked
+from ._selectloop import Bell, hold, retake, unlocked
 
 __all__ = ["GRACE", "Turns", "Waiter"]
 
@@ -98,8 +98,7 @@ class Turns:
             try:
                 waiter._bell.wait(self._lock)
             finally:
-                lock = self._lock  # (held, unless an interrupt landed in between)
-                interrupt = None if lock._is_owned() else hold(lock)
+                interrupt = hold(self._lock)  # (held, unless an interrupt landed in between)
                 del self._followers[waiter]
                 self._pass_turn()
                 if interrupt is not None:
@@ -115,13 +114,7 @@ class Turns:
         what either raises (an interrupt, the callable's own) is thrown in."""
         lock = self._lock
         try:
-            interrupt = None  # (retake, inline: every operation)
-            try:
-                lock.acquire()
-            except KeyboardInterrupt as exc:  # (landed before the lock was taken, or after)
-                interrupt = hold(lock) or exc
-            if interrupt is not None:
-                raise interrupt
+            retake(lock)
             performing, mail = Steps(steps), waiter._mail
             for step in performing:
                 try:
@@ -151,18 +144,11 @@ class Turns:
         timeout = None if deadline is None else max(deadline - self._now(), 0.0)
         self._selecting, self._stir, self._armed = True, False, math.inf
         self._until = math.inf if deadline is None else deadline
-        lock = self._lock
-        lock.release()  # (unlocked, retake inline: every select of every exchange)
+        self._lock.release()  # (unlocked, inline: every select of every exchange)
         try:
             return wait(timeout)
         finally:
-            interrupt = None
-            try:
-                lock.acquire()
-            except KeyboardInterrupt as exc:  # (landed before the lock was taken, or after)
-                interrupt = hold(lock) or exc
-            if interrupt is not None:
-                raise interrupt
+            retake(self._lock)
             self._selecting = False
 
     def _nudge(self, deadline: float | None, stirred: bool) -> None:
