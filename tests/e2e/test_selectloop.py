@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import trustme
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from sansmcp.io_adapters._common import READ_SIZE
@@ -558,3 +558,131 @@ def test_a_bell_wakes_its_waiter_and_an_interrupted_wait_leaves_no_ring() -> Non
     assert rung.is_set() and lock._is_owned()  # type: ignore[attr-defined]
     lock.release()
     thread.join(WAIT)
+
+
+_OPEN = st.tuples(st.just("open"))
+_OP = st.one_of(
+    _OPEN,
+    _OPEN,  # (twice as likely: a close is then often followed by an open, reusing its fd)
+    st.tuples(st.just("server_sends"), st.integers(0, 7), st.integers(1, 100_000)),
+    st.tuples(st.just("client_sends"), st.integers(0, 7), st.integers(1, 100_000)),
+    st.tuples(st.just("close"), st.integers(0, 7)),
+    st.tuples(st.just("server_ends"), st.integers(0, 7)),
+)
+
+
+@settings(
+    max_examples=300 if FULL else 25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(ops=st.lists(_OP, min_size=1, max_size=24).map(lambda more: [("open",), *more]))
+def test_bytes_reach_their_own_socket_while_sockets_come_and_go_during_a_wait(
+    listener: socket.socket, ops: list[tuple[Any, ...]]
+) -> None:
+    """Sockets opened, written both ways, closed (their file descriptor then reused by the
+    next one) and ended by the server, each step taken while another thread waits in
+    ``wait`` (as a follower's pump runs while the leader polls): every byte a server
+    sends reaches its own key, once and in order (a key closed meanwhile: a prefix of
+    them), every byte the loop sends reaches its own server, an end is reported once,
+    and nothing fails."""
+    sink = Recorder()
+    selectloop = SelectLoop(sink, time.monotonic)
+    peers: dict[int, socket.socket] = {}  # the server's side of each key
+    sent: dict[int, bytearray] = {}  # what each key's server sent
+    wrote: dict[int, bytearray] = {}  # what the loop was asked to send on each key
+    got: dict[int, bytearray] = {}  # what each key's server received
+    backlog: dict[int, bytearray] = {}  # what each key's server still has to send
+    live: list[int] = []  # keys open at both ends, in order
+    closed: set[int] = set()
+    ended: set[int] = set()
+    fds: dict[int, int] = {}  # each key's file descriptor
+    fds_closed: set[int] = set()
+
+    def serve() -> None:  # the servers' side, without blocking
+        for key, peer in peers.items():
+            with contextlib.suppress(BlockingIOError):
+                while backlog[key]:
+                    del backlog[key][: peer.send(backlog[key])]
+            with contextlib.suppress(BlockingIOError, ConnectionError):
+                while data := peer.recv(READ_SIZE):
+                    got[key] += data
+
+    def drained(key: int) -> bool:
+        serve()
+        return not backlog[key]
+
+    def during_a_wait(step: Any, *args: Any) -> None:
+        found: list[Any] = []
+        waiting = threading.Thread(target=lambda: found.extend(selectloop.wait(WAIT)))
+        waiting.start()
+        step(*args)
+        selectloop.wake()
+        waiting.join(WAIT)
+        assert not waiting.is_alive()
+        selectloop.handle(found)
+        serve()
+
+    try:
+        for index, op in enumerate(ops):
+            key = live[op[1] % len(live)] if len(op) > 1 and live else None
+            if op[0] == "open":
+                key = index + 1
+                sock, address = tcp(listener.getsockname())
+                if sock.fileno() in fds_closed:
+                    event("a closed socket's file descriptor reused")
+                fds[key] = sock.fileno()
+                during_a_wait(selectloop.connect, key, sock, address)
+                peer, _ = listener.accept()
+                peer.setblocking(False)
+                peers[key], sent[key], wrote[key], got[key], backlog[key] = (
+                    peer,
+                    bytearray(),
+                    bytearray(),
+                    bytearray(),
+                    bytearray(),
+                )
+                run_until(selectloop, lambda key=key: ("connected", key, None) in sink.events)
+                live.append(key)
+            elif key is None:
+                continue
+            elif op[0] == "server_sends":
+                chunk = (b"%d:%d|" % (key, index) * op[2])[: op[2]]
+                sent[key] += chunk
+                during_a_wait(backlog[key].extend, chunk)
+            elif op[0] == "client_sends":
+                chunk = (b"%d>%d|" % (key, index) * op[2])[: op[2]]
+                wrote[key] += chunk
+                during_a_wait(selectloop.send, key, chunk)
+            elif op[0] == "close":
+                live.remove(key)
+                closed.add(key)
+                during_a_wait(selectloop.close, key)
+                peers.pop(key).close()
+                fds_closed.add(fds[key])
+            else:  # the server sends what it has, then ends its side
+                live.remove(key)
+                ended.add(key)
+                run_until(selectloop, lambda key=key: drained(key))
+                during_a_wait(peers[key].shutdown, socket.SHUT_WR)
+
+        def arrived() -> bool:
+            serve()
+            return all(
+                sink.data.get(key, b"") == sent[key] and got[key] == wrote[key] for key in live
+            ) and all(("eof", key) in sink.events for key in ended)
+
+        run_until(selectloop, arrived)
+        for key in sent:
+            if key in closed:
+                assert sent[key].startswith(sink.data.get(key, b""))
+                assert wrote[key].startswith(got[key])
+            else:
+                assert sink.data.get(key, b"") == sent[key]
+        for key in ended:
+            assert sink.events.count(("eof", key)) == 1
+        assert all(event[0] in ("connected", "eof") for event in sink.events), sink.events
+    finally:
+        selectloop.release()
+        for peer in peers.values():
+            peer.close()
