@@ -76,8 +76,7 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
             conn._run(conn._completing(redirect))
 
     def _pump(self) -> None:
-        """Execute the driver's commands (under the lock); the leader's ``select`` looks again
-        if it must (no one else minds the next deadline)."""
+        """Execute the driver's commands (under the lock); wake the leader's ``select`` if due."""
         while (command := self._driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
@@ -101,9 +100,8 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
             self._nudge(self._driver.next_deadline(), self._loop.stirred)
 
     def _poll(self) -> None:
-        """One turn's step: ``select`` until the next deadline, feed the driver, pump, and
-        fire the timers if that deadline -- or a sooner one another thread armed meanwhile
-        (``_armed``) -- passed: the only place they fire."""
+        """One turn's step: ``select`` until the next deadline, feed the driver, pump; fire the
+        timers (only here) if it, or a sooner one armed meanwhile (``_armed``), passed."""
         driver = self._driver
         deadline = driver.next_deadline()
         events = self._select(self._loop.wait, deadline)
@@ -175,14 +173,12 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
                     self.client._conns.pop(self.view.conn_id, None)
 
     def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:
-        """Perform the operation's steps (``ConnFace._operation``) under the lock, which
-        is let go only to block: in a callback, in ``select``, waiting for the turn."""
+        """The operation's steps under the lock, let go only to block (a callback, a turn)."""
         steps = self._operation(start, self._trace(traced))
         return self.client._perform(self, steps, self._call)
 
     def _call(self, step: Call) -> object:
-        """The embedder's callable; an input handler learns its deadline from
-        :func:`input_deadline` (the driver drops a late answer)."""
+        """The embedder's callable (an input handler's deadline: :func:`input_deadline`)."""
         _local.deadline = step.deadline
         try:
             return step.fn(*step.args)
