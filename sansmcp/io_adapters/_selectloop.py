@@ -118,7 +118,8 @@ class SelectLoop:
         wraps the socket's two ``MemoryBIO``\\ s in an ``SSLObject``) and report
         ``connected`` or ``failed``."""
         sock.connect_ex(address)  # its outcome shows as writability, then SO_ERROR
-        self._socks[key] = self._fds[sock.fileno()] = entry = _Sock(key, sock, tls)
+        entry = self._socks[key] = _Sock(key, sock, tls)
+        self._fds[entry.fd] = entry
         self._poll.register(entry.fd, _W)
         self.stirred = True
 
@@ -189,7 +190,7 @@ class SelectLoop:
         return now
 
     def release(self) -> None:
-        """Close every socket and the selector (the loop is not used again)."""
+        """Close every socket and the wake-up pair (the loop is not used again)."""
         for key in list(self._socks):
             self.close(key)
         self._wake_r.close()
