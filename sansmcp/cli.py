@@ -4,12 +4,15 @@
 
     sansmcp tools URL [--token T] [--json] [--allow-loopback] [--allow-private]
                       [--backend sync|asyncio|trio] [--protocol-version V ...]
-                      [--log-level LEVEL]
+                      [--log-level LEVEL] [--header NAME:VALUE ...]
+                      [--timeout S] [--{dial,connect,list,call,auth}-timeout S]
     sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options] [--progress | --no-progress]
 
-The token may also come from ``SANSMCP_TOKEN``; ``--oauth`` uses the tokens
-``sansmcp login URL`` stored (``sansmcp logout URL`` forgets them; see
-:mod:`sansmcp.cli_oauth`).  Output is for people by default
+The token may also come from ``SANSMCP_TOKEN``.  The tokens ``sansmcp login URL``
+stored are used (and refreshed) whenever a login for URL is stored and no token is
+given; ``--oauth`` asks for OAuth even without one (``sansmcp logout URL`` forgets
+them; see :mod:`sansmcp.cli_oauth`).  ``--timeout S`` sets every deadline kind to S
+seconds, ``--KIND-timeout S`` one of them.  Output is for people by default
 (a table of tools; a call's content blocks; the negotiated protocol version) and
 for machines with ``--json`` (one JSON document on one line).  ``--log-level LEVEL``
 asks the server for log messages at or above LEVEL and prints each on stderr.  While
@@ -22,7 +25,8 @@ Exit status: 0 success; 1 the tool ran and reported ``isError``; 2 usage error
 ``ConnectionFailed``; 4 ``Unauthorized``; 5 ``ServerAnswered``; 130 interrupted;
 141 the reader of stdout went away.
 A failure prints one line on stderr naming the class, its cause and, for a bound,
-the limit and the observed figure -- never a traceback.
+the limit and the observed figure -- never a traceback; with ``--json`` it is also one
+JSON document on stdout (:func:`error_record`).
 
 Everything a server sends is untrusted.  Shown to a person, a tool or parameter
 name is printable ASCII with everything else escaped (``\\uXXXX``), one-to-one, and
@@ -68,6 +72,8 @@ __all__ = [
     "EXIT_UNAUTHORIZED",
     "EXIT_USAGE",
     "display_text",
+    "error_json",
+    "error_record",
     "main",
     "name_text",
     "render_call",
@@ -129,6 +135,29 @@ def _parser() -> argparse.ArgumentParser:
         f"one of {', '.join(SUPPORTED_VERSIONS)})",
     )
     common.add_argument(
+        "--header",
+        dest="headers",
+        action="append",
+        type=_header,
+        default=[],
+        metavar="NAME:VALUE",
+        help="add a request header (repeatable); its value is sent, never printed",
+    )
+    common.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="the dial, connect, list, call and authorization deadlines, each SECONDS",
+    )
+    for kind, what in _TIMEOUTS.items():
+        common.add_argument(
+            f"--{kind}-timeout",
+            dest=f"{kind}_timeout",
+            type=_seconds,
+            metavar="SECONDS",
+            help=f"the {what} deadline (Limits.{kind}_timeout); overrides --timeout",
+        )
+    common.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
         metavar="LEVEL",
@@ -171,6 +200,45 @@ def _parser() -> argparse.ArgumentParser:
     login.add_argument("--client-id", help="a pre-registered client id (default: register)")
     commands.add_parser("logout", parents=[common], help="forget the stored tokens for URL")
     return parser
+
+
+# The per-kind deadlines the command line sets: --KIND-timeout -> Limits.KIND_timeout.
+_TIMEOUTS = {
+    "dial": "TCP connect + TLS handshake",
+    "connect": "negotiation",
+    "list": "whole listing",
+    "call": "whole tool call",
+    "auth": "OAuth authorization",
+}
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"seconds must be a finite number > 0: {text!r}")
+    return value
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, colon, value = text.partition(":")
+    if not colon or not name.strip():
+        raise argparse.ArgumentTypeError("a header is NAME:VALUE")
+    return name.strip(), value.strip()
+
+
+def _limits(args: argparse.Namespace) -> Limits | None:
+    """``Limits`` with the deadlines the options set; None when they set none."""
+    chosen: dict[str, float] = {}
+    for kind in _TIMEOUTS:
+        value = getattr(args, f"{kind}_timeout")
+        if value is None:
+            value = args.timeout
+        if value is not None:
+            chosen[f"{kind}_timeout"] = value
+    return Limits(**cast("dict[str, Any]", chosen)) if chosen else None
 
 
 # --------------------------------------------------------------------------- running
@@ -392,7 +460,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     token = args.token
     if token is None:
         token = os.environ.get(TOKEN_ENV) or None
-    client_options = {"allow_loopback": args.allow_loopback, "allow_private": args.allow_private}
+    client_options: dict[str, Any] = {
+        "allow_loopback": args.allow_loopback,
+        "allow_private": args.allow_private,
+    }
     line: ProgressLine | None = None
     if args.command == "call":
         shown = args.progress if args.progress is not None else _is_terminal(err)
@@ -407,16 +478,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _emit(err, text)
 
     try:
+        limits = _limits(args)
+        if limits is not None:
+            client_options["limits"] = limits
         if args.command in ("login", "logout"):
             return _login(args, client_options) if args.command == "login" else _logout(args)
-        oauth = None
-        if args.oauth:
-            from .cli_oauth import FileTokenStore, token_file
-
-            oauth = OAuth(store=FileTokenStore(token_file()))
+        oauth = _stored_login(args.url, wanted=args.oauth and token is None)
         config = Config(
             url=args.url,
             bearer_token=token,
+            headers=dict(args.headers) or None,
             protocol_versions=args.protocol_versions,
             on_notification=on_notification if args.log_level else None,
             log_level=args.log_level,
@@ -448,8 +519,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 os.close(devnull)
         return EXIT_BROKEN_PIPE
     except (CallerError, McpError) as exc:
-        _emit(err, describe_error(exc))
+        if getattr(args, "json", False):
+            _emit(out, error_json(exc))
+        _emit(err, describe_error(exc, url=args.url))
         return exit_status(exc)
+
+
+def _stored_login(url: str, *, wanted: bool) -> OAuth | None:
+    """OAuth on the tokens ``sansmcp login`` stored: with ``--oauth``, or without it
+    when a login for ``url`` is stored and no bearer token was given."""
+    from .cli_oauth import FileTokenStore, token_file
+    from .core.url import parse_endpoint
+
+    store = FileTokenStore(token_file())
+    if wanted or store.tokens(parse_endpoint(url).url) is not None:
+        return OAuth(store=store)
+    return None
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -503,7 +588,11 @@ def _logout(args: argparse.Namespace) -> int:
 
     store = FileTokenStore(token_file())
     found = store.forget(parse_endpoint(args.url).url)
-    _emit(sys.stderr, "sansmcp: logged out" if found else "sansmcp: no stored tokens for URL")
+    shown = display_text(args.url)
+    _emit(
+        sys.stderr,
+        f"sansmcp: logged out of {shown}" if found else f"sansmcp: no stored tokens for {shown}",
+    )
     return EXIT_OK
 
 
@@ -518,8 +607,29 @@ def exit_status(exc: BaseException) -> int:
     return EXIT_CONNECTION_FAILED  # ConnectionFailed (and, defensively, a bare McpError)
 
 
-def describe_error(exc: CallerError | McpError) -> str:
-    """One line: ``sansmcp: Class [field=value ...]: message``."""
+def error_record(exc: CallerError | McpError) -> dict[str, Any]:
+    """What ``--json`` prints for a failure: the class and every field it carries."""
+    record: dict[str, Any] = {"class": type(exc).__name__}
+    for field in ("cause", "reason", "code", "status", "bound", "limit", "observed"):
+        value = getattr(exc, field, None)
+        if value is not None:
+            record[field] = value
+    if isinstance(exc, Unauthorized) and exc.www_authenticate:
+        record["www_authenticate"] = exc.www_authenticate
+    if isinstance(exc, ConnectionFailed) and exc.location is not None:
+        record["location"] = exc.location
+    record["message"] = exc.message if isinstance(exc, McpError) else str(exc)
+    return record
+
+
+def error_json(exc: CallerError | McpError) -> str:
+    """One JSON document on one line: ``{"error": {...}}`` (see :func:`error_record`)."""
+    return _dumps({"error": error_record(exc)})
+
+
+def describe_error(exc: CallerError | McpError, *, url: str | None = None) -> str:
+    """One line: ``sansmcp: Class [field=value ...]: message``; a 401/403 names the next
+    step (``sansmcp login URL``, then ``--oauth``)."""
     fields: list[str] = []
     if isinstance(exc, ConnectionFailed):
         fields.append(f"cause={exc.cause}")
@@ -543,8 +653,11 @@ def describe_error(exc: CallerError | McpError) -> str:
     if fields:
         label += " [" + " ".join(fields) + "]"
     message = exc.message if isinstance(exc, McpError) else str(exc)
-    if isinstance(exc, Unauthorized) and exc.cause == "authorization_required":
-        message += " (run `sansmcp login URL`)"
+    if isinstance(exc, Unauthorized) and (
+        exc.cause == "authorization_required" or (exc.cause is None and exc.status == 401)
+    ):
+        target = "URL" if url is None else display_text(url)
+        message += f" (next: run `sansmcp login {target}`; later commands use the stored login)"
     return _line(f"sansmcp: {label}: {message}")
 
 

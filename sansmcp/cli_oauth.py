@@ -137,6 +137,7 @@ class FileTokenStore:
 
 
 PAGE = b"sansmcp: authorized; you can close this window.\n"
+NOT_FOUND = b"not found: sansmcp waits for the authorization redirect at /callback\n"
 
 
 class RedirectListener:
@@ -187,16 +188,16 @@ class RedirectListener:
                     and "state" in parse_qs(split.query)
                 ):
                     self.received = f"http://127.0.0.1:{self.port}{target}"
-                    status = b"200 OK"
-                else:
-                    status = b"404 Not Found"
+                    status, page = b"200 OK", PAGE
+                else:  # a browser's /favicon.ico, a stray request: not the redirect
+                    status, page = b"404 Not Found", NOT_FOUND
                 with contextlib.suppress(OSError):
                     conn.sendall(
                         b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain\r\n"
                         b"connection: close\r\ncontent-length: "
-                        + str(len(PAGE)).encode()
+                        + str(len(page)).encode()
                         + b"\r\n\r\n"
-                        + PAGE
+                        + page
                     )
         return self.received
 

@@ -179,6 +179,12 @@ def modern_server(tools: list[Any], call_result: dict[str, Any] | None = None) -
     return handle
 
 
+@pytest.fixture(autouse=True)
+def _no_stored_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored login is used without ``--oauth``: no test reads the user's token file."""
+    monkeypatch.setenv("SANSMCP_TOKEN_FILE", str(tmp_path / "no-tokens.json"))
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -598,6 +604,132 @@ def test_unauthorized_exits_4(
     assert line.startswith(f"sansmcp: Unauthorized [status=401 www-authenticate={challenge}]: ")
     expected = "from-flag" if token_flag else "from-env"
     assert server.requests[0][1]["authorization"] == f"Bearer {expected}"
+    assert line.endswith(
+        f"(next: run `sansmcp login {server.url}`; later commands use the stored login)\n"
+    )
+
+
+# --------------------------------------------------------------------------- --json failures
+
+
+def json_failure(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    """Run with ``--json``: the failure is one JSON document on stdout (and one line on
+    stderr for a person)."""
+    status, out, err = run(capsys, *argv, "--json")
+    one_line(err)
+    assert out.endswith("\n") and out.count("\n") == 1 and out.isascii()
+    document = json.loads(out)
+    assert list(document) == ["error"]
+    return status, document["error"]
+
+
+def test_json_failures_carry_every_field(
+    capsys: pytest.CaptureFixture[str], scripted: Callable[[Handler], ScriptedServer]
+) -> None:
+    status, error = json_failure(capsys, "tools", f"http://127.0.0.1:{closed_port()}/mcp", LOOP)
+    assert status == 3
+    assert error["class"] == "ConnectionFailed" and error["cause"] == "dial"
+    assert error["message"].startswith("could not connect to 127.0.0.1:")
+
+    huge = ("x-padding", "p" * 70_000)
+    server = scripted(lambda method, headers, message: http(200, b"{}", (huge,)))
+    status, error = json_failure(capsys, "tools", server.url, LOOP)
+    assert status == 3
+    assert (error["class"], error["bound"], error["limit"]) == (
+        "ConnectionFailed",
+        "max_header_bytes",
+        65536,
+    )
+    assert error["observed"] > 65536
+
+    challenge = 'Bearer error="invalid_token"'
+    server = scripted(
+        lambda method, headers, message: http(401, b"no", (("www-authenticate", challenge),))
+    )
+    status, error = json_failure(capsys, "tools", server.url, LOOP)
+    assert status == 4
+    assert (error["class"], error["status"], error["www_authenticate"]) == (
+        "Unauthorized",
+        401,
+        challenge,
+    )
+
+    status, error = json_failure(capsys, "call", server.url, "t", "[1]", LOOP)
+    assert (status, error["class"]) == (2, "CallerError")
+    assert error["message"].startswith("ARGUMENTS_JSON")
+
+
+def test_json_server_answered(capsys: pytest.CaptureFixture[str], demo_url: str) -> None:
+    status, error = json_failure(capsys, "call", demo_url, "no_such_tool", LOOP)
+    assert status == 5
+    assert (error["class"], error["reason"], error["code"]) == (
+        "ServerAnswered",
+        "jsonrpc_error",
+        -32602,
+    )
+
+
+# --------------------------------------------------------------------------- headers, deadlines
+
+
+def test_header_option_is_sent(
+    capsys: pytest.CaptureFixture[str], scripted: Callable[[Handler], ScriptedServer]
+) -> None:
+    server = scripted(modern_server([]))
+    status, _, _ = run(
+        capsys, "tools", server.url, LOOP, "--header", "X-Tenant: acme", "--header", "X-B:2"
+    )
+    assert status == 0
+    assert all(
+        headers["x-tenant"] == "acme" and headers["x-b"] == "2" for _, headers, _ in server.requests
+    )
+
+
+def test_timeout_options_set_the_deadlines() -> None:
+    from sansmcp.cli import _limits, _parser
+
+    def limits(*argv: str) -> Limits | None:
+        return _limits(_parser().parse_args(["tools", "http://h/", *argv]))
+
+    assert limits() is None
+    every = limits("--timeout", "7")
+    assert every is not None
+    assert (every.dial_timeout, every.connect_timeout, every.list_timeout) == (7, 7, 7)
+    assert (every.call_timeout, every.auth_timeout) == (7, 7)
+    assert every.close_timeout == Limits().close_timeout
+    one = limits("--timeout", "7", "--call-timeout", "300")
+    assert one is not None and (one.call_timeout, one.list_timeout) == (300, 7)
+    alone = limits("--list-timeout", "0.5")
+    assert alone is not None and alone.list_timeout == 0.5
+    assert alone.call_timeout == Limits().call_timeout
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_bad_timeout_is_a_usage_error(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    status, out, err = run(capsys, "tools", "http://127.0.0.1:9/", "--call-timeout", value)
+    assert (status, out) == (2, "")
+    assert "argument --call-timeout: " in one_line(err)
+
+
+def test_the_list_timeout_binds(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that accepts and never answers: the deadline the option set ends it."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        status, error = json_failure(capsys, "tools", url, LOOP, "--timeout", "0.3")
+    assert status == 3
+    assert (error["class"], error["cause"], error["limit"]) == ("ConnectionFailed", "timeout", 0.3)
+    assert error["bound"] in ("connect_timeout", "dial_timeout")
+
+
+def test_python_dash_m_sansmcp() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sansmcp", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.split()[0]) == (0, "sansmcp")
 
 
 def test_unknown_tool_exits_5(capsys: pytest.CaptureFixture[str], demo_url: str) -> None:

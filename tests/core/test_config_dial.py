@@ -98,7 +98,7 @@ def test_vet_normalises_dedupes_and_drops_scope_ids() -> None:
     with pytest.raises(ConnectionFailed) as caught:
         dial.vet(ORIGIN, ["fe80::1%eth0"], allow_private=True, allow_loopback=True)
     assert caught.value.cause == "refused_address"
-    assert "fe80::1 (fe80::1 is link-local" in caught.value.message
+    assert "fe80::1 is link-local" in caught.value.message
 
 
 def test_vet_refuses_when_nothing_is_allowed() -> None:
@@ -119,6 +119,25 @@ def test_vet_refuses_when_nothing_is_allowed() -> None:
         dial.vet(ORIGIN, many, allow_private=False, allow_loopback=False)
     assert "10.0.0.3" in caught.value.message and "10.0.0.4" not in caught.value.message
     assert "and 2 more refused" in caught.value.message
+
+
+def test_messages_name_the_host_and_the_address_once() -> None:
+    literal = Origin(scheme="http", host="10.0.0.1", port=80)
+    with pytest.raises(ConnectionFailed) as caught:
+        dial.vet(literal, ["10.0.0.1"], allow_private=False, allow_loopback=False)
+    assert caught.value.message.startswith("refusing to connect: 10.0.0.1 is private")
+    assert caught.value.message.count("10.0.0.1") == 1
+    named = Origin(scheme="http", host="svc.example", port=80)
+    with pytest.raises(ConnectionFailed) as caught:
+        dial.vet(named, ["10.0.0.1"], allow_private=False, allow_loopback=False)
+    assert caught.value.message.startswith("refusing to connect svc.example: 10.0.0.1 is private")
+    refused = ConnectionRefusedError(111, "refused")
+    assert dial.connect_error(literal, "10.0.0.1", refused).message == (
+        "could not connect to 10.0.0.1:80: ConnectionRefusedError: [Errno 111] refused"
+    )
+    assert dial.connect_error(named, "10.0.0.1", refused).message == (
+        "could not connect to svc.example:80 at 10.0.0.1: ConnectionRefusedError: [Errno 111] refused"
+    )
 
 
 def test_a_loopback_name_reaches_only_loopback_addresses() -> None:

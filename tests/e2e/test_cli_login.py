@@ -80,8 +80,18 @@ def test_login_then_tools_with_oauth_then_logout(
     listing = json.loads(capsys.readouterr().out)
     assert "echo" in [tool["name"] for tool in listing["tools"]]
 
+    # a stored login is used without --oauth (unless a bearer token is given)
+    assert cli.main(["tools", gated.url(), "--json", *common]) == cli.EXIT_OK
+    assert "echo" in [tool["name"] for tool in json.loads(capsys.readouterr().out)["tools"]]
+
     assert cli.main(["logout", gated.url(), *common]) == cli.EXIT_OK
+    assert capsys.readouterr().err == f"sansmcp: logged out of {gated.url()}\n"
     assert json.loads(tokens.read_text())["tokens"] == {}
+    assert cli.main(["logout", gated.url(), *common]) == cli.EXIT_OK
+    assert capsys.readouterr().err == f"sansmcp: no stored tokens for {gated.url()}\n"
+    status = cli.main(["tools", gated.url(), *common])
+    assert status == cli.EXIT_UNAUTHORIZED
+    assert f"(next: run `sansmcp login {gated.url()}`;" in capsys.readouterr().err
     status = cli.main(["tools", gated.url(), "--oauth", *common])
     assert status == cli.EXIT_UNAUTHORIZED
     assert "cause=authorization_required" in capsys.readouterr().err
@@ -117,6 +127,12 @@ def test_the_redirect_listener_takes_only_a_callback_with_state() -> None:
         assert _get(f"{base}/callback").status == 404
         assert _get(f"{base}/callback?code=c").status == 404
         assert _get(f"{base}/other?state=s").status == 404
+        parts = urllib.parse.urlsplit(base)
+        browser_side = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+        browser_side.request("GET", "/favicon.ico")  # what a browser asks for beside it
+        favicon = browser_side.getresponse()
+        assert favicon.status == 404 and b"authorized" not in favicon.read()
+        browser_side.close()
         assert _get(f"{base}/callback?code=c&state=s").status == 200
         thread.join(30)
         assert result == [f"{base}/callback?code=c&state=s"]

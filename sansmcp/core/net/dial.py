@@ -93,10 +93,13 @@ def vet(origin: Origin, answers: object, *, allow_private: bool, allow_loopback:
         return allowed
     if not refused:
         raise ConnectionFailed(f"{origin.host} resolved to no address{ignored}", cause="dns")
-    detail = "; ".join(f"{address} ({reason})" for address, reason in refused[:4])
+    # Each reason names its address already: the host is named once more only when it
+    # is a name (an IP-literal host is the one address refused).
+    detail = "; ".join(reason for _, reason in refused[:4])
     more = f" and {len(refused) - 4} more refused" if len(refused) > 4 else ""
+    target = "" if literal_address(origin.host) is not None else f" {origin.host}"
     raise ConnectionFailed(
-        f"refusing to connect to {origin.host}: {detail}{more}{ignored}",
+        f"refusing to connect{target}: {detail}{more}{ignored}",
         cause="refused_address",
     )
 
@@ -183,10 +186,10 @@ def hook_error(origin: Origin, exc: BaseException) -> ConnectionFailed:
 
 def connect_error(origin: Origin, address: str, exc: BaseException) -> ConnectionFailed:
     """The TCP connect to ``address`` failed: ``cause="dial"``."""
-    return ConnectionFailed(
-        f"could not connect to {origin.host}:{origin.port} at {address}: {_exception_text(exc)}",
-        cause="dial",
-    )
+    where = f"{origin.host}:{origin.port}"
+    if literal_address(origin.host) is None:
+        where += f" at {address}"  # a name: which of its addresses failed
+    return ConnectionFailed(f"could not connect to {where}: {_exception_text(exc)}", cause="dial")
 
 
 def tls_error(origin: Origin, address: str, exc: BaseException) -> ConnectionFailed:
