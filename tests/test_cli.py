@@ -685,6 +685,23 @@ def test_header_option_is_sent(
     )
 
 
+def test_an_authorization_header_is_sent_without_a_token(
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[[Handler], ScriptedServer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SANSMCP_TOKEN", raising=False)
+    server = scripted(modern_server([]))
+    status, _, _ = run(capsys, "tools", server.url, LOOP, "--header", "Authorization: Basic dTpw")
+    assert status == 0
+    assert {headers["authorization"] for _, headers, _ in server.requests} == {"Basic dTpw"}
+    status, _, err = run(
+        capsys, "tools", server.url, LOOP, "--header", "Authorization: Basic x", "--token", "t"
+    )
+    assert status == 2
+    assert "Config.bearer_token is set" in one_line(err)
+
+
 def test_timeout_options_set_the_deadlines() -> None:
     from sansmcp.cli import _limits, _parser
 

@@ -19,7 +19,7 @@ from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
 from .oauth.store import OAuth
-from .url import is_loopback_host, parse_endpoint
+from .url import Endpoint, is_loopback_host, parse_endpoint
 
 __all__ = ["Config", "conn_settings"]
 
@@ -31,7 +31,10 @@ class Config:
     ``headers`` are added to every request (protocol headers cannot be overridden, and
     connection-specific ones -- ``Connection``, ``Keep-Alive``, ``Proxy-Connection``,
     ``Transfer-Encoding``, ``Upgrade``, ``TE`` -- are dropped on both wires: sansmcp manages
-    the connection);
+    the connection); an ``Authorization`` entry is sent as given (Basic, or any scheme)
+    when neither ``bearer_token`` nor ``oauth`` is set -- beside either it is a
+    ``CallerError``, and like a bearer token it is never sent over plain http except to
+    loopback;
     ``meta`` adds ``_meta`` keys (e.g. ``traceparent``); ``tool_schemas`` maps a tool
     name to its input schema (a JSON object, as bytes or parsed) so ``Mcp-Param-*``
     headers go out without a listing; ``protocol_versions`` restricts and orders the
@@ -77,6 +80,22 @@ def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
     if encoded and (encoded[0] in FIELD_VALUE_EDGES or encoded[-1] in FIELD_VALUE_EDGES):
         raise CallerError(f"header {name!r} has whitespace at the start or end of its value")
     return key.lower(), encoded
+
+
+def _check_own_authorization(config: Config, endpoint: Endpoint) -> None:
+    """An ``Authorization`` entry in ``Config.headers`` is sent as it is (Basic, or any
+    scheme) when sansmcp sets none itself: never beside ``bearer_token`` or ``oauth``,
+    and never over plain http except to loopback (a credential, as a bearer token is)."""
+    for field_name in ("bearer_token", "oauth"):
+        if getattr(config, field_name) is not None:
+            raise CallerError(
+                f"Config.headers has an Authorization entry and Config.{field_name} is set:"
+                " give the credential one way"
+            )
+    if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
+        raise CallerError(
+            "an Authorization header is never sent over plain http except to loopback; use https"
+        )
 
 
 def _json_value(what: str, value: object) -> bytes:
@@ -151,6 +170,8 @@ def conn_settings(
         if value is not None and not isinstance(value, Mapping):
             raise CallerError(f"Config.{field_name} must be a mapping, not {type(value).__name__}")
     headers = tuple(_header_bytes(k, v) for k, v in (config.headers or {}).items())
+    if any(name == b"authorization" for name, _ in headers):
+        _check_own_authorization(config, endpoint)
     _json_value("Config.meta", dict(config.meta or {}))
     _json_value("client_info", client_info)  # (the driver passes its checked copies)
     _json_value("capabilities", capabilities)

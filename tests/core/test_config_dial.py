@@ -68,6 +68,25 @@ def test_unusable_config_is_a_caller_error(config: Config) -> None:
         settings(config)
 
 
+def test_an_own_authorization_header_is_sent_when_sansmcp_sets_none() -> None:
+    from sansmcp.core.mcp.requests import Requests
+    from sansmcp.core.mcp.session import Session
+    from sansmcp.core.oauth.store import OAuth
+
+    own = {"Authorization": "Basic dTpw"}
+    built = settings(Config(url="https://mcp.example/mcp", headers=own))
+    sent = Requests(built, Session()).base_headers()
+    assert [value for name, value in sent if name == b"authorization"] == [b"Basic dTpw"]
+    assert settings(Config(url="http://127.0.0.1:9/mcp", headers=own)).headers == (
+        (b"authorization", b"Basic dTpw"),
+    )
+    for other, field in (({"bearer_token": "t"}, "bearer_token"), ({"oauth": OAuth()}, "oauth")):
+        with pytest.raises(CallerError, match=f"Config.{field} is set"):
+            settings(Config(url="https://mcp.example/mcp", headers=own, **other))  # type: ignore[arg-type]
+    with pytest.raises(CallerError, match="never sent over plain http"):
+        settings(Config(url="http://mcp.example/mcp", headers={"authorization": "Basic x"}))
+
+
 def test_literal_address() -> None:
     assert dial.literal_address("127.0.0.1") == "127.0.0.1"
     assert dial.literal_address("::FFFF:127.0.0.1") == "::ffff:7f00:1"

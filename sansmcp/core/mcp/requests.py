@@ -43,10 +43,11 @@ META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 
 #: Header names the machine (or the wire under it) sets itself, and the connection-specific
 #: ones (the wire manages the connection; HTTP/2 forbids them): a caller's custom header of
-#: such a name is dropped, on both wires alike.
+#: such a name is dropped, on both wires alike.  (``Authorization`` is not one: the caller's
+#: own is sent when sansmcp sets none -- ``conn_settings`` refuses it beside a bearer token
+#: or OAuth.)
 MACHINE_HEADERS = CONNECTION_FIELDS | {
     b"accept",
-    b"authorization",
     b"content-length",
     b"content-type",
     b"host",
