@@ -464,12 +464,13 @@ class ClientDriver:
         now: float,
         fresh: bool = False,
         trace: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> None:
         """List the tools (from the Client-wide cache while fresh there, unless ``fresh``)."""
 
         def start(machine: McpMachine) -> None:
             machine.propagate(trace)
-            machine.list_tools(now=now, fresh=fresh)
+            machine.list_tools(now=now, fresh=fresh, timeout=timeout)
 
         self._operate(conn_id, start, now)
 
@@ -482,10 +483,11 @@ class ClientDriver:
         now: float,
         progress: bool = False,
         trace: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> None:
         def start(machine: McpMachine) -> None:
             machine.propagate(trace)
-            machine.call_tool(name, arguments, now=now, progress=progress)
+            machine.call_tool(name, arguments, now=now, progress=progress, timeout=timeout)
 
         self._operate(conn_id, start, now)
 

@@ -332,23 +332,35 @@ class ConnFace:
 
     # what every runtime's operations share (runtime-free)
 
-    def _listing(self, fresh: bool) -> Callable[..., None]:
+    def _listing(self, fresh: bool, timeout: float | None) -> Callable[..., None]:
         driver = self.client._driver
 
         def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
-            driver.list_tools(conn_id, now=now, fresh=fresh, trace=trace)
+            driver.list_tools(conn_id, now=now, fresh=fresh, trace=trace, timeout=timeout)
 
         return start
 
     def _calling(
-        self, name: str, arguments: bytes, on_progress: ProgressCallback | None
+        self,
+        name: str,
+        arguments: bytes,
+        on_progress: ProgressCallback | None,
+        timeout: float | None,
     ) -> Callable[..., None]:
         if on_progress is not None and not callable(on_progress):
             raise CallerError("on_progress must be callable")
         driver, progress = self.client._driver, on_progress is not None
 
         def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
-            driver.call_tool(conn_id, name, arguments, now=now, progress=progress, trace=trace)
+            driver.call_tool(
+                conn_id,
+                name,
+                arguments,
+                now=now,
+                progress=progress,
+                trace=trace,
+                timeout=timeout,
+            )
             self._on_progress = on_progress  # until the operation ends (_operation)
 
         return start
@@ -451,17 +463,24 @@ class ConnBase(ConnFace):
     __doc__ = ConnFace.__doc__
     client: ClientBase[Any]
 
-    async def list_tools(self, *, fresh: bool = False) -> list[Tool]:
+    async def list_tools(self, *, fresh: bool = False, timeout: float | None = None) -> list[Tool]:
         """The server's tools: from the Client's cache while the spec's ``ttlMs`` /
-        ``cacheScope`` allow (no request), else listed; ``fresh=True`` always lists."""
-        return cast("list[Tool]", await self._run(self._listing(fresh), traced=True))
+        ``cacheScope`` allow (no request), else listed; ``fresh=True`` always lists.
+        ``timeout`` (seconds) shortens ``Limits.list_timeout`` for this listing."""
+        return cast("list[Tool]", await self._run(self._listing(fresh, timeout), traced=True))
 
     async def call_tool(
-        self, name: str, arguments: bytes = b"", *, on_progress: ProgressCallback | None = None
+        self,
+        name: str,
+        arguments: bytes = b"",
+        *,
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
     ) -> CallResult:
         """Call ``name``; ``on_progress(progress, total, message)`` is called for each
-        progress notification of this call, in order, in the caller's task."""
-        start = self._calling(name, arguments, on_progress)
+        progress notification of this call, in order, in the caller's task; ``timeout``
+        (seconds) shortens ``Limits.call_timeout`` for this call."""
+        start = self._calling(name, arguments, on_progress, timeout)
         return cast("CallResult", await self._run(start, traced=True))
 
     async def aclose(self) -> None:

@@ -149,17 +149,24 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def list_tools(self, *, fresh: bool = False) -> list[Tool]:
+    def list_tools(self, *, fresh: bool = False, timeout: float | None = None) -> list[Tool]:
         """The server's tools: from the Client's cache while the spec's ``ttlMs`` /
-        ``cacheScope`` allow (no request), else listed; ``fresh=True`` always lists."""
-        return cast("list[Tool]", self._run(self._listing(fresh), traced=True))
+        ``cacheScope`` allow (no request), else listed; ``fresh=True`` always lists.
+        ``timeout`` (seconds) shortens ``Limits.list_timeout`` for this listing."""
+        return cast("list[Tool]", self._run(self._listing(fresh, timeout), traced=True))
 
     def call_tool(
-        self, name: str, arguments: bytes = b"", *, on_progress: ProgressCallback | None = None
+        self,
+        name: str,
+        arguments: bytes = b"",
+        *,
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
     ) -> CallResult:
         """Call ``name``; ``on_progress(progress, total, message)`` is called for each
-        progress notification of this call, in order, in the caller's thread."""
-        start = self._calling(name, arguments, on_progress)
+        progress notification of this call, in order, in the caller's thread; ``timeout``
+        (seconds) shortens ``Limits.call_timeout`` for this call."""
+        start = self._calling(name, arguments, on_progress, timeout)
         return cast("CallResult", self._run(start, traced=True))
 
     def close(self) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from typing import Any
 
 import pytest
 
-from sansmcp.core.errors import ConnectionFailed, ServerAnswered, Unauthorized
+from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered, Unauthorized
 from sansmcp.core.http import HttpRequest
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import CancelExchange, ToolCalled, ToolsListed
@@ -145,6 +147,44 @@ def test_call_timeout_is_the_call_request_cap() -> None:
     assert (failure.bound, failure.limit) == ("call_timeout", 50.0)
     assert driver.now == 50.0
     assert driver.started[-1].deadline == 50.0
+
+
+@pytest.mark.parametrize(
+    ("timeout", "limit"), [(2.5, 2.5), (7, 7.0), (50.0, 50.0), (1e9, 50.0), (10**400, 50.0)]
+)
+def test_a_call_s_own_timeout_shortens_call_timeout_never_past_it(
+    timeout: float, limit: float
+) -> None:
+    server = FakeServer()
+    driver = connected(server, limits=Limits(call_timeout=50.0, dial_timeout=3.0))
+    server.overrides["tools/call"] = never
+    call = functools.partial(driver.machine.call_tool, timeout=timeout)
+    failure = driver.failure(driver.run(call, "echo", b"{}"))
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound, failure.limit) == ("timeout", "call_timeout", limit)
+    assert driver.now == limit and driver.started[-1].deadline == limit
+
+
+def test_a_listing_s_own_timeout_shortens_list_timeout() -> None:
+    server = FakeServer()
+    driver = connected(server, limits=Limits(list_timeout=10.0, dial_timeout=30.0))
+    server.overrides["tools/list"] = never
+    failure = driver.failure(driver.run(functools.partial(driver.machine.list_tools, timeout=0.25)))
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.bound, failure.limit) == ("list_timeout", 0.25)
+    assert driver.now == 0.25
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, math.nan, math.inf, True, "5", None.__class__])
+def test_an_unusable_own_timeout_is_a_caller_error_before_any_request(timeout: object) -> None:
+    server = FakeServer()
+    driver = connected(server)
+    sent = len(server.requests)
+    with pytest.raises(CallerError, match=r"^timeout must be a number of seconds > 0"):
+        driver.machine.call_tool("echo", b"{}", now=driver.now, timeout=timeout)  # type: ignore[arg-type]
+    with pytest.raises(CallerError, match=r"^timeout must be a number of seconds > 0"):
+        driver.machine.list_tools(now=driver.now, timeout=timeout)  # type: ignore[arg-type]
+    assert len(server.requests) == sent and not driver.machine.busy
 
 
 def test_legacy_timeout_sends_cancelled_for_the_request() -> None:

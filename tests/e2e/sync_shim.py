@@ -91,8 +91,8 @@ class Conn:
         with self._turn:
             return fn(*args)
 
-    async def list_tools(self, *, fresh: bool = False) -> Any:
-        return await blocking(self._serial, functools.partial(self.conn.list_tools, fresh=fresh))
+    async def list_tools(self, **options: Any) -> Any:
+        return await blocking(self._serial, functools.partial(self.conn.list_tools, **options))
 
     async def call_tool(self, name: str, arguments: bytes = b"", **options: Any) -> Any:
         call = functools.partial(self.conn.call_tool, name, arguments, **options)

@@ -273,28 +273,34 @@ class McpMachine:
     def connect(self, *, now: float) -> None:
         self._start(self._ops.connect(), "connect_timeout", self.limits.connect_timeout, now)
 
-    def list_tools(self, *, now: float, fresh: bool = False) -> None:
+    def list_tools(self, *, now: float, fresh: bool = False, timeout: float | None = None) -> None:
         """List the tools: from the Client-wide cache when every page is fresh there
-        (no request), else from the server; ``fresh`` always asks the server."""
+        (no request), else from the server; ``fresh`` always asks the server.
+        ``timeout`` (seconds) shortens ``Limits.list_timeout`` for this listing."""
         self._require_connected()
+        limit = _deadline(timeout, self.limits.list_timeout)
         ops = self._ops
-        self._start(
-            ops.recovering(lambda: ops.list_tools(fresh)),
-            "list_timeout",
-            self.limits.list_timeout,
-            now,
-        )
+        self._start(ops.recovering(lambda: ops.list_tools(fresh)), "list_timeout", limit, now)
 
     def call_tool(
-        self, name: str, arguments: bytes = b"", *, now: float, progress: bool = False
+        self,
+        name: str,
+        arguments: bytes = b"",
+        *,
+        now: float,
+        progress: bool = False,
+        timeout: float | None = None,
     ) -> None:
         """Call ``name`` with ``arguments`` (JSON object bytes, sent verbatim);
-        ``progress`` asks the server for progress notifications.
+        ``progress`` asks the server for progress notifications; ``timeout`` (seconds)
+        shortens ``Limits.call_timeout`` for this call.
 
         Raises ``CallerError`` at once when the arguments are not bytes holding one
-        strict JSON object or the name is not a non-empty string.
+        strict JSON object, the name is not a non-empty string or the timeout is not a
+        number > 0.
         """
         self._require_connected()
+        limit = _deadline(timeout, self.limits.call_timeout)
         if not isinstance(name, str) or not name:
             raise CallerError("tool name must be a non-empty string")
         if not isinstance(arguments, bytes | bytearray | memoryview):
@@ -321,7 +327,7 @@ class McpMachine:
         self._start(
             ops.recovering(lambda: ops.call_tool(name, arguments, parsed)),
             "call_timeout",
-            self.limits.call_timeout,
+            limit,
             now,
         )
 
@@ -705,3 +711,12 @@ class McpMachine:
     def _answer_server(self, server_id: Any, *, result: Any = None, error: Any = None) -> None:
         t = self._t
         t.side(t.requests.answer(server_id, result=result, error=error), self.limits.dial_timeout)
+
+
+def _deadline(timeout: float | None, ceiling: float) -> float:
+    """An operation's own deadline: ``timeout`` seconds, never past the ``Limits`` ceiling."""
+    if timeout is None:
+        return ceiling
+    if type(timeout) not in (int, float) or not 0 < timeout < float("inf"):
+        raise CallerError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    return float(min(timeout, ceiling))  # (an int past float range compares, then clamps)

@@ -138,14 +138,25 @@ class OAuthMachine(McpMachine):
     def connect(self, *, now: float) -> None:
         self._operation(lambda at: McpMachine.connect(self, now=at), now)
 
-    def list_tools(self, *, now: float, fresh: bool = False) -> None:
-        self._operation(lambda at: McpMachine.list_tools(self, now=at, fresh=fresh), now)
+    def list_tools(self, *, now: float, fresh: bool = False, timeout: float | None = None) -> None:
+        self._operation(
+            lambda at: McpMachine.list_tools(self, now=at, fresh=fresh, timeout=timeout), now
+        )
 
     def call_tool(
-        self, name: str, arguments: bytes = b"", *, now: float, progress: bool = False
+        self,
+        name: str,
+        arguments: bytes = b"",
+        *,
+        now: float,
+        progress: bool = False,
+        timeout: float | None = None,
     ) -> None:
         self._operation(
-            lambda at: McpMachine.call_tool(self, name, arguments, now=at, progress=progress), now
+            lambda at: McpMachine.call_tool(
+                self, name, arguments, now=at, progress=progress, timeout=timeout
+            ),
+            now,
         )
 
     def complete_authorization(self, redirect: object, *, now: float) -> None:
