@@ -301,7 +301,9 @@ _TERMINAL = (ResponseEnded, ExchangeFailed)  # an exchange's last event
 
 
 def _client_closed() -> ConnectionFailed:
-    return ConnectionFailed("the Client was closed", cause="reset")
+    return ConnectionFailed(
+        "the Client was closed while this work was in flight", cause="client_closed"
+    )
 
 
 # ---------------------------------------------------------------- the driver
@@ -565,7 +567,8 @@ class ClientDriver:
             dial = next(iter(self._dials.values()))
             self._give_up(dial, now)
             self._settle(dial, _client_closed(), now)
-        self._close_pool_ids(self.pool.close_all(now=now), now)
+        for pool_id in self.pool.close_all(now=now):
+            self._close_socket(self._by_pool[pool_id], now, _client_closed())
 
     # ------------------------------------------------------------ the adapter's reports
 
@@ -953,8 +956,11 @@ class ClientDriver:
         for pool_id in pool_ids:
             self._close_socket(self._by_pool[pool_id], now)
 
-    def _close_socket(self, sock: _Socket, now: float) -> None:
-        """Close the socket: its live exchanges fail (reset), their leases end."""
+    def _close_socket(
+        self, sock: _Socket, now: float, failure: ConnectionFailed | None = None
+    ) -> None:
+        """Close the socket: its live exchanges fail (``failure``, else reset), their
+        leases end."""
         del self._sockets[sock.socket_id], self._by_pool[sock.pool_id]
         self._outbox.append(CloseSocket(socket_id=sock.socket_id))
         self.pool.discard(sock.pool_id, now=now)
@@ -963,7 +969,7 @@ class ClientDriver:
         for exchange_id in exchanges:
             conn = self._routes.pop(exchange_id)[0]
             self.pool.release(sock.pool_id, now=now)
-            self._fail(conn, exchange_id, dialing.reset_error(), now)
+            self._fail(conn, exchange_id, failure or dialing.reset_error(), now)
         self._grants(now)
 
     # ------------------------------------------------------------ dials

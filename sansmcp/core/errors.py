@@ -49,6 +49,7 @@ Cause = Literal[
     "stream_broken",
     "session_expired",
     "bad_document",
+    "client_closed",
 ]
 """Every value of ``ConnectionFailed.cause``; each is described in that class's docstring."""
 
@@ -129,7 +130,9 @@ class ConnectionFailed(McpError):
     * ``"session_expired"`` -- the server expired the session again at once (404) after
       it was renewed;
     * ``"bad_document"`` -- an OAuth document (metadata, registration or token answer)
-      is malformed, not JSON, or names a URL that is not https (except on loopback).
+      is malformed, not JSON, or names a URL that is not https (except on loopback);
+    * ``"client_closed"`` -- the ``Client`` was closed (from another task or thread)
+      while this work was in flight: no fault of the server's.
 
     For a deadline or a budget, ``bound`` names the ``Limits`` field and ``limit`` /
     ``observed`` give the figures.

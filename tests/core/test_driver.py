@@ -677,14 +677,16 @@ def test_client_close_fails_in_flight_waiting_and_dialling_work() -> None:
     assert len(net.driver.pool.waiting()) == 1
     net.driver.close(now=net.now)
     net.pump()
-    for view in (busy, waiting, dialling):
+    for view in (busy, waiting, dialling):  # in flight on a socket, waiting, dialling
         done = net.wait(view)
         assert isinstance(done.error, ConnectionFailed), done
+        assert done.error.cause == "client_closed", done.error  # not "reset": no server fault
     assert net.driver.pool.socket_count == 0 and net.driver.pool.waiting() == []
     with pytest.raises(UsageError, match="this Client is closed"):
         net.open()
     error = net.failure("list_tools", busy)  # an old Conn: no new socket
-    assert isinstance(error, ConnectionFailed) and error.message == "the Client was closed"
+    assert isinstance(error, ConnectionFailed) and error.cause == "client_closed"
+    assert error.message == "the Client was closed while this work was in flight"
     assert len(net.sockets(Connect)) == 1
     assert net.ok("close_conn", busy) is None
 

@@ -42,6 +42,7 @@ CAUSES = frozenset(
         "stream_broken",
         "session_expired",
         "bad_document",
+        "client_closed",
     }
 )
 REASONS = frozenset(

@@ -91,6 +91,8 @@ class Body(enum.Enum):
 _JSON: Final = Body.JSON
 _OTHER: Final = Body.OTHER
 _SSE: Final = Body.SSE
+# An event stream that failed for these is not resumed: a bound, or the Client closing.
+_FINAL = frozenset({"budget", "client_closed"})
 _DRAIN: Final = Role.DRAIN
 _LISTEN: Final = Role.LISTEN
 _OP: Final = Role.OP
@@ -462,7 +464,7 @@ class Transport:
             retry.parse = exchange.parse
             self.op = retry
             return None
-        if exchange.kind is _SSE and exchange.message is None and error.cause != "budget":
+        if exchange.kind is _SSE and exchange.message is None and error.cause not in _FINAL:
             return self._stream_broken(exchange, error)
         return error
 
