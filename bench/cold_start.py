@@ -47,7 +47,6 @@ IMPORTS = {
     "the SDK": "mcp",
     "the runtime alone": "asyncio",
 }
-TARGET_IMPORT_MS = 60.0
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "sansmcp-bench-pycache"))
 

@@ -39,6 +39,7 @@ import sys
 import time
 from typing import IO, Any
 
+from . import sequential
 from .procs import LineProcess, Server, cache_bytecode, make_tls
 
 NAMES = ("sansmcp-sync", "sansmcp-asyncio", "floor-sync", "floor-asyncio")
@@ -275,7 +276,7 @@ def _print(entry: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    from . import run, targets
+    from . import targets
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
@@ -294,17 +295,17 @@ def main() -> None:
     rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
     budget = args.budget or (QUICK_BUDGET if args.quick else BUDGET)
     wanted = set(filter(None, args.servers.split(",")))
-    server_cpu, client_cpu = run._cpus()
-    tls = make_tls(run.RESULTS / "tls.tmp")
+    server_cpu, client_cpu = sequential.cpus()
+    tls = make_tls(sequential.RESULTS / "tls.tmp")
     entries: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
     started = time.time()
-    print(f"load {run._load()}", flush=True)
-    with open(run.RESULTS / "paired.log.tmp", "w") as log:
-        for config in run.plan(args.quick):
+    print(f"load {sequential.load()}", flush=True)
+    with open(sequential.RESULTS / "paired.log.tmp", "w") as log:
+        for config in sequential.plan(args.quick):
             if config.tools != 10 or (wanted and config.label.rsplit("/", 1)[0] not in wanted):
                 continue
-            print(f"server {config.label}  (load {run._load()})", flush=True)
+            print(f"server {config.label}  (load {sequential.load()})", flush=True)
             server = Server(
                 http=config.http,
                 body=config.body,
@@ -317,9 +318,11 @@ def main() -> None:
             try:
                 for name in NAMES if args.sequential else ():
                     phases = [
-                        p for p in run._phases(config, name, server.url, ca) if p["kind"] == "seq"
+                        p
+                        for p in sequential.contender_phases(config, name, server.url, ca)
+                        if p["kind"] == "seq"
                     ]
-                    records += run.run_contender(
+                    records += sequential.run_contender(
                         server, config, name, phases, cpu=client_cpu, log=log
                     )
                 entries += run_server(
@@ -335,7 +338,7 @@ def main() -> None:
                 )
             finally:
                 server.stop()
-    print(f"{time.time() - started:.0f} s, load {run._load()}", flush=True)
+    print(f"{time.time() - started:.0f} s, load {sequential.load()}", flush=True)
     if args.sequential:
         for title, result in (
             ("issue 12 from the sequential rows", {"records": records}),
