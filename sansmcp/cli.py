@@ -32,7 +32,9 @@ Everything a server sends is untrusted.  Shown to a person, a tool or parameter
 name is printable ASCII with everything else escaped (``\\uXXXX``), one-to-one, and
 other text has the characters that hide, reorder or forge text escaped (controls,
 format characters such as zero-width, bidi and tag characters, unassigned and
-private-use code points; see "text hygiene" below).  ``--json`` carries every field
+private-use code points, default-ignorable ones such as U+034F, a combining mark with
+no base; see "text hygiene" below); a server's log line or a failure is one line of
+at most ``MAX_LINE_CHARS`` characters.  ``--json`` carries every field
 the library returns (derived from its dataclasses; see "output" below) and is pure
 ASCII.
 """
@@ -46,10 +48,11 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 import unicodedata
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TextIO, TypeVar, cast
 
@@ -429,7 +432,7 @@ def log_text(note: LogMessage | Notification) -> str | None:
     data = note.data
     shown = data if isinstance(data, str) else _dumps(data)
     logger = "" if note.logger is None else f" {note.logger}:"
-    return _line(f"sansmcp: server log [{note.level}]{logger} {shown}")
+    return _clip(f"sansmcp: server log [{note.level}]{logger} {shown}", MAX_LINE_CHARS)
 
 
 def _arguments(text: str | None, stdin: TextIO) -> bytes:
@@ -653,12 +656,13 @@ def describe_error(exc: CallerError | McpError, *, url: str | None = None) -> st
     if fields:
         label += " [" + " ".join(fields) + "]"
     message = exc.message if isinstance(exc, McpError) else str(exc)
+    hint = ""
     if isinstance(exc, Unauthorized) and (
         exc.cause == "authorization_required" or (exc.cause is None and exc.status == 401)
     ):
-        target = "URL" if url is None else display_text(url)
-        message += f" (next: run `sansmcp login {target}`; later commands use the stored login)"
-    return _line(f"sansmcp: {label}: {message}")
+        target = "URL" if url is None else _clip(url, _CHALLENGE_WIDTH)
+        hint = f" (next: run `sansmcp login {target}`; later commands use the stored login)"
+    return _clip(f"sansmcp: {label}: {message}", MAX_LINE_CHARS - len(hint)) + hint
 
 
 def _bound_fields(bound: str | None, limit: float | None, observed: float | None) -> list[str]:
@@ -867,21 +871,60 @@ def _block_text(block: Content) -> str:
 #   different names never print alike (``codecs.decode(s, "unicode_escape")`` gives
 #   the name back);
 # * *text* (descriptions, content, reasons, URIs) keeps every visible character and
-#   escapes the ones that hide, reorder or forge text: categories Cc (controls, CR,
-#   ESC, NEL), Cf (format: zero-width, word joiner, soft hyphen, BOM, bidi controls,
-#   tags), Co (private use), Cs (lone surrogates), Cn (unassigned, as of the running
-#   Python's Unicode database), Zl, Zp, the tag block U+E0000..E007F and the Hangul
-#   fillers.  A backslash in text is left alone, so text escaping is not reversible:
+#   escapes the ones that hide, reorder or forge text, chosen by Unicode property, not
+#   by a list of examples: every code point of category Cc (controls, CR, ESC, NEL), Cf
+#   (format: zero-width, word joiner, soft hyphen, BOM, bidi controls, tags), Co
+#   (private use), Cs (lone surrogates), Cn (unassigned, as of the running Python's
+#   Unicode database), Zl or Zp, and every Default_Ignorable_Code_Point (Unicode's
+#   derived property of the code points a renderer shows as nothing; beyond those
+#   categories it holds the combining grapheme joiner U+034F, the Hangul fillers, the
+#   Khmer inherent vowels and the variation selectors, and it keeps the tag block and
+#   U+2065, U+FFF0..FFF8 escaped under any Unicode version).  Two rules by position:
+#   a combining mark (category M) with no base -- first in its field, or after an
+#   escape -- is escaped, since it would otherwise combine with sansmcp's own text or
+#   alter an escape; and one text/emoji presentation selector (U+FE0E, U+FE0F) right
+#   after a visible base character stays as it is (the emoji ``❤️``), while any other
+#   variation selector, or a second one, is escaped (a run of them can carry hidden
+#   data).  A backslash in text is left alone, so text escaping is not reversible:
 #   ``--json`` is the exact form.  In multi-line content (a text block), newline and
-#   tab stay as they are -- the text keeps its lines and indentation -- while CR,
-#   vertical tab, form feed, NEL, U+2028 and U+2029 are escaped, so no line can
-#   overwrite or hide another; a one-line field (a description's first line, a
-#   reason) escapes newline and tab too.
+#   tab stay as they are -- the text keeps its lines and indentation; each line and
+#   each tab-separated part is a field of its own -- while CR, vertical tab, form
+#   feed, NEL, U+2028 and U+2029 are escaped, so no line can overwrite or hide
+#   another; a one-line field (a description's first line, a reason) escapes newline
+#   and tab too.
 
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
-_HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
-_TAGS = range(0xE0000, 0xE0080)
+#: Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt; ``unicodedata``
+#: does not expose it), as inclusive ranges.
+_DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+_IGNORABLE = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _DEFAULT_IGNORABLE) + "]"
+)
+_PRESENTATION = frozenset("\ufe0e\ufe0f")  # text / emoji presentation selectors
+# What a character is to the text hygiene: shown as itself when it has what it needs.
+_BASE, _MARK, _SELECTOR, _HIDE = range(4)
 _ANNOTATIONS_WIDTH = 120
+#: The most characters (escapes counted as shown) of one line of server text on
+#: stderr -- a server log message, a failure's message; the rest is cut at ``…``.
+MAX_LINE_CHARS = 2_000
 
 
 def _escape(code: int) -> str:
@@ -906,25 +949,46 @@ def _name_token(char: str) -> str:
     return char if 0x20 <= code < 0x7F else _escape(code)
 
 
-def _hidden(char: str) -> bool:
-    return (
-        unicodedata.category(char) in _HIDDEN_CATEGORIES
-        or char in _HANGUL_FILLERS
-        or ord(char) in _TAGS
-    )
-
-
 @functools.lru_cache(maxsize=4096)
-def _text_token(char: str) -> str:
-    return _escape(ord(char)) if _hidden(char) else char
+def _kind(char: str) -> int:
+    category = unicodedata.category(char)
+    if category in _HIDDEN_CATEGORIES:
+        return _HIDE
+    if char in _PRESENTATION:
+        return _SELECTOR
+    if _IGNORABLE.match(char):
+        return _HIDE
+    return _MARK if category[0] == "M" else _BASE
+
+
+def _tokens(text: str) -> Iterator[str]:
+    """Each character of the field ``text`` as it is shown: itself or its escape."""
+    before = _HIDE  # the field's start: no base for a mark
+    for char in text:
+        kind = _kind(char)
+        if (
+            kind == _BASE
+            or (kind == _MARK and before != _HIDE)
+            or (kind == _SELECTOR and before == _BASE)
+        ):
+            before = kind
+            yield char
+        else:
+            before = _HIDE
+            yield _escape(ord(char))
 
 
 def _text_line(text: str) -> str:
     # str.isprintable() is False for every hidden category (and for Zs spaces other
-    # than U+0020, which are not hidden): the common text skips the per-character walk.
-    if text.isprintable() and not any(filler in text for filler in _HANGUL_FILLERS):
+    # than U+0020, which are not hidden): plain text, with no default-ignorable and no
+    # leading mark, skips the per-character walk.
+    if (
+        text.isprintable()
+        and _IGNORABLE.search(text) is None
+        and (not text or _kind(text[0]) != _MARK)
+    ):
         return text
-    return "".join(map(_text_token, text))
+    return "".join(_tokens(text))
 
 
 def display_text(text: str, *, multiline: bool = False) -> str:
@@ -951,8 +1015,7 @@ def _clip(text: str, width: int) -> str:
     """``text`` escaped as one line and cut to ``width`` characters, never inside an escape."""
     out: list[str] = []
     used = 0
-    for char in text[: width + 1]:
-        token = _text_token(char)
+    for token in _tokens(text[: width + 1]):
         if used + len(token) > width:
             while used + 1 > width:
                 used -= len(out.pop())

@@ -31,26 +31,95 @@ Development status):
 
 Arguments and results are never recorded (the conventions make them opt-in; sansmcp
 does not offer it).
+
+A hostile server chooses some of these values, so two rules hold for everything this
+module hands to OpenTelemetry:
+
+* **closed sets on metrics** -- a metric attribute takes its values from a set fixed
+  here, never from the server: ``error.type`` and ``rpc.response.status_code`` are a
+  JSON-RPC or MCP error code the spec documents (:data:`KNOWN_CODES`), one of
+  sansmcp's own tags (``ConnectionFailed.cause``, ``ServerAnswered.reason``,
+  ``unauthorized``, ``tool_error``, ``cancelled``), else ``_OTHER`` (the conventions'
+  value for an ``error.type`` they do not know); ``mcp.protocol.version`` is a
+  revision sansmcp speaks.  ``gen_ai.tool.name`` is left off the histogram: the
+  server names its tools (and may rename them per session), so it would make one
+  series per name; spans keep it.  Spans also keep the server's own code in
+  ``rpc.response.status_code``; their ``error.type`` is the metric's.
+* **clipped strings** -- every span name, string attribute and status description is
+  cut to :data:`MAX_TELEMETRY_BYTES` UTF-8 bytes (at a character boundary, ``…`` at
+  the cut; a lone surrogate becomes U+FFFD, so an exporter can encode it) by
+  :func:`clip_text`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final, get_args
 
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import __version__
-from .core.errors import ConnectionFailed
+from .core.errors import Cause, ConnectionFailed, Reason
 from .core.mcp import RequestEnded, RequestStarted
+from .core.messages import SUPPORTED_VERSIONS
 
-__all__ = ["DURATION_BUCKETS", "Telemetry"]
+__all__ = [
+    "DURATION_BUCKETS",
+    "KNOWN_CODES",
+    "MAX_TELEMETRY_BYTES",
+    "OTHER",
+    "Telemetry",
+    "clip_text",
+    "metric_code",
+    "metric_error_type",
+]
 
 #: The conventions' advisory bucket boundaries for ``mcp.client.operation.duration`` (s).
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+#: The most UTF-8 bytes of any string sansmcp hands to OpenTelemetry (span name,
+#: attribute value, status description); longer ones are cut by :func:`clip_text`.
+MAX_TELEMETRY_BYTES: Final = 1024
+#: The semantic conventions' value for an ``error.type`` outside the documented set.
+OTHER: Final = "_OTHER"
+#: The error codes the spec documents: JSON-RPC 2.0's (parse error, invalid request,
+#: method not found, invalid params, internal error) and MCP's (``-32002`` resource not
+#: found, 2025-11-25 and earlier; ``-32020`` HeaderMismatch; ``-32021``
+#: MissingRequiredClientCapability; ``-32022`` UnsupportedProtocolVersion; ``-32042``
+#: URLElicitationRequired, 2025-11-25).  Any other code is ``_OTHER`` on metrics.
+KNOWN_CODES: Final = frozenset(
+    {-32700, -32600, -32601, -32602, -32603, -32002, -32020, -32021, -32022, -32042}
+)
+_TAGS = frozenset({*get_args(Cause), *get_args(Reason), "unauthorized", "tool_error", "cancelled"})
+_ERROR_TYPES = _TAGS | {str(code) for code in KNOWN_CODES}
+_VERSIONS = frozenset(SUPPORTED_VERSIONS)
 _IDS = ("jsonrpc.request.id", "mcp.session.id")
+_NOT_ON_METRICS = (*_IDS, "gen_ai.tool.name")
+_ELLIPSIS = "\u2026"  # 3 UTF-8 bytes
+
+
+def clip_text(text: str, limit: int = MAX_TELEMETRY_BYTES) -> str:
+    """``text`` in at most ``limit`` (>= 3) UTF-8 bytes: cut at a character boundary
+    with ``…`` at the cut; lone surrogates become U+FFFD.  Costs O(``limit``), not
+    O(``len(text)``)."""
+    head = text[: limit + 1]  # every character is at least one byte
+    if not head.isascii():
+        head = head.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    data = head.encode()
+    if len(data) <= limit:
+        return head  # the whole text (more than ``limit`` characters is over ``limit`` bytes)
+    return data[: limit - 3].decode("utf-8", "ignore") + _ELLIPSIS
+
+
+def metric_code(code: int) -> str:
+    """A JSON-RPC error code as a metric attribute: documented, else ``_OTHER``."""
+    return str(code) if code in KNOWN_CODES else OTHER
+
+
+def metric_error_type(kind: str) -> str:
+    """An ``error.type``: a documented code or one of sansmcp's tags, else ``_OTHER``."""
+    return kind if kind in _ERROR_TYPES else OTHER
 
 
 class Telemetry:
@@ -97,7 +166,7 @@ class Telemetry:
         spans = self._spans.setdefault(id(conn), {})
         if isinstance(item, RequestStarted):
             spans[item.rpc_id] = self._tracer.start_span(
-                item.method if item.tool is None else f"{item.method} {item.tool}",
+                _span_name(item.method, item.tool),
                 kind=SpanKind.CLIENT,
                 attributes=self._attributes(conn, item.method, item.tool, item.rpc_id),
                 start_time=wall - _ns(now - item.at),
@@ -106,26 +175,32 @@ class Telemetry:
         span = spans.pop(item.rpc_id, None)
         start = wall - _ns(now - item.started)
         if span is None:  # pragma: no cover - the core reports a start before every end
-            span = self._tracer.start_span(item.method, kind=SpanKind.CLIENT, start_time=start)
+            span = self._tracer.start_span(
+                _span_name(item.method, item.tool), kind=SpanKind.CLIENT, start_time=start
+            )
         attributes = self._attributes(conn, item.method, item.tool, item.rpc_id)
         if item.protocol_version is not None:
-            attributes["mcp.protocol.version"] = item.protocol_version
+            attributes["mcp.protocol.version"] = clip_text(item.protocol_version)
         if item.session_id is not None:
-            attributes["mcp.session.id"] = item.session_id
+            attributes["mcp.session.id"] = clip_text(item.session_id)
         if item.http_version is not None:
-            attributes["network.protocol.version"] = item.http_version
+            attributes["network.protocol.version"] = clip_text(item.http_version)
         if item.error_type is not None:
-            attributes["error.type"] = item.error_type
+            attributes["error.type"] = metric_error_type(item.error_type)
         if item.rpc_code is not None:
-            attributes["rpc.response.status_code"] = str(item.rpc_code)
+            attributes["rpc.response.status_code"] = clip_text(str(item.rpc_code))
         span.set_attributes(attributes)
         if item.error_type is not None:
-            span.set_status(Status(StatusCode.ERROR, item.error_message or item.error_type))
+            text = item.error_message or item.error_type
+            span.set_status(Status(StatusCode.ERROR, clip_text(text)))
         span.end(end_time=wall - _ns(now - item.at))
-        self._duration.record(
-            max(item.at - item.started, 0.0),
-            {key: value for key, value in attributes.items() if key not in _IDS},
-        )
+        points = {k: v for k, v in attributes.items() if k not in _NOT_ON_METRICS}
+        if item.rpc_code is not None:
+            points["rpc.response.status_code"] = metric_code(item.rpc_code)
+        version = points.get("mcp.protocol.version")
+        if version is not None and version not in _VERSIONS:  # pragma: no cover - negotiated
+            points["mcp.protocol.version"] = OTHER
+        self._duration.record(max(item.at - item.started, 0.0), points)
         if not spans:
             del self._spans[id(conn)]
 
@@ -133,9 +208,10 @@ class Telemetry:
         """``conn``'s operation was abandoned (cancelled, or a callback raised): its
         open spans end with that as their error."""
         kind = error.cause if isinstance(error, ConnectionFailed) else type(error).__name__
+        kind = clip_text(kind)  # the caller's own exception class: a span-only value
         for span in self._spans.pop(id(conn), {}).values():
             span.set_attribute("error.type", kind)
-            span.set_status(Status(StatusCode.ERROR, str(error) or kind))
+            span.set_status(Status(StatusCode.ERROR, clip_text(str(error) or kind)))
             span.end()
 
     # ------------------------------------------------------------ attributes
@@ -148,16 +224,20 @@ class Telemetry:
             "jsonrpc.request.id": str(rpc_id),
             "network.transport": "tcp",
             "network.protocol.name": "http",
-            "server.address": origin.host,
+            "server.address": clip_text(origin.host),
             "server.port": origin.port,
         }
         version = conn.machine.protocol_version
         if version is not None:
-            attributes["mcp.protocol.version"] = version
+            attributes["mcp.protocol.version"] = clip_text(version)
         if tool is not None:
-            attributes["gen_ai.tool.name"] = tool
+            attributes["gen_ai.tool.name"] = clip_text(tool)
             attributes["gen_ai.operation.name"] = "execute_tool"
         return attributes
+
+
+def _span_name(method: str, tool: str | None) -> str:
+    return clip_text(method if tool is None else f"{method} {tool}")
 
 
 def _ns(seconds: float) -> int:

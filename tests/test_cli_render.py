@@ -26,9 +26,17 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sansmcp import cli
-from sansmcp.cli import display_text, name_text, render_call, render_listing
+from sansmcp import ServerAnswered, cli
+from sansmcp.cli import (
+    describe_error,
+    display_text,
+    log_text,
+    name_text,
+    render_call,
+    render_listing,
+)
 from sansmcp.core.jsonvalue import dumps_compact
+from sansmcp.core.mcp.notifications import LogMessage
 from sansmcp.core.results import CallResult, Content
 from sansmcp.core.tools import (
     HeaderParam,
@@ -42,16 +50,88 @@ MODERN = "2026-07-28"
 # --------------------------------------------------------------------------- the oracle
 
 HIDDEN_CATEGORIES = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}
-HANGUL_FILLERS = {0x115F, 0x1160, 0x3164, 0xFFA0}
+# Default_Ignorable_Code_Point, as Unicode's DerivedCoreProperties.txt lists it.
+DEFAULT_IGNORABLE = [
+    (0x00AD, 0x00AD),  # Cf SOFT HYPHEN
+    (0x034F, 0x034F),  # Mn COMBINING GRAPHEME JOINER
+    (0x061C, 0x061C),  # Cf ARABIC LETTER MARK
+    (0x115F, 0x1160),  # Lo HANGUL CHOSEONG FILLER..HANGUL JUNGSEONG FILLER
+    (0x17B4, 0x17B5),  # Mn KHMER VOWEL INHERENT AQ..AA
+    (0x180B, 0x180D),  # Mn MONGOLIAN FREE VARIATION SELECTOR ONE..THREE
+    (0x180E, 0x180E),  # Cf MONGOLIAN VOWEL SEPARATOR
+    (0x180F, 0x180F),  # Mn MONGOLIAN FREE VARIATION SELECTOR FOUR
+    (0x200B, 0x200F),  # Cf ZERO WIDTH SPACE..RIGHT-TO-LEFT MARK
+    (0x202A, 0x202E),  # Cf LEFT-TO-RIGHT EMBEDDING..RIGHT-TO-LEFT OVERRIDE
+    (0x2060, 0x2064),  # Cf WORD JOINER..INVISIBLE PLUS
+    (0x2065, 0x2065),  # Cn
+    (0x2066, 0x206F),  # Cf LEFT-TO-RIGHT ISOLATE..NOMINAL DIGIT SHAPES
+    (0x3164, 0x3164),  # Lo HANGUL FILLER
+    (0xFE00, 0xFE0F),  # Mn VARIATION SELECTOR-1..16
+    (0xFEFF, 0xFEFF),  # Cf ZERO WIDTH NO-BREAK SPACE
+    (0xFFA0, 0xFFA0),  # Lo HALFWIDTH HANGUL FILLER
+    (0xFFF0, 0xFFF8),  # Cn
+    (0x1BCA0, 0x1BCA3),  # Cf SHORTHAND FORMAT LETTER OVERLAP..UP STEP
+    (0x1D173, 0x1D17A),  # Cf MUSICAL SYMBOL BEGIN BEAM..END PHRASE
+    (0xE0000, 0xE0000),  # Cn
+    (0xE0001, 0xE0001),  # Cf LANGUAGE TAG
+    (0xE0002, 0xE001F),  # Cn
+    (0xE0020, 0xE007F),  # Cf TAG SPACE..CANCEL TAG
+    (0xE0080, 0xE00FF),  # Cn
+    (0xE0100, 0xE01EF),  # Mn VARIATION SELECTOR-17..256
+    (0xE01F0, 0xE0FFF),  # Cn
+]
+IGNORABLE = frozenset(code for low, high in DEFAULT_IGNORABLE for code in range(low, high + 1))
+PRESENTATION = {0xFE0E, 0xFE0F}  # text / emoji presentation: kept right after a base
 
 
 def hidden(code: int) -> bool:
-    """The issue's list: categories Cc Cf Co Cs Zl Zp Cn, tag characters, Hangul fillers."""
-    return (
-        unicodedata.category(chr(code)) in HIDDEN_CATEGORIES
-        or 0xE0000 <= code <= 0xE007F
-        or code in HANGUL_FILLERS
-    )
+    """The issue's classes: categories Cc Cf Co Cs Cn Zl Zp, and the default-ignorables
+    (tag characters, Hangul fillers, U+034F, variation selectors among them)."""
+    return unicodedata.category(chr(code)) in HIDDEN_CATEGORIES or code in IGNORABLE
+
+
+def is_mark(code: int) -> bool:
+    return unicodedata.category(chr(code)).startswith("M")
+
+
+def expected_field(text: str) -> str:
+    """One field as the issue says it is shown: a hidden character escaped, except a
+    presentation selector right after a base; a mark with no base (at the start, after
+    an escape) escaped; everything else as it is."""
+    out: list[str] = []
+    before = "none"  # what the previous character was shown as
+    for char in text:
+        code = ord(char)
+        if code in PRESENTATION:
+            raw = before == "base"
+        elif hidden(code):
+            raw = False
+        else:
+            raw = not is_mark(code) or before != "none"
+        out.append(char if raw else python_escape(code))
+        before = ("mark" if is_mark(code) else "base") if raw else "none"
+    return "".join(out)
+
+
+def expected_text(text: str, multiline: bool) -> str:
+    if not multiline:
+        return expected_field(text)
+    return "\n".join("\t".join(map(expected_field, line.split("\t"))) for line in text.split("\n"))
+
+
+def leaks(line: str) -> list[str]:
+    """What a rendered line shows that a terminal would hide or attach to other text: a
+    hidden code point (a presentation selector right after a base excepted) or a mark
+    first on the line."""
+    found = []
+    for i, char in enumerate(line):
+        code = ord(char)
+        before = ord(line[i - 1]) if i else None
+        after_base = before is not None and not hidden(before) and not is_mark(before)
+        selector_kept = code in PRESENTATION and after_base
+        if (hidden(code) and not selector_kept) or (i == 0 and is_mark(code)):
+            found.append(char)
+    return found
 
 
 def python_escape(code: int) -> str:
@@ -66,6 +146,8 @@ any_char = st.one_of(
     st.integers(0xD800, 0xDFFF).map(chr),
     st.integers(0xE0000, 0xE007F).map(chr),
     st.sampled_from("\\\n\t\r\x00\x1b\x7f\x85\u00ad\u200b\u2060\ufeff\u2028\u202e\u3164"),
+    # marks, joiners and selectors: what combines with the character before
+    st.sampled_from("\u034f\u0301\u0338\u20e3\u17b4\u180b\ufe00\ufe0e\ufe0f\U000e0100e\u2764"),
 )
 any_text = st.text(any_char, max_size=40)
 
@@ -100,16 +182,37 @@ def test_name_escapes_by_plane() -> None:
 # --------------------------------------------------------------------------- text
 
 
-def test_every_code_point_is_escaped_iff_hidden() -> None:
-    """All 1,114,112 code points, one line and multi-line."""
-    every = "".join(map(chr, range(0x110000)))
-    one_line = [python_escape(ord(c)) if hidden(ord(c)) else c for c in every]
-    multi_line = [c if c in "\n\t" else shown for c, shown in zip(every, one_line, strict=True)]
-    for multiline, expected in ((False, one_line), (True, multi_line)):
-        shown = display_text(every, multiline=multiline)
-        if shown != "".join(expected):  # name the first code point that differs
-            wrong = [i for i, e in enumerate(expected) if display_text(every[i]) != e]
-            pytest.fail(f"multiline={multiline}: wrong at U+{wrong[0]:04X} and {len(wrong)} more")
+def test_every_code_point_after_a_base_and_every_mark_with_none() -> None:
+    """All 1,114,112 code points after a visible base, and every mark (category M, the
+    only ones whose showing depends on what precedes) after an escape: escaped iff the
+    issue's classes say so."""
+    every = [chr(code) for code in range(0x110000)]
+    categories = [unicodedata.category(c) for c in every]
+    marks = [c for c, cat in zip(every, categories, strict=True) if cat.startswith("M")]
+    cases = {
+        "a": (  # after a base: hidden ones escaped, a presentation selector kept
+            every,
+            [
+                c
+                if ord(c) in PRESENTATION or not (cat in HIDDEN_CATEGORIES or ord(c) in IGNORABLE)
+                else python_escape(ord(c))
+                for c, cat in zip(every, categories, strict=True)
+            ],
+        ),
+        "\x00": (marks, [python_escape(ord(c)) for c in marks]),  # no base: every mark escaped
+    }
+    for before, (chars, tokens) in cases.items():
+        lead = display_text(before)
+        shown = display_text("".join(before + c for c in chars))
+        if shown != "".join(lead + token for token in tokens):  # name the first that differs
+            wrong = next(
+                c
+                for c, t in zip(chars, tokens, strict=True)
+                if display_text(before + c) != lead + t
+            )
+            pytest.fail(f"after {before!r}: wrong at U+{ord(wrong):04X}")
+    assert len(marks) > 2_000  # Mn, Mc and Me, variation selectors among them
+    assert display_text("a\u034fb") == "a\\u034fb"  # default-ignorable, not in the categories
 
 
 @pytest.mark.parametrize(
@@ -132,6 +235,11 @@ def test_every_code_point_is_escaped_iff_hidden() -> None:
         ("\u2028", "\\u2028"),
         ("\r", "\\x0d"),
         ("\x85", "\\x85"),
+        ("\u034f", "\\u034f"),  # combining grapheme joiner (Mn, default-ignorable)
+        ("\u17b4", "\\u17b4"),  # Khmer inherent vowel (Mn, default-ignorable)
+        ("\u180b", "\\u180b"),  # Mongolian free variation selector
+        ("\ufe00", "\\ufe00"),  # variation selector 1
+        ("\U000e0100", "\\U000e0100"),  # variation selector 17
     ],
 )
 def test_the_issue_examples_are_escaped(char: str, escape: str) -> None:
@@ -140,18 +248,86 @@ def test_the_issue_examples_are_escaped(char: str, escape: str) -> None:
 
 
 def test_visible_text_is_left_alone() -> None:
-    text = "Grüße, 東京 \U0001f600 \\n \u00a0 x\u0301"
+    text = "Grüße, 東京 \U0001f600 \\n \u00a0 x\u0301 \u2764\ufe0f 1\ufe0f\u20e3 \u0915\u094d\u0937"
     assert display_text(text) == text
     assert display_text("a\nb\tc") == "a\\x0ab\\x09c"
     assert display_text("a\nb\tc\r\n", multiline=True) == "a\nb\tc\\x0d\n"
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("\u0301x", "\\u0301x"),  # a mark first in the field: it has no base
+        ("\u200b\u0301", "\\u200b\\u0301"),  # after an escape: it would alter the escape
+        ("a\t\u0301", "a\t\\u0301"),  # first after a tab (multi-line: a field of its own)
+        ("\u2764\ufe0f\ufe0f", "\u2764\ufe0f\\ufe0f"),  # one selector per base
+        ("\ufe0fa", "\\ufe0fa"),  # a selector with no base
+        ("x\u0301\ufe0f", "x\u0301\\ufe0f"),  # after a mark: not a base
+    ],
+)
+def test_marks_and_selectors_without_a_base_are_escaped(text: str, shown: str) -> None:
+    assert display_text(text, multiline=True) == shown
+
+
 @settings(max_examples=300, deadline=None)
 @given(any_text, st.booleans())
-def test_text_is_escaped_character_by_character(text: str, multiline: bool) -> None:
+def test_text_is_shown_as_the_issue_says(text: str, multiline: bool) -> None:
     shown = display_text(text, multiline=multiline)
-    assert shown == "".join(display_text(c, multiline=multiline) for c in text)
-    assert not any(hidden(ord(c)) for c in shown if not (multiline and c in "\n\t"))
+    assert shown == expected_text(text, multiline)
+    for line in shown.split("\n") if multiline else [shown]:
+        for field in line.split("\t") if multiline else [line]:
+            assert leaks(field) == [], field
+
+
+CATEGORIES = sorted(
+    {unicodedata.category(chr(code)) for code in range(0x110000)}
+)  # all 30 of them, Cs and Cn included
+characters_of_every_category = st.sampled_from(CATEGORIES).flatmap(
+    lambda category: (
+        st.integers(0xD800, 0xDFFF).map(chr)
+        if category == "Cs"
+        else st.characters(categories=[category], codec=None)
+    )  # type: ignore[list-item]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(characters_of_every_category | any_char, max_size=30), st.booleans())
+def test_no_rendered_character_is_hidden_whatever_its_category(text: str, multiline: bool) -> None:
+    """Characters drawn category by category: the output holds none of Cc Cf Co Cs Cn Zl
+    Zp (newline and tab of multi-line text aside), no default-ignorable but a presentation
+    selector after a base, and no field starts with a mark."""
+    shown = display_text(text, multiline=multiline)
+    kept = shown.replace("\n", "").replace("\t", "") if multiline else shown
+    assert not any(unicodedata.category(c) in HIDDEN_CATEGORIES for c in kept), shown
+    for line in shown.split("\n") if multiline else [shown]:
+        for field in line.split("\t") if multiline else [line]:
+            assert leaks(field) == [], field
+    visible = [c for c in text if not hidden(ord(c)) and not is_mark(ord(c))]
+    assert all(c in shown for c in visible)  # ordinary text stays as it is
+
+
+def test_a_server_line_on_stderr_is_clipped() -> None:
+    """A server log message or failure of 3 MB is one line of at most MAX_LINE_CHARS."""
+    huge = "\u034f" + "m" * 3_000_000 + "\n"
+    line = log_text(LogMessage(level="error", logger="l\u034f" * 5_000, data=huge))
+    assert line is not None and line.endswith("…")
+    assert cli.MAX_LINE_CHARS - 10 < len(line) <= cli.MAX_LINE_CHARS  # not inside an escape
+    assert line.startswith("sansmcp: server log [error] l\\u034fl\\u034f")
+    error = ServerAnswered(huge, reason="unknown_result_type")
+    described = describe_error(error)
+    assert len(described) == cli.MAX_LINE_CHARS and described.endswith("…")
+    assert described.startswith("sansmcp: ServerAnswered [reason=unknown_result_type]: \\u034fmm")
+    short = log_text(LogMessage(level="info", logger=None, data={"k": 1}))
+    assert short == 'sansmcp: server log [info] {"k": 1}'
+
+
+@settings(max_examples=100, deadline=None)
+@given(any_text | st.builds(lambda text, n: text * n, any_text, st.integers(0, 300)), any_text)
+def test_any_server_log_line_is_one_clean_bounded_line(data: str, logger: str) -> None:
+    line = log_text(LogMessage(level="warning", logger=logger, data=data))
+    assert line is not None and len(line) <= cli.MAX_LINE_CHARS
+    assert "\n" not in line and leaks(line) == []
 
 
 # --------------------------------------------------------------------------- schemas
@@ -188,7 +364,7 @@ input_schemas = st.fixed_dictionaries(
 def listing_lines(text: str) -> list[str]:
     lines = text.split("\n")
     for line in lines:  # every line: nothing hidden, so nothing can forge another line
-        assert not any(hidden(ord(c)) for c in line), line
+        assert leaks(line) == [], line
     return lines
 
 
@@ -434,7 +610,7 @@ results = st.builds(
 def test_any_result_prints_and_its_json_decodes_back(result: CallResult, tool: str) -> None:
     text = render_call(tool, MODERN, result)
     for line in text.split("\n"):
-        assert not any(hidden(ord(c)) for c in line if c != "\t"), line
+        assert all(leaks(field) == [] for field in line.split("\t")), line
     assert text.split("\n")[0].startswith(f"protocol {MODERN} · {name_text(tool)} → ")
     document = render_call(tool, MODERN, result, as_json=True)
     assert document.isascii()

@@ -22,9 +22,19 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from sansmcp import CallerError, Config, ServerAnswered
-from sansmcp.otel import DURATION_BUCKETS, Telemetry
+from sansmcp import CallerError, Config, Limits, ServerAnswered
+from sansmcp.otel import (
+    DURATION_BUCKETS,
+    KNOWN_CODES,
+    MAX_TELEMETRY_BYTES,
+    OTHER,
+    Telemetry,
+    clip_text,
+)
 
+from ..hostile.answers import Request, error, json_answer, well_behaved
+from ..hostile.server_h1 import H1Reply, H1Server
+from ..hostile.serving import ServerThread
 from .conftest import REPO, Backend, Launcher, Server
 
 ERAS = {"modern": ("--observe",), "legacy": ("--observe", "--legacy-only")}
@@ -247,3 +257,104 @@ def test_a_telemetry_hook_carrier_is_checked(backend: Backend, launch: Launcher)
                     pass
 
     backend.run(main)
+
+
+# ---- a hostile server's values (issue 26, findings 6 and 7) ----------------------------
+
+CODES = 1_200  # distinct JSON-RPC error codes, one call each
+HUGE_MESSAGE = "\u00e9" + "m" * 3_000_000 + "\u6771"  # an error message of 3 MB
+LONG_TOOL = "long_" + "x" * 59_995  # a tool name of 60,000 characters
+MANY_RESPONSES = Limits(max_responses=2 * CODES)  # all on one connection
+
+
+async def hostile_answers(request: Request, reply: H1Reply) -> None:
+    """A modern server whose errors carry any code and any message."""
+    if request.rpc_method != "tools/call":
+        await reply.answer(well_behaved(request))
+        return
+    name = request.params.get("name")
+    arguments = request.params.get("arguments") or {}
+    if name == "code":
+        answer = error(request.rpc_id, arguments["code"], f"code {arguments['code']}")
+    elif name == "huge":
+        answer = error(request.rpc_id, -32603, HUGE_MESSAGE)
+    else:
+        answer = error(request.rpc_id, 7, f"no tool {len(str(name)):,} characters long")
+    await reply.answer(json_answer(answer))
+
+
+def distinct_codes() -> list[int]:
+    """1,200 codes: the documented ones, JSON-RPC's reserved range, and far outside it."""
+    codes = sorted(KNOWN_CODES | set(range(-32099, -32000)) | {-(10**40) - n for n in range(50)})
+    codes += range(CODES - len(codes))  # 0, 1, 2, ...
+    assert len(set(codes)) == CODES
+    return codes
+
+
+def test_hostile_codes_and_strings_stay_bounded(backend: Backend) -> None:
+    """1,200 distinct error codes make at most one series per documented code plus
+    ``_OTHER``; a 3 MB message and a 60 KB tool name reach no span name, attribute or
+    status description longer than MAX_TELEMETRY_BYTES (UTF-8)."""
+    sdk = Sdk()
+    codes = distinct_codes()
+    with ServerThread(H1Server(hostile_answers)) as server:
+
+        async def main() -> None:
+            config = Config(url=f"http://127.0.0.1:{server.port}/mcp")
+            async with (
+                backend.Client(
+                    allow_loopback=True, telemetry=sdk.telemetry, limits=MANY_RESPONSES
+                ) as client,
+                client.connect(config) as conn,
+            ):
+                for code in codes:
+                    with pytest.raises(ServerAnswered) as caught:
+                        await conn.call_tool("code", json.dumps({"code": code}).encode())
+                    assert caught.value.code == code
+                with pytest.raises(ServerAnswered) as caught:
+                    await conn.call_tool("huge")
+                assert caught.value.rpc_message == HUGE_MESSAGE
+                with pytest.raises(ServerAnswered):
+                    await conn.call_tool(LONG_TOOL)
+
+        backend.run(main, timeout=120)
+
+    spans = sdk.spans.get_finished_spans()
+    calls = [s for s in spans if s.attributes.get("mcp.method.name") == "tools/call"]
+    for span in spans:  # every string within the limit, in UTF-8 bytes
+        texts = [span.name, span.status.description or ""]
+        texts += [v for v in span.attributes.values() if isinstance(v, str)]
+        assert max(len(t.encode()) for t in texts) <= MAX_TELEMETRY_BYTES, span.name[:80]
+    by_tool: dict[str, list[Any]] = {}
+    for span in calls:
+        by_tool.setdefault(span.attributes["gen_ai.tool.name"], []).append(span)
+    assert sorted(by_tool) == sorted(["code", "huge", clip_text(LONG_TOOL)])
+    sent = [int(s.attributes["rpc.response.status_code"]) for s in by_tool["code"]]
+    # spans keep the server's code; HeaderMismatch (-32020) is re-listed and retried once
+    assert sorted(sent) == sorted([*codes, -32020])
+    for span in by_tool["code"]:
+        code = int(span.attributes["rpc.response.status_code"])
+        assert span.attributes["error.type"] == (str(code) if code in KNOWN_CODES else OTHER)
+    [huge] = by_tool["huge"]
+    assert huge.status.description == clip_text(HUGE_MESSAGE)
+    assert huge.status.description.startswith("\u00e9mmm")
+    assert huge.status.description.endswith("\u2026")
+    [long] = by_tool[clip_text(LONG_TOOL)]
+    assert long.name == clip_text(f"tools/call {LONG_TOOL}")
+    assert long.attributes["error.type"] == OTHER
+
+    points = [p for p in sdk.points() if p.attributes.get("mcp.method.name") == "tools/call"]
+    series = {
+        (p.attributes["error.type"], p.attributes["rpc.response.status_code"]) for p in points
+    }
+    expected_series = {(str(c), str(c)) for c in KNOWN_CODES} | {(OTHER, OTHER)}
+    assert series == expected_series  # 11 series, not 1,202
+    assert len(points) == len(expected_series)
+    counts = {p.attributes["error.type"]: p.count for p in points}
+    assert counts[OTHER] == CODES - len(KNOWN_CODES) + 1  # the long tool's code 7 too
+    assert counts["-32603"] == 2  # one of the 1,200 and the huge message
+    assert counts["-32020"] == 2  # and its retry
+    for point in sdk.points():
+        assert "gen_ai.tool.name" not in point.attributes
+        for value in point.attributes.values():
+            assert not isinstance(value, str) or len(value.encode()) <= MAX_TELEMETRY_BYTES
