@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "AuthCause",
     "CallerError",
     "Cause",
@@ -92,10 +93,20 @@ Reason = Literal[
 """Every value of ``ServerAnswered.reason``; each is described in that class's docstring."""
 
 
+#: The longest ``McpError.message``, in characters: a message quotes what a server sent
+#: (a result type, a header, a JSON-RPC error's text), and an embedder logs it.  What is
+#: cut is said; the full values stay in the error's own fields (``rpc_message``, ...).
+MAX_MESSAGE_CHARS = 4_000
+
+
 class McpError(Exception):
-    """Base of every failure the public API raises."""
+    """Base of every failure the public API raises (``message`` at most
+    :data:`MAX_MESSAGE_CHARS` characters)."""
 
     def __init__(self, message: str) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            cut = f"... ({len(message):,} characters in all)"
+            message = message[: MAX_MESSAGE_CHARS - len(cut)] + cut
         super().__init__(message)
         self.message = message
 

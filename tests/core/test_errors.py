@@ -16,12 +16,16 @@ import re
 from typing import get_args
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sansmcp.core.errors import (
+    MAX_MESSAGE_CHARS,
     Cause,
     ConnectionFailed,
     Reason,
     ServerAnswered,
+    Unauthorized,
     budget_exceeded,
 )
 
@@ -174,3 +178,21 @@ def test_budget_exceeded_is_a_budget_cause() -> None:
         10,
         11,
     )
+
+
+@given(st.text(max_size=20), st.integers(min_value=0, max_value=3 * MAX_MESSAGE_CHARS))
+def test_a_message_is_never_longer_than_its_bound(head: str, length: int) -> None:
+    """Whatever a server's text makes a message: at most MAX_MESSAGE_CHARS, the cut said,
+    a message within the bound kept to the letter."""
+    message = (head + "x" * length)[: len(head) + length]
+    for error in (
+        ConnectionFailed(message, cause="framing"),
+        ServerAnswered(message, reason="malformed_result"),
+        Unauthorized(message, status=401),
+    ):
+        assert len(error.message) <= MAX_MESSAGE_CHARS and str(error) == error.message
+        if len(message) <= MAX_MESSAGE_CHARS:
+            assert error.message == message
+        else:
+            assert error.message.startswith(message[:100])
+            assert error.message.endswith(f"... ({len(message):,} characters in all)")
