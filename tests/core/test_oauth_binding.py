@@ -299,3 +299,43 @@ def test_completion_is_refused_iff_the_config_differs_in_a_bound_field(
     assert "completed already" in str(refused(world, oauth_a, redirect, url_a))
     assert "completed already" in str(refused(world, oauth_b, redirect, url_b))
     assert len(world.forms) == 1
+
+
+# ------------------------------------------------------------------ refresh: the secret's issuer
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pinned=st.sampled_from([None, AS, "https://other-as.example.com", f"{AS}/"]),
+    issued_by=st.sampled_from([AS, "https://attacker.example.com"]),
+)
+def test_a_refresh_sends_the_configured_secret_only_to_its_own_issuer(
+    pinned: str | None, issued_by: str
+) -> None:
+    """Stored tokens with no registration for their issuer are refreshed with the configured
+    client only when ``OAuth.issuer`` is unset or is that issuer (as ``_register`` uses it);
+    else ``refresh_failed`` and no request: the secret never goes to another issuer."""
+    store = MemoryTokenStore()
+    token_endpoint = f"{issued_by}/token"
+    store.save_tokens(
+        MCP,
+        Tokens(
+            access_token="old", refresh_token="r", issuer=issued_by, token_endpoint=token_endpoint
+        ),
+    )
+    world = World()
+    oauth = OAuth(client_id="cfg", client_secret="s3cret", issuer=pinned, store=store)
+    runner = Runner(world, dataclasses.replace(oauth, redirect_uri=REDIRECT))
+    outcome = runner.run(runner.machine.connect)
+    to_token = [host for host, _, path in world.log if path == "/token"]
+    if pinned in (None, issued_by):
+        assert to_token == [token_endpoint.split("/")[2]]
+        assert world.forms[0]["grant_type"] == "refresh_token"
+        return
+    error = runner.fail(outcome)
+    assert isinstance(error, Unauthorized) and error.cause == "refresh_failed"
+    assert to_token == [] and all(b"s3cret" not in body for body in world.bodies)
+    assert store.tokens(MCP) is None  # forgotten: the next operation authorizes afresh
+    assert isinstance(runner.run(runner.machine.connect), Connected)
+    assert world.forms[-1]["grant_type"] == "authorization_code"
+    assert [host for host, _, path in world.log if path == "/token"] == ["auth.example.com"]

@@ -608,12 +608,17 @@ def refresh(ctx: Context, tokens: Tokens, status: int) -> Flow:
         ctx.oauth.store.registration(tokens.issuer), ctx.oauth.signer
     )
     if registration is None:
-        if ctx.oauth.client_id is None:
-            raise _unauthorized("refresh_failed", status, "no client registration to refresh with")
+        oauth = ctx.oauth
+        if oauth.client_id is None or oauth.issuer not in (None, tokens.issuer):
+            # OAuth.client_secret goes to its own issuer only (as in _register)
+            ctx.oauth.store.save_tokens(ctx.resource_key, None)  # next time: authorize afresh
+            raise _unauthorized(
+                "refresh_failed", status, f"no client registration for {tokens.issuer!r:.200}"
+            )
         registration = ClientRegistration(
-            client_id=ctx.oauth.client_id,
-            client_secret=ctx.oauth.client_secret,
-            auth_method="client_secret_basic" if ctx.oauth.client_secret else "none",
+            client_id=oauth.client_id,
+            client_secret=oauth.client_secret,
+            auth_method="client_secret_basic" if oauth.client_secret else "none",
         )
     form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
     try:
