@@ -33,6 +33,10 @@ The steps, in the order of the MCP authorization spec (2025-11-25 and 2026-07-28
    compared as strings);
 6. the token request with the registered authentication method.
 
+Without an authorization step the authorization is left pending in the store, keyed by
+its ``state`` and bound to the ``Config`` that began it (:func:`binding_of`); :func:`complete`
+takes it once, and only for a ``Config`` with the same binding, before any request.
+
 Randomness comes in as ``random_bytes`` (the adapter's ``secrets.token_bytes``).
 """
 
