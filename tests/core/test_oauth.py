@@ -779,8 +779,8 @@ def test_an_authorization_completed_later_from_the_redirect() -> None:
     assert store.tokens(MCP) is not None and later.asked == []
     # the pending authorization is used once
     again = Runner(world, OAuth(redirect_uri=REDIRECT, store=store))
-    error = again.fail(again.run(again.machine.complete_authorization, redirect))
-    assert isinstance(error, Unauthorized) and error.cause == "state_mismatch"
+    with pytest.raises(CallerError, match="completed already"):
+        again.run(again.machine.complete_authorization, redirect)
 
 
 class BareStore:
@@ -816,8 +816,16 @@ def test_a_store_without_pending_support_cannot_complete_later() -> None:
 
 
 def test_the_memory_store_keeps_at_most_64_pending() -> None:
-    from sansmcp.core.oauth.store import PendingAuthorization
+    from sansmcp.core.oauth.store import Binding, PendingAuthorization
 
+    bound = Binding(
+        url=MCP,
+        issuer=None,
+        client_id=None,
+        client_secret_sha256=None,
+        client_metadata_url=None,
+        redirect_uri=REDIRECT,
+    )
     store = MemoryTokenStore()
     for n in range(70):
         store.save_pending(
@@ -830,6 +838,7 @@ def test_the_memory_store_keeps_at_most_64_pending() -> None:
                 resource=None,
                 registration=ClientRegistration(client_id="c"),
                 redirect_uri=REDIRECT,
+                bound=bound,
             )
         )
     assert store.take_pending("5") is None and store.take_pending("69") is not None

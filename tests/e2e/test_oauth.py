@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 import http.client
+import re
 import urllib.parse
 from collections.abc import Iterator
 
 import pytest
 
-from sansmcp import Config, MemoryTokenStore, OAuth, Unauthorized
+from sansmcp import CallerError, Config, MemoryTokenStore, OAuth, Unauthorized
 
 from .conftest import Backend, Launcher, Server
 from .oauth_server import AuthServer
@@ -150,6 +151,53 @@ def test_an_authorization_completed_later_from_the_redirect(
                 assert await conn.list_tools()
 
     backend.run(main)
+    tokens = store.tokens(gated.url())
+    assert tokens is not None and tokens.access_token.startswith("e2e-")
+
+
+def test_a_redirect_completes_only_with_the_config_that_began_it_and_once(
+    backend: Backend, launch: Launcher, gated: Server, auth_server: AuthServer
+) -> None:
+    """The redirect's state finds the pending authorization; completing it for another
+    server (a real one, sharing the store) or another client is a CallerError and the
+    token endpoint sees no request; its own Config completes it once, then never again."""
+    other = launch("--stateless", "--json")  # another MCP server, no OAuth gate
+    store = MemoryTokenStore()
+    config = Config(url=gated.url(), oauth=OAuth(redirect_uri=REDIRECT, store=store))
+    wrong_server = Config(url=other.url(), oauth=OAuth(redirect_uri=REDIRECT, store=store))
+    wrong_client = Config(
+        url=gated.url(), oauth=OAuth(client_id="someone-else", redirect_uri=REDIRECT, store=store)
+    )
+
+    def token_requests() -> int:
+        return auth_server.requests.count(("POST", "/token"))
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            with pytest.raises(Unauthorized) as caught:
+                async with client.connect(config):
+                    pass  # pragma: no cover - the connect fails
+            url = caught.value.authorization_url
+            assert url is not None
+            redirect = follow(url)  # the person, at the platform's own callback
+            seen = token_requests()
+            for wrong, differs in (
+                (wrong_server, f"Config.url is {other.url()!r}, not {gated.url()!r}"),
+                (wrong_client, "OAuth.client_id is 'someone-else', not None"),
+            ):
+                with pytest.raises(CallerError, match=re.escape(differs)):
+                    await client.complete_authorization(wrong, redirect)
+                assert token_requests() == seen  # nothing went to the token endpoint
+            await client.complete_authorization(config, redirect)
+            assert token_requests() == seen + 1
+            with pytest.raises(CallerError, match="completed already"):
+                await client.complete_authorization(config, redirect)
+            assert token_requests() == seen + 1
+            async with client.connect(config) as conn:
+                assert await conn.list_tools()
+
+    backend.run(main)
+    assert store.tokens(other.url()) is None
     tokens = store.tokens(gated.url())
     assert tokens is not None and tokens.access_token.startswith("e2e-")
 

@@ -33,6 +33,10 @@ The steps, in the order of the MCP authorization spec (2025-11-25 and 2026-07-28
    compared as strings);
 6. the token request with the registered authentication method.
 
+Without an authorization step the authorization is left pending in the store, keyed by
+its ``state`` and bound to the ``Config`` that began it (:func:`binding_of`); :func:`complete`
+takes it once, and only for a ``Config`` with the same binding, before any request.
+
 Randomness comes in as ``random_bytes`` (the adapter's ``secrets.token_bytes``).
 """
 
@@ -52,7 +56,7 @@ from ..limits import Limits
 from ..url import Endpoint, is_loopback_host, parse_endpoint
 from . import dpop
 from .jose import b64url, compact_jws
-from .store import ClientRegistration, OAuth, PendingAuthorization, Tokens
+from .store import TAKEN, Binding, ClientRegistration, OAuth, PendingAuthorization, Tokens
 
 __all__ = [
     "AskUser",
@@ -61,6 +65,7 @@ __all__ = [
     "Fetched",
     "Flow",
     "authorize",
+    "binding_of",
     "check_url",
     "complete",
 ]
@@ -607,12 +612,17 @@ def refresh(ctx: Context, tokens: Tokens, status: int) -> Flow:
         ctx.oauth.store.registration(tokens.issuer), ctx.oauth.signer
     )
     if registration is None:
-        if ctx.oauth.client_id is None:
-            raise _unauthorized("refresh_failed", status, "no client registration to refresh with")
+        oauth = ctx.oauth
+        if oauth.client_id is None or oauth.issuer not in (None, tokens.issuer):
+            # OAuth.client_secret goes to its own issuer only (as in _register)
+            ctx.oauth.store.save_tokens(ctx.resource_key, None)  # next time: authorize afresh
+            raise _unauthorized(
+                "refresh_failed", status, f"no client registration for {tokens.issuer!r:.200}"
+            )
         registration = ClientRegistration(
-            client_id=ctx.oauth.client_id,
-            client_secret=ctx.oauth.client_secret,
-            auth_method="client_secret_basic" if ctx.oauth.client_secret else "none",
+            client_id=oauth.client_id,
+            client_secret=oauth.client_secret,
+            auth_method="client_secret_basic" if oauth.client_secret else "none",
         )
     form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
     try:
@@ -718,6 +728,7 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
         resource=resource,
         registration=registration,
         redirect_uri=ctx.oauth.redirect_uri,
+        bound=binding_of(ctx),
     )
     answer = yield AskUser(url=url)
     if answer is None:
@@ -733,15 +744,117 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
     return (yield from _redeem(ctx, pending, _redirect_params(answer), status))
 
 
+def binding_of(ctx: Context) -> Binding:
+    """What binds an authorization begun (or completed) with ``ctx``: its ``Config``'s
+    server and client identity (see :class:`~.store.Binding`)."""
+    oauth = ctx.oauth
+    secret = oauth.client_secret
+    return Binding(
+        url=ctx.endpoint.url,
+        issuer=oauth.issuer,
+        client_id=oauth.client_id,
+        client_secret_sha256=(
+            None
+            if secret is None
+            else hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+        ),
+        client_metadata_url=oauth.client_metadata_url,
+        redirect_uri=oauth.redirect_uri,
+    )
+
+
+_BOUND = (
+    ("url", "Config.url"),
+    ("issuer", "OAuth.issuer"),
+    ("client_id", "OAuth.client_id"),
+    ("client_secret_sha256", "OAuth.client_secret"),
+    ("client_metadata_url", "OAuth.client_metadata_url"),
+    ("redirect_uri", "OAuth.redirect_uri"),
+)
+
+
+def _show(value: str | None) -> str:
+    return repr(value if value is None else value[:200])
+
+
+def _differences(began: Binding, completing: Binding) -> list[str]:
+    """What ``completing`` says otherwise than ``began`` (a secret is named, never shown)."""
+    out: list[str] = []
+    for name, what in _BOUND:
+        was, now = getattr(began, name), getattr(completing, name)
+        if was == now:
+            continue
+        if name == "client_secret_sha256":
+            out.append(f"{what} is not the one it was begun with")
+        else:
+            out.append(f"{what} is {_show(now)}, not {_show(was)}")
+    return out
+
+
+def _opt_str(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def usable_pending(value: PendingAuthorization, signer: object) -> bool:
+    """A pending authorization the embedder's store returned, if every field has its type
+    and its registration is usable."""
+    bound = value.bound
+    return (
+        all(
+            isinstance(text, str)
+            for text in (value.state, value.verifier, value.issuer, value.token_endpoint)
+        )
+        and isinstance(value.redirect_uri, str)
+        and isinstance(value.iss_required, bool)
+        and usable_registration(value.registration, signer) is not None
+        and _opt_str(value.resource)
+        and isinstance(bound, Binding)
+        and isinstance(bound.url, str)
+        and isinstance(bound.redirect_uri, str)
+        and all(
+            _opt_str(getattr(bound, name))
+            for name in ("issuer", "client_id", "client_secret_sha256", "client_metadata_url")
+        )
+    )
+
+
 def complete(ctx: Context, redirect: object) -> Flow:
     """Finish an authorization a person made later: ``redirect`` is what they came back
-    with; the pending authorization is found by its ``state``."""
+    with; the pending authorization is found by its ``state``, taken once, and completed
+    only with the ``Config`` that began it (else ``CallerError``, nothing sent, and it is
+    put back for its own ``Config``)."""
     got = _redirect_params(redirect)
-    take = getattr(ctx.oauth.store, "take_pending", None)
+    store = ctx.oauth.store
+    take = getattr(store, "take_pending", None)
     pending = take(got.get("state", "")) if callable(take) else None
+    if pending is TAKEN:
+        raise CallerError(
+            "the authorization of this redirect's state was completed already: a pending "
+            "authorization is completed once (nothing was sent)"
+        )
     if not isinstance(pending, PendingAuthorization):
         raise _unauthorized(
             "state_mismatch", 401, "no pending authorization has the redirect's state"
+        )
+    if not usable_pending(pending, ctx.oauth.signer):
+        raise CallerError(
+            "the token store returned a pending authorization that cannot be used "
+            "(nothing was sent)"
+        )
+    differ = _differences(pending.bound, binding_of(ctx))
+    if differ:
+        keep = getattr(store, "save_pending", None)
+        if callable(keep):
+            keep(pending)  # its own Config may still complete it
+        raise CallerError(
+            "this redirect's authorization was begun with another Config: "
+            + "; ".join(differ)
+            + ". Nothing was sent; complete it with the Config that began it"
+        )
+    if pending.resource is not None and not _resource_matches(pending.resource, ctx.endpoint):
+        raise CallerError(  # only a store can say so: this Config's discovery named it
+            f"the token store's pending authorization names resource {pending.resource[:200]!r},"
+            f" not this server ({ctx.endpoint.url}); nothing was sent"
         )
     return (yield from _redeem(ctx, pending, got, 401))
 

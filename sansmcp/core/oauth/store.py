@@ -11,20 +11,28 @@ Secrets (access and refresh tokens, client secrets) never appear in a ``repr``.
 
 from __future__ import annotations
 
+import enum
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 __all__ = [
+    "TAKEN",
     "AuthorizationNeeded",
+    "Binding",
     "ClientRegistration",
     "MemoryTokenStore",
     "OAuth",
     "PendingAuthorization",
     "Signer",
+    "Taken",
     "TokenStore",
     "Tokens",
 ]
+
+MAX_PENDING = 64  # pending authorizations a MemoryTokenStore keeps (abandoned ones: oldest out)
+MAX_TAKEN = 256  # states it remembers as completed, to refuse a second completion
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,9 +49,28 @@ class Tokens:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """Whose a pending authorization is: what the ``Config`` that began it said about the
+    server and the client.  Only a ``Config`` that says the same may complete it (the
+    ``state`` that finds it comes from a redirect, which anyone can hand over).
+
+    ``url`` is the normalised ``Config.url`` (where the token is stored and sent); the
+    others are ``Config.oauth``'s fields of those names, the secret as a SHA-256 digest.
+    """
+
+    url: str
+    issuer: str | None
+    client_id: str | None
+    client_secret_sha256: str | None = field(repr=False)
+    client_metadata_url: str | None
+    redirect_uri: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PendingAuthorization:
     """An authorization a person has yet to make (kept by ``state`` until the embedder
-    completes it from the redirect with ``complete_authorization``)."""
+    completes it from the redirect with ``complete_authorization``, with the ``Config``
+    that began it: ``bound``)."""
 
     state: str
     verifier: str = field(repr=False)
@@ -53,6 +80,16 @@ class PendingAuthorization:
     resource: str | None
     registration: ClientRegistration
     redirect_uri: str
+    bound: Binding
+
+
+class Taken(enum.Enum):
+    """What ``take_pending`` returns for a state whose authorization was already taken."""
+
+    TAKEN = "taken"
+
+
+TAKEN = Taken.TAKEN
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +106,9 @@ class TokenStore(Protocol):
 
     Called synchronously by the core; a store backed by a file or a database does its
     own I/O.  Every value it returns is checked (anything else is ignored, as absent).
+    Tokens are keyed by the MCP server's URL alone (they go only there and to their
+    issuer's token endpoint): one store holds one user's tokens, so share a store only
+    between ``Config`` values that act for the same user.
     """
 
     def tokens(self, resource: str) -> Tokens | None: ...
@@ -87,6 +127,7 @@ class MemoryTokenStore:
         self._tokens: dict[str, Tokens] = {}
         self._registrations: dict[str, ClientRegistration] = {}
         self._pending: dict[str, PendingAuthorization] = {}
+        self._taken: OrderedDict[str, None] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"MemoryTokenStore({len(self._tokens)} tokens, {len(self._registrations)} clients)"
@@ -108,13 +149,24 @@ class MemoryTokenStore:
 
     def save_pending(self, pending: PendingAuthorization) -> None:
         """Optional in a :class:`TokenStore`: without it, an authorization cannot be
-        completed later (the URL is still carried by the error)."""
-        if len(self._pending) >= 64:  # abandoned ones: the oldest goes
+        completed later (the URL is still carried by the error).  Also called to put
+        back one that a ``Config`` other than its own tried to complete."""
+        self._taken.pop(pending.state, None)
+        if len(self._pending) >= MAX_PENDING:  # abandoned ones: the oldest goes
             del self._pending[next(iter(self._pending))]
         self._pending[pending.state] = pending
 
-    def take_pending(self, state: str) -> PendingAuthorization | None:
-        return self._pending.pop(state, None)
+    def take_pending(self, state: str) -> PendingAuthorization | Taken | None:
+        """Optional, with ``save_pending``: the pending authorization of ``state``, once;
+        :data:`TAKEN` for a state already taken (the last ``MAX_TAKEN`` are remembered),
+        None for one never kept (or forgotten)."""
+        pending = self._pending.pop(state, None)
+        if pending is None:
+            return TAKEN if state in self._taken else None
+        self._taken[state] = None
+        if len(self._taken) > MAX_TAKEN:
+            self._taken.popitem(last=False)
+        return pending
 
 
 class Signer(Protocol):
