@@ -232,7 +232,8 @@ class Limits:
     h1_max_small_chunks: int = 4_096  # >= 1
     # the Client-wide cache of listings (spec ttlMs / cacheScope): entries (one per
     # tools/list page or server/discover result) and their estimated bytes; the least
-    # recently used goes first; 0 turns the cache off
+    # recently used goes first; 0 turns the cache off.  Bytes are UTF-8 bytes of the
+    # strings, schemas and cursors kept (plus overheads), never characters
     max_cache_entries: int = 1024  # >= 0
     max_cache_bytes: int = 16 << 20  # >= 0
     # the Client-wide compiled output schemas (a server's, kept by their bytes so the next
