@@ -203,7 +203,8 @@ class Limits:
     max_json_depth: int = 512  # >= 1
     # pool fairness: sockets (dialling or open) one origin may hold, so a stalling server
     # cannot take every socket of the pool while work for other origins waits; a value
-    # above pool_max_sockets is clamped to it
+    # at or above pool_max_sockets is clamped to pool_max_sockets - 1 (1 for a pool of
+    # one socket), so one socket is always left to another origin
     pool_max_sockets_per_origin: int = 64  # >= 1
     # parsed size: what one message may become once decoded, and the listing's
     # bookkeeping.
