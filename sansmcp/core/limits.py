@@ -257,6 +257,7 @@ class Limits:
     # OAuth (Config.oauth): all machine-to-machine fetches of one authorization (the
     # embedder's own authorization step is outside it), authorizations per operation
     # (step-up, re-authorization), bytes of one metadata / registration / token document
+    # (its body's bytes on the wire: chunked or DATA-frame framing counts too)
     auth_timeout: float = 30.0  # > 0
     max_auth_attempts: int = 3  # >= 1
     max_auth_document_bytes: int = 64 << 10  # >= 1
