@@ -22,7 +22,8 @@ fresh -- any other case fetches the listing again from its first page (and that
 listing replaces the pages).
 
 Bounds: at most ``max_entries`` entries and ``max_bytes`` estimated bytes
-(:func:`page_size`); the least recently used entry goes first, and an entry larger
+(:func:`page_size`: overheads plus the UTF-8 bytes of every string and schema kept,
+the cursor in the key included -- bytes, never characters); the least recently used entry goes first, and an entry larger
 than ``max_bytes`` on its own is not stored.  Invalidation drops every listing page
 one caller could be served for an endpoint and version (the public ones and the
 caller's private ones) through a group index, without scanning the cache.
@@ -38,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .tools import SkippedTool, Tool
+from .tools import HeaderParam, SkippedTool, Tool, utf8_len
 
 if TYPE_CHECKING:  # the mcp package imports this module: no cycle at run time
     from .mcp.settings import ConnSettings
@@ -70,6 +71,8 @@ MAX_TTL_MS = 86_400_000  # a day: the longest any entry stays fresh
 _TOOL_OVERHEAD = 600
 _SKIP_OVERHEAD = 200
 _ENTRY_OVERHEAD = 400  # the entry, its key and the OrderedDict / group slots
+_PARAM_OVERHEAD = 64  # a HeaderParam and its path tuple
+_PATH_STEP = 8  # a path tuple's slot
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,22 +154,39 @@ def scope_of(result: dict[str, Any]) -> str:
 
 
 def page_size(page: CachedPage) -> int:
-    """The bytes a page is charged: its strings and schemas plus measured overheads."""
-    size = _ENTRY_OVERHEAD + len(page.next_cursor or "")
+    """The bytes a page is charged: the UTF-8 bytes of its strings (never their
+    character count: a 4-byte character is 4 bytes here) and its schemas, plus measured
+    overheads.  Exact, not an estimate per character: an ASCII string is measured
+    without a copy, any other is encoded once (as validation did)."""
+    size = _ENTRY_OVERHEAD + utf8_len(page.next_cursor or "")
     for tool in page.tools:
-        size += (
-            _TOOL_OVERHEAD
-            + len(tool.name)
-            + len(tool.description)
-            + len(tool.input_schema)
-            + len(tool.output_schema or b"")
-            + len(tool.title or "")
-            + 8 * len(repr(tool.annotations or ""))  # a parsed JSON object: ~8x its text
-            + 64 * len(tool.header_params)
-        )
+        name, description, title = tool.name, tool.description, tool.title or ""
+        annotations = repr(tool.annotations) if tool.annotations else ""
+        if name.isascii() and description.isascii() and title.isascii() and annotations.isascii():
+            text = len(name) + len(description) + len(title) + 8 * len(annotations)
+        else:
+            text = (
+                utf8_len(name)
+                + utf8_len(description)
+                + utf8_len(title)
+                + 8 * utf8_len(annotations)  # a parsed JSON object: ~8x its text
+            )
+        size += _TOOL_OVERHEAD + text + len(tool.input_schema) + len(tool.output_schema or b"")
+        if tool.header_params:
+            size += sum(map(_param_size, tool.header_params))
     for skip in page.skipped:
-        size += _SKIP_OVERHEAD + len(skip.name or "") + len(skip.reason)
+        size += _SKIP_OVERHEAD + utf8_len(skip.name or "") + utf8_len(skip.reason)
     return size
+
+
+def _param_size(param: HeaderParam) -> int:
+    """One ``x-mcp-header`` parameter: its objects plus its strings' UTF-8 bytes."""
+    return (
+        _PARAM_OVERHEAD
+        + utf8_len(param.header)
+        + utf8_len(param.type)
+        + sum(_PATH_STEP + utf8_len(step) for step in param.path)
+    )
 
 
 class ListingCache:
@@ -327,7 +347,8 @@ class ListingCache:
                 (url, version, LIST_METHOD, cursor, owner),
                 page,
                 expires=received + page.ttl_ms / 1000,
-                size=page_size(page),
+                # the key's cursor too: the previous page's, kept even once that page is gone
+                size=page_size(page) + utf8_len(cursor or ""),
             )
 
     # ------------------------------------------------------------ server/discover
@@ -346,7 +367,7 @@ class ListingCache:
         owner = None if public else identity
         if (owner is None and not public) or ttl_ms <= 0:
             return
-        size = _ENTRY_OVERHEAD + sum(len(v) + 64 for v in supported)
+        size = _ENTRY_OVERHEAD + sum(utf8_len(v) + 64 for v in supported)
         self.put(
             (url, version, DISCOVER_METHOD, None, owner),
             CachedDiscovery(supported=supported),

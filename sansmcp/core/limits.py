@@ -203,7 +203,8 @@ class Limits:
     max_json_depth: int = 512  # >= 1
     # pool fairness: sockets (dialling or open) one origin may hold, so a stalling server
     # cannot take every socket of the pool while work for other origins waits; a value
-    # above pool_max_sockets is clamped to it
+    # at or above pool_max_sockets is clamped to pool_max_sockets - 1 (1 for a pool of
+    # one socket), so one socket is always left to another origin
     pool_max_sockets_per_origin: int = 64  # >= 1
     # parsed size: what one message may become once decoded, and the listing's
     # bookkeeping.
@@ -232,7 +233,8 @@ class Limits:
     h1_max_small_chunks: int = 4_096  # >= 1
     # the Client-wide cache of listings (spec ttlMs / cacheScope): entries (one per
     # tools/list page or server/discover result) and their estimated bytes; the least
-    # recently used goes first; 0 turns the cache off
+    # recently used goes first; 0 turns the cache off.  Bytes are UTF-8 bytes of the
+    # strings, schemas and cursors kept (plus overheads), never characters
     max_cache_entries: int = 1024  # >= 0
     max_cache_bytes: int = 16 << 20  # >= 0
     # the Client-wide compiled output schemas (a server's, kept by their bytes so the next
@@ -255,6 +257,7 @@ class Limits:
     # OAuth (Config.oauth): all machine-to-machine fetches of one authorization (the
     # embedder's own authorization step is outside it), authorizations per operation
     # (step-up, re-authorization), bytes of one metadata / registration / token document
+    # (its body's bytes on the wire: chunked or DATA-frame framing counts too)
     auth_timeout: float = 30.0  # > 0
     max_auth_attempts: int = 3  # >= 1
     max_auth_document_bytes: int = 64 << 10  # >= 1

@@ -185,6 +185,7 @@ class Runner:
         self.answer = answer if answer is not None else world.person
         self.now = 0.0
         self.chunk = chunk
+        self.framing = 0  # wire bytes of framing around each piece of a body (chunk lines)
         self.cancelled: set[int] = set()
         self.outputs: list[Any] = []
         self.asked: list[str] = []
@@ -249,7 +250,10 @@ class Runner:
             if self.chunk:
                 pieces = [data[i : i + self.chunk] for i in range(0, len(data), self.chunk)]
             for piece in pieces:
-                if not feed(DataReceived(exchange_id=exchange_id, data=piece)):
+                piece_event = DataReceived(
+                    exchange_id=exchange_id, data=piece, overhead=self.framing
+                )
+                if not feed(piece_event):
                     return
         if response.fail is not None:
             feed(ExchangeFailed(exchange_id=exchange_id, error=response.fail))

@@ -8,6 +8,7 @@ bounds are checked from what each machine sends and returns.
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 import pytest
@@ -761,3 +762,126 @@ def test_a_listing_is_served_exactly_while_every_page_is_fresh(ttls: list[int], 
     assert later.machine.tools_from_cache == fresh
     assert list_count(server) == (1 if fresh else 2) * len(ttls)
     assert [t.name for t in got.tools] == [f"t{i}" for i in range(len(ttls))]
+
+
+# -- bytes, not characters: strings of 1-, 2-, 3- and 4-byte UTF-8 characters ------------
+
+WIDTHS = st.one_of(
+    st.characters(min_codepoint=0x20, max_codepoint=0x7E),
+    st.characters(min_codepoint=0x80, max_codepoint=0x7FF, exclude_categories=["Cc"]),
+    st.characters(min_codepoint=0x800, max_codepoint=0xFFFF, exclude_categories=["Cs"]),
+    st.characters(min_codepoint=0x10000, max_codepoint=0x10FFFF),
+)
+
+
+def wide(min_size: int = 0, max_size: int = 40) -> st.SearchStrategy[str]:
+    return st.text(WIDTHS, min_size=min_size, max_size=max_size)
+
+
+def utf8(text: str | None) -> int:
+    return len((text or "").encode("utf-8"))
+
+
+def held(value: Any, cursor: str | None) -> int:
+    """What one entry keeps, in real UTF-8 bytes: every string (encoded) and schema,
+    and the cursor of its key -- no overhead at all."""
+    if not isinstance(value, CachedPage):
+        return utf8(cursor) + sum(utf8(v) for v in value.supported)
+    total = utf8(cursor) + utf8(value.next_cursor)
+    for kept in value.tools:
+        total += utf8(kept.name) + utf8(kept.description) + utf8(kept.title)
+        total += len(kept.input_schema) + len(kept.output_schema or b"")
+        if kept.annotations is not None:
+            total += utf8(json.dumps(kept.annotations, ensure_ascii=False))
+        for param in kept.header_params:
+            total += utf8(param.header) + utf8(param.type) + sum(map(utf8, param.path))
+    for skip in value.skipped:
+        total += utf8(skip.name) + utf8(skip.reason)
+    return total
+
+
+def wide_tool(name: str, text: str) -> dict[str, Any]:
+    return tool(
+        name,
+        description=text * 40,  # long enough that its bytes, not the overheads, dominate
+        title=text * 10,
+        annotations={"note": text},
+        inputSchema={"type": "object", "properties": {text: {"description": text}}},
+        outputSchema={"type": "object", "description": text},
+    )
+
+
+@st.composite
+def wide_listings(draw: st.DrawFn) -> list[list[tuple[list[dict[str, Any]], str | None]]]:
+    """Listings of 1-3 pages of 1-3 tools whose every string mixes character widths;
+    each page but the last names a distinct wide cursor."""
+    listings = []
+    for n in range(draw(st.integers(1, 4))):
+        count = draw(st.integers(1, 3))
+        cursors = draw(st.lists(wide(1, 200), min_size=count - 1, max_size=count - 1, unique=True))
+        pages = []
+        for p in range(count):
+            tools = [
+                wide_tool(f"t{n}-{p}-{i}" + draw(wide(0, 8)), draw(wide(0, 60)))
+                for i in range(draw(st.integers(1, 3)))
+            ]
+            pages.append((tools, cursors[p] if p < count - 1 else None))
+        listings.append(pages)
+    return listings
+
+
+@settings(max_examples=60, deadline=None)
+@given(listings=wide_listings(), max_bytes=st.integers(min_value=0, max_value=60_000))
+def test_the_cache_holds_no_more_utf8_bytes_than_its_bound(
+    listings: list[list[tuple[list[dict[str, Any]], str | None]]], max_bytes: int
+) -> None:
+    """Private listings of wide text, one caller each, through the machine into one
+    cache: the real UTF-8 bytes of what it keeps (strings encoded, schemas, cursors,
+    no overhead) never pass ``max_bytes``; each entry is charged at least its real
+    bytes; past the bound the least recently used goes, so the last listing is served
+    from the cache exactly when its pages fit together, and fetched again otherwise."""
+    lru = ListingCache(max_entries=64, max_bytes=max_bytes)
+    for n, pages in enumerate(listings):
+        by_cursor = {None: pages[0]} | {pages[p - 1][1]: pages[p] for p in range(1, len(pages))}
+        server = FakeServer()
+
+        def make(cursor: Any, by_cursor: Any = by_cursor) -> dict[str, Any]:
+            tools, following = by_cursor[cursor]
+            value: dict[str, Any] = {"tools": tools, "ttlMs": 60_000, "cacheScope": "private"}
+            if following is not None:
+                value["nextCursor"] = following
+            return value
+
+        serve_pages(server, make)
+        # the same listing into an unbounded cache: what each page is charged, none evicted
+        ref = ListingCache(max_entries=64, max_bytes=BIG)
+        listed(conn(server, ref, token=f"token-{n}"))
+        assert len(ref) == len(pages)
+        for (_, _, _, cursor, _), entry in ref._entries.items():
+            assert held(entry.value, cursor) <= entry.size  # charged at least what it keeps
+        need = ref.bytes
+
+        driver = conn(server, lru, token=f"token-{n}")
+        first = listed(driver)
+        assert len(first.tools) + first.skipped_count == sum(len(t) for t, _ in pages)
+        kept = sum(held(e.value, k[3]) for k, e in lru._entries.items())
+        assert kept <= lru.bytes <= max_bytes
+        asked = list_count(server)
+        again = listed(driver)  # from the cache exactly when the listing's pages fit together
+        assert list_count(server) == asked + (0 if need <= max_bytes else len(pages))
+        assert again.tools == first.tools
+        assert sum(held(e.value, k[3]) for k, e in lru._entries.items()) <= max_bytes
+
+
+def test_a_page_of_four_byte_characters_is_charged_four_bytes_each() -> None:
+    """The finding: a str's length undercounted astral text 4x (a cache filled to 2.6x
+    its bound).  Now a page of 1,000 four-byte characters is charged 4,000 of them and
+    does not fit a 3,000-byte cache at all."""
+    astral = "\U0001f600" * 1000
+    wide_page = page("a", astral, cursor=astral)
+    assert page_size(wide_page) >= 8000 == 2 * utf8(astral)
+    lru = ListingCache(max_entries=8, max_bytes=3000)
+    lru.store_listing(URL, MODERN, None, [(None, wide_page, 0.0)], public=True)
+    assert len(lru) == 0 and lru.bytes == 0
+    lru.store_discovery(URL, MODERN, None, ("\U0001f600" * 16,), public=True, ttl_ms=10, received=0)
+    assert lru.bytes == 400 + 64 + 64

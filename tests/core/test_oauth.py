@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -477,6 +478,45 @@ def test_a_redirect_is_never_followed() -> None:
     assert isinstance(error, ConnectionFailed) and error.cause == "redirect"
     assert error.location == "https://elsewhere.example/"
     assert runner.cancelled
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(min_value=2, max_value=6000),
+    chunk=st.integers(min_value=1, max_value=1500),
+    framing=st.integers(min_value=0, max_value=300),
+)
+def test_the_document_bound_counts_the_bodys_wire_bytes(
+    size: int, chunk: int, framing: int
+) -> None:
+    """Issue 26: every byte bound counts bytes on the wire.  A token document of
+    ``size`` bytes in pieces of ``chunk`` bytes, each carried with ``framing`` bytes of
+    chunked framing (a chunk-size line, its extensions, the CRLF): the fetch fails as a
+    budget exactly when data plus framing pass the bound, observed at the piece that
+    passes it; the body kept never passes it either."""
+    limit = 4096
+    world = World()
+    body = json.dumps({"access_token": "t-x", "token_type": "Bearer"}).encode()
+    body = body.ljust(size, b" ")
+
+    def token(request: Any) -> Response:
+        world.issued["t-x"] = ""
+        runner.framing = framing  # the token document only: the others come unframed
+        return Response(headers=[(b"content-type", b"application/json")], chunks=[body])
+
+    world.overrides["/token"] = token
+    runner = Runner(world, chunk=chunk, max_auth_document_bytes=limit)
+    outcome = runner.run(runner.machine.connect)
+    pieces = [len(body[i : i + chunk]) + framing for i in range(0, len(body), chunk)]
+    totals = list(itertools.accumulate(pieces))
+    if totals[-1] <= limit:
+        assert isinstance(outcome, Connected), outcome
+        return
+    error = runner.fail(outcome)
+    assert isinstance(error, ConnectionFailed) and error.cause == "budget"
+    assert error.bound == "max_auth_document_bytes" and error.limit == limit
+    assert error.observed == next(total for total in totals if total > limit)
+    assert len(runner.machine._body) <= limit
 
 
 def test_an_oversized_document_is_a_budget_failure() -> None:

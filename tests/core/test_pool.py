@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from sansmcp.core.errors import LocalProtocolError
 from sansmcp.core.limits import Limits
@@ -584,11 +590,16 @@ def granted(pool: Pool) -> list[int]:
     return [ticket for ticket, _ in pool.take_grants()]
 
 
-def test_per_origin_cap_defaults_to_64_and_is_clamped_to_the_pool_bound() -> None:
+def test_per_origin_cap_defaults_to_64_and_always_leaves_a_socket_to_another_origin() -> None:
     assert Limits().pool_max_sockets_per_origin == 64
     assert Limits().pool_max_idle_per_origin == 64 and Limits().pool_max_sockets == 256
     assert make()[0].max_sockets_per_origin == 64
-    assert make(pool_max_sockets=3)[0].max_sockets_per_origin == 3
+    assert make(pool_max_sockets=3)[0].max_sockets_per_origin == 2
+    assert make(pool_max_sockets=3, pool_max_sockets_per_origin=3)[0].max_sockets_per_origin == 2
+    assert make(pool_max_sockets=65)[0].max_sockets_per_origin == 64
+    assert make(pool_max_sockets=64)[0].max_sockets_per_origin == 63
+    assert make(pool_max_sockets=2)[0].max_sockets_per_origin == 1
+    assert make(pool_max_sockets=1)[0].max_sockets_per_origin == 1  # nothing to share
     assert make(pool_max_sockets_per_origin=2)[0].max_sockets_per_origin == 2
 
 
@@ -607,12 +618,24 @@ def test_an_origin_at_its_cap_waits_while_another_origin_dials() -> None:
     assert [ticket for ticket, _ in pool.waiting()] == queued[1:]
 
 
-def test_without_a_lower_per_origin_cap_one_origin_takes_every_socket() -> None:
-    """The failure the cap prevents: the per-origin cap clamped to the pool's bound."""
+def test_without_a_lower_per_origin_cap_one_origin_still_leaves_a_socket() -> None:
+    """Issue 26: with the per-origin cap at its default (clamped), four stalled
+    exchanges to one origin held all four sockets and another origin waited.  Now the
+    fourth waits at its origin's cap and the other origin dials at once."""
     pool, _ = make(pool_max_sockets=4)
-    for _ in range(4):
-        dial(pool, HTTP)
-    assert isinstance(pool.checkout(THIRD, now=0.0), MustWait)
+    stalled = [dial(pool, HTTP) for _ in range(3)]
+    queued = wait(pool, HTTP)
+    healthy = pool.checkout(THIRD, now=0.0)
+    assert isinstance(healthy, DialNeeded)
+    assert pool.socket_count == 4 and pool.origin_socket_count(HTTP) == 3
+    assert pool.waiting() == [(queued, HTTP)]
+    # the healthy origin's socket, once idle, is not the stalled origin's: at its cap
+    pool.dial_succeeded(healthy.conn_id, alpn=None, now=0.0)
+    fake(pool, healthy.conn_id).start()
+    pool.started(healthy.conn_id, now=0.0)
+    assert finish(pool, healthy.conn_id, now=1.0) == []
+    assert granted(pool) == []
+    assert len(stalled) == pool.origin_socket_count(HTTP)
 
 
 def test_a_freed_slot_goes_to_the_longest_waiting_checkout_that_can_use_it() -> None:
@@ -818,6 +841,9 @@ class PoolMachine(RuleBasedStateMachine):
     The machine plays the adapter.  It keeps its own account of every socket and
     lease and, from it, judges independently whether a queued checkout could be
     served right now (:meth:`servable`): none ever may be left waiting.
+
+    The pool's ``Limits`` are drawn (issue 26): whatever they are, an origin holding
+    no socket is never kept waiting by one other origin (:meth:`no_origin_waits_on_one_other`).
     """
 
     def __init__(self) -> None:
@@ -841,6 +867,26 @@ class PoolMachine(RuleBasedStateMachine):
         self.origin_of: dict[int, Origin] = {}  # every ticket's origin
         # a wire degraded behind the pool's back: it learns of it at its next pass
         self.stale = False
+        self.max_sockets, self.per_origin, self.max_idle = MAX_SOCKETS, PER_ORIGIN, MAX_IDLE
+
+    @initialize(
+        max_sockets=st.integers(1, 6), per_origin=st.integers(1, 8), max_idle=st.integers(0, 3)
+    )
+    def limits(self, max_sockets: int, per_origin: int, max_idle: int) -> None:
+        """Any pool bounds a caller may set, including a per-origin cap at or above the
+        pool's own (clamped, as documented, to one socket fewer than the pool's)."""
+        self.pool = Pool(
+            limits=Limits(
+                pool_max_sockets=max_sockets,
+                pool_max_sockets_per_origin=per_origin,
+                pool_max_idle_per_origin=max_idle,
+                pool_idle_timeout=IDLE_TIMEOUT,
+            ),
+            wire_factory=self.factory,
+        )
+        self.max_sockets, self.max_idle = max_sockets, max_idle
+        self.per_origin = min(per_origin, max_sockets - 1) if max_sockets > 1 else 1
+        assert self.pool.max_sockets_per_origin == self.per_origin
 
     # -- the machine's own account ---------------------------------------------
 
@@ -884,9 +930,9 @@ class PoolMachine(RuleBasedStateMachine):
         if wait:
             return False
         idle = [conn_id for conn_id in self.live if self._leases(conn_id) == 0]
-        if self._sockets(origin) >= PER_ORIGIN:
+        if self._sockets(origin) >= self.per_origin:
             return any(self.live[conn_id][0] == origin for conn_id in idle)
-        if self._sockets() >= MAX_SOCKETS:
+        if self._sockets() >= self.max_sockets:
             return bool(idle)
         return True
 
@@ -1076,11 +1122,13 @@ class PoolMachine(RuleBasedStateMachine):
 
     @invariant()
     def bounds_hold(self) -> None:
-        assert self.pool.socket_count <= MAX_SOCKETS
+        assert self.pool.socket_count <= self.max_sockets
         assert self.pool.socket_count == self._sockets()
         for origin in ORIGINS:
-            assert self.pool.origin_socket_count(origin) == self._sockets(origin) <= PER_ORIGIN
-            assert self.pool.idle_count(origin) <= MAX_IDLE
+            held = self.pool.origin_socket_count(origin)
+            assert held == self._sockets(origin) <= self.per_origin
+            assert held < self.max_sockets or self.max_sockets == 1
+            assert self.pool.idle_count(origin) <= self.max_idle
 
     @invariant()
     def no_socket_carries_more_than_its_wire_admits(self) -> None:
@@ -1094,6 +1142,21 @@ class PoolMachine(RuleBasedStateMachine):
             return
         for origin in set(self.queued.values()):
             assert not self.servable(origin), f"a checkout for {origin} waits needlessly"
+
+    @invariant()
+    def no_origin_waits_on_one_other(self) -> None:
+        """A checkout for an origin that holds no socket waits only while the pool is
+        full of busy sockets held by two other origins or more: never because of one
+        (a stalled server holding every socket), whatever the Limits, once the pool has
+        more than one socket.  Judged from the machine's own account, not the pool's."""
+        if self.stale or self.max_sockets == 1:
+            return
+        holders = {origin for origin in ORIGINS if self._sockets(origin)}
+        idle = [c for c in self.live if self._leases(c) == 0]
+        for origin in set(self.queued.values()):
+            if self._sockets(origin) == 0:
+                assert len(holders) >= 2, f"{origin} waits on {holders} alone"
+                assert self._sockets() == self.max_sockets and not idle
 
 
 PoolMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)

@@ -109,8 +109,9 @@ def test_idle_connection_closed_after_the_idle_bound(
 def test_socket_bound_queues_work_items(
     backend: Backend, plain: Server, relay: Callable[..., Relay]
 ) -> None:
-    """Ten concurrent work items over HTTP/1.1 with at most three sockets: the rest
-    wait for a socket and all succeed; two idle sockets are kept afterwards."""
+    """Ten concurrent work items over HTTP/1.1 with at most three sockets in the pool,
+    so two for their one origin (one is always left to another origin): the rest wait
+    for a socket and all succeed; two idle sockets are kept afterwards."""
     proxy = relay(plain.address)
     limits = Limits(pool_max_sockets=3, pool_max_idle_per_origin=2)
 
@@ -133,8 +134,8 @@ def test_socket_bound_queues_work_items(
             assert client.pool.socket_count == client.pool.idle_count(origin) == 2
 
     backend.run(main)
-    assert max(sockets) == 3
-    assert proxy.accepts >= 3
+    assert max(sockets) == 2
+    assert proxy.accepts >= 2
     proxy.wait_for_closes(proxy.accepts)  # every socket the client opened, it closed
 
 
@@ -166,7 +167,6 @@ def test_server_closing_idle_connections(
 # -- fairness: a stalled origin cannot starve another -------------------------------
 
 STALL = 10.0  # how long the stalled origin's requests are left waiting
-STALLED_ITEMS = 6  # concurrent work items for the stalled origin
 
 
 async def in_background(
@@ -191,59 +191,55 @@ async def in_background(
     return result
 
 
-@pytest.mark.parametrize("per_origin", [2, 4], ids=["capped", "uncapped-control"])
+@pytest.mark.parametrize("per_origin", [None, 2], ids=["default-cap", "capped"])
 def test_a_stalled_origin_cannot_starve_another(
-    backend: Backend, plain: Server, relay: Callable[..., Relay], per_origin: int
+    backend: Backend, plain: Server, relay: Callable[..., Relay], per_origin: int | None
 ) -> None:
-    """Origin A accepts and never answers; six work items for it wait 10 s each.  With
-    four sockets in the pool and at most two per origin, a work item for healthy
-    origin B completes at once (the issue's bound: under 1 s).  The control lifts the
-    per-origin cap to the pool's bound, as before the cap existed: A holds every socket
-    and B is still waiting 1.5 s later."""
+    """Origin A accepts and never answers; four work items for it wait on it.  With
+    four sockets in the pool -- and the per-origin cap at its default (64, clamped to
+    three: issue 26, where A took all four) or at two -- a work item for healthy origin
+    B completes while every one of A's four is still pending: asserted by order (B's
+    result arrives first, A's sockets and queued checkout unchanged), not by time."""
     stalled = relay(None)
     healthy = relay(plain.address)
     limits = Limits(
         pool_max_sockets=4,
-        pool_max_sockets_per_origin=per_origin,
         connect_timeout=STALL,
         dial_timeout=STALL,
+        **({} if per_origin is None else {"pool_max_sockets_per_origin": per_origin}),
     )
     stalled_origin = parse_endpoint(stalled.url()).origin
-    held = min(per_origin, 4)
+    held = 3 if per_origin is None else per_origin
+    ended: list[str] = []  # A's work items that ended (any way), in order
 
     async def stalled_item(client: Any) -> None:
-        async with client.connect(Config(url=stalled.url())):
-            raise AssertionError("the stalled server answered")
+        try:
+            async with client.connect(Config(url=stalled.url())):
+                raise AssertionError("the stalled server answered")
+        finally:
+            ended.append("a")
 
     async def main() -> None:
         async with backend.Client(allow_loopback=True, limits=limits) as client:
+            assert client.pool.max_sockets_per_origin == held
 
             async def body() -> None:
                 await backend.wait_until(
-                    lambda: (
-                        stalled.accepts == held
-                        and len(client.pool.waiting()) == STALLED_ITEMS - held
-                    ),
+                    lambda: stalled.accepts == held and len(client.pool.waiting()) == 4 - held,
                     timeout=5,
                 )
-                assert client.pool.origin_socket_count(stalled_origin) == held
-                if per_origin == 4:
-                    cancelled = await backend.cancel_after(
-                        1.5, lambda: work_item(client, healthy.url(), "b")
-                    )
-                    assert isinstance(cancelled, backend.cancelled)
-                    assert healthy.accepts == 0  # B never got a socket
-                    return
-                began = time.monotonic()
                 assert await work_item(client, healthy.url(), "b") == "b"
-                elapsed = time.monotonic() - began
-                assert elapsed < 1.0, f"B took {elapsed:.3f} s while A stalled"
-                assert stalled.accepts == held  # A's items are still waiting on A
-                assert len(client.pool.waiting()) == STALLED_ITEMS - held
+                ended.append("b")
+                assert ended == ["b"], ended  # B's result came while all four of A's wait
+                assert stalled.accepts == held
+                assert client.pool.origin_socket_count(stalled_origin) == held
+                assert [o for _, o in client.pool.waiting()] == [stalled_origin] * (4 - held)
+                assert healthy.accepts == 1
 
-            await in_background(backend, [lambda: stalled_item(client)] * STALLED_ITEMS, body)
+            await in_background(backend, [lambda: stalled_item(client)] * 4, body)
 
     backend.run(main)
+    assert ended[0] == "b" and ended.count("a") == 4  # A's ended only when cancelled
 
 
 def test_a_checkout_queued_past_its_deadline_fails_by_its_own_bound(

@@ -39,7 +39,14 @@ with nothing idle to evict, wait).  An HTTP/2 connection that cannot start a
 stream (streams exhausted, or GOAWAY received) does not make us wait: we dial
 another, so a draining connection never holds new work hostage.  The per-origin
 cap is what keeps one stalling server from holding every socket of the pool
-while work for healthy origins waits; it is clamped to ``pool_max_sockets``.
+while work for healthy origins waits, whatever ``Limits`` the caller sets: it is
+clamped to ``pool_max_sockets - 1`` (to 1 when the pool has one socket), so an
+origin that holds no socket finds one free (or idle, to evict) unless two other
+origins or more hold every socket between them.  (Chosen over a reserve
+kept for origins holding none: the same guarantee against one stalling origin,
+one number the caller can read back (:attr:`Pool.max_sockets_per_origin`), and a
+single origin, alone in the pool, may still use every socket but one, where a
+reserve would also stop every origin already holding one from taking the last.)
 
 **Waiting: one queue, first come first served.**  A checkout that cannot be
 served gets :class:`MustWait` with a *ticket* and joins the queue (also when an
@@ -271,7 +278,10 @@ class Pool:
         era_capacity: int = ERA_CAPACITY,
     ) -> None:
         self._limits = limits
-        self._per_origin = min(limits.pool_max_sockets_per_origin, limits.pool_max_sockets)
+        # one socket always left to another origin (see "Checkout" above)
+        self._per_origin = min(
+            limits.pool_max_sockets_per_origin, max(limits.pool_max_sockets - 1, 1)
+        )
         self._prior_knowledge = http2_prior_knowledge
         self._factory = wire_factory
         self._conns: dict[int, _Conn] = {}
@@ -307,7 +317,8 @@ class Pool:
 
     @property
     def max_sockets_per_origin(self) -> int:
-        """The per-origin cap in force: ``pool_max_sockets_per_origin``, at most ``pool_max_sockets``."""
+        """The per-origin cap in force: ``pool_max_sockets_per_origin``, at most
+        ``pool_max_sockets - 1`` (1 when the pool has one socket)."""
         return self._per_origin
 
     def origin_socket_count(self, origin: Origin) -> int:

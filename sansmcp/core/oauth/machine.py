@@ -103,6 +103,9 @@ class OAuthMachine(McpMachine):
         self._status = 0
         self._headers: tuple[tuple[bytes, bytes], ...] = ()
         self._body = bytearray()
+        # the body's wire bytes (data plus chunked / DATA-frame framing), charged to
+        # Limits.max_auth_document_bytes: framing is bytes the server sent too
+        self._body_wire = 0
         self._asking: int | None = None
         self._ask_ids = iter(range(1, 1 << 62))
         self._dpop_key = oauth.dpop_key
@@ -329,7 +332,7 @@ class OAuthMachine(McpMachine):
         endpoint = fetch.endpoint
         exchange_id = next(self._ids)
         self._fetch_id, self._fetch = exchange_id, fetch
-        self._status, self._headers, self._body = 0, (), bytearray()
+        self._status, self._headers, self._body, self._body_wire = 0, (), bytearray(), 0
         request = HttpRequest(
             method=fetch.method,
             scheme=endpoint.origin.scheme.encode(),
@@ -399,8 +402,10 @@ class OAuthMachine(McpMachine):
                 )
         elif isinstance(event, DataReceived):
             limit = self.limits.max_auth_document_bytes
-            size = len(self._body) + len(event.data)  # checked before the body grows
+            # wire bytes, not only the document's: checked before the body grows
+            size = self._body_wire + len(event.data) + event.overhead
             if size <= limit:
+                self._body_wire = size
                 self._body += event.data
             else:
                 self._abort(
