@@ -70,7 +70,7 @@ from .test_accounting import (
 from .test_h2 import GET
 
 FULL = os.environ.get("SANSMCP_HOSTILE_FULL") == "1"
-EXAMPLES = 2000 if FULL else 150
+EXAMPLES = 2000 if FULL else 50
 
 ACK = 0x1
 PRIORITY_FLAG = 0x20
