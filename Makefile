@@ -103,3 +103,19 @@ bench-quick: $(BENCH_STAMP)
 HOSTILE_FULL_TESTS := tests/hostile tests/e2e/test_guard_resolver.py
 hostile: $(STAMP)
 	SANSMCP_HOSTILE_FULL=1 $(BIN)/python -X dev -m pytest -W error $(HOSTILE_FULL_TESTS)
+
+# Coverage-guided fuzzing (tests/fuzz/run.py): atheris (libFuzzer) runs each target -- the
+# h1 and h2 wires, the SSE parser, the JSON value counter, the schema regex engine --
+# FUZZ_SECONDS seconds, growing .fuzz/<target>/ from tests/fuzz/corpus/<target>/; an input
+# that breaks a target's invariant is saved there as crash-<sha1> and fails the run (and
+# then `make test`, which replays every saved input, until the core is fixed).
+.PHONY: fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_STAMP := $(VENV)/.fuzz-installed
+
+$(FUZZ_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev,fuzz]'
+	touch $(FUZZ_STAMP)
+
+fuzz: $(FUZZ_STAMP)
+	$(BIN)/python -m tests.fuzz.run --seconds $(FUZZ_SECONDS)

@@ -121,7 +121,8 @@ def test_control_frame_rules(wire: bytes, text: str, code: int) -> None:
 @pytest.mark.parametrize(
     ("values", "text", "code"),
     [
-        (setting(2, 2), "setting 0x2 must be 0 or 1, not 2", 0x1),
+        (setting(2, 2), "setting 0x2 from a server must be 0, not 2", 0x1),
+        (setting(2, 1), "setting 0x2 from a server must be 0, not 1", 0x1),
         (setting(8, 5), "setting 0x8 must be 0 or 1, not 5", 0x1),
         (setting(4, 2**31), "SETTINGS_INITIAL_WINDOW_SIZE of 2,147,483,648", 0x3),
         (setting(5, 16_383), "SETTINGS_MAX_FRAME_SIZE of 16,383", 0x1),
@@ -354,6 +355,20 @@ def test_a_response_without_content_may_carry_a_content_length(status: bytes) ->
     client.receive_data(frame(HEADERS, END_HEADERS | END_STREAM, 1, head), now=0.0)
     assert [type(e) for e in drain(client)] == [ResponseReceived, ResponseEnded]
     assert not client.is_broken
+
+
+@pytest.mark.parametrize("status", [b"204", b"304"])
+@pytest.mark.parametrize("value", [b"x", b"-1", b"1, 1", b"", b"1" * 21])
+def test_a_response_without_content_still_has_a_valid_content_length(
+    status: bytes, value: bytes
+) -> None:
+    """(The differential against h2 found it: 204 with ``content-length: x`` was taken.)"""
+    client = started()
+    head = literal(b":status", status) + literal(b"content-length", value)
+    client.receive_data(frame(HEADERS, END_HEADERS | END_STREAM, 1, head), now=0.0)
+    error = failure(drain(client))
+    assert error.cause == "framing" and "Invalid content-length header" in error.message
+    assert goaway_code(client) == 0x1
 
 
 def test_what_a_live_stream_sends_outlives_a_graceful_goaway() -> None:

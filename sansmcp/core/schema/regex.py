@@ -5,8 +5,9 @@ Theory of operation
 :func:`compile_pattern` parses a pattern into a Thompson NFA program (a list of
 instructions) and :meth:`Program.search` runs it as a Pike VM: every position of the
 input advances the whole set of live threads at once, each instruction at most once
-per position, so a search costs at most ``len(program) * (len(text) + 1)`` steps --
-there is no backtracking, ``(a+)+$`` costs what ``a+$`` costs.  Every step is charged
+per position, so a search costs at most ``2 * len(program) * (len(text) + 1)`` steps
+(each instruction reached once per position, and each thread that reads a character
+once more) plus ``1 + len(program) // 16`` for its mark table -- there is no backtracking, ``(a+)+$`` costs what ``a+$`` costs.  Every step is charged
 to the caller's :class:`~sansmcp.core.schema.budget.Budget`, which raises when it is
 spent; compiling charges one step per instruction emitted.
 

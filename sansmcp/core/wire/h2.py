@@ -936,19 +936,18 @@ class H2Connection:
             self._bad_status(exchange, value)
             return False
         exchange.head_seen = True
+        for name, field in headers:  # checked whatever the status (h2 and llhttp do too)
+            if name == b"content-length":
+                if not field.isdigit() or len(field) > MAX_CONTENT_LENGTH_DIGITS:
+                    raise ProtocolFault(f"Invalid content-length header: {field[:40]!r}")
+                length = int(field)
+                if exchange.expected is not None and exchange.expected != length:
+                    raise ProtocolFault(
+                        f"content-length given twice, as {exchange.expected:,} and {length:,}"
+                    )
+                exchange.expected = length
         if exchange.head_request or status in (204, 304):
             exchange.expected = 0  # no content, whatever content-length says (RFC 9113 s8.1.1)
-        else:
-            for name, field in headers:
-                if name == b"content-length":
-                    if not field.isdigit() or len(field) > MAX_CONTENT_LENGTH_DIGITS:
-                        raise ProtocolFault(f"Invalid content-length header: {field[:40]!r}")
-                    length = int(field)
-                    if exchange.expected is not None and exchange.expected != length:
-                        raise ProtocolFault(
-                            f"content-length given twice, as {exchange.expected:,} and {length:,}"
-                        )
-                    exchange.expected = length
         self._push(
             ResponseReceived(
                 exchange_id=exchange.exchange_id,

@@ -224,8 +224,8 @@ def header_fragment(unit: bytes, flags: int, stream_id: int) -> bytes:
 
 
 def settings_values(unit: bytes, flags: int, stream_id: int) -> list[tuple[int, int]]:
-    """The (identifier, value) pairs of a SETTINGS frame (none for an ACK), each value
-    checked against RFC 9113 s6.5.2."""
+    """The (identifier, value) pairs of a server's SETTINGS frame (none for an ACK), each
+    value checked against RFC 9113 s6.5.2."""
     if stream_id:
         raise ProtocolFault(f"SETTINGS on stream {stream_id}")
     size = len(unit) - 9
@@ -239,7 +239,10 @@ def settings_values(unit: bytes, flags: int, stream_id: int) -> list[tuple[int, 
     for index in range(9, len(unit), 6):
         code = int.from_bytes(unit[index : index + 2], "big")
         value = int.from_bytes(unit[index + 2 : index + 6], "big")
-        if code in (SETTINGS_ENABLE_PUSH, SETTINGS_ENABLE_CONNECT_PROTOCOL) and value > 1:
+        if code == SETTINGS_ENABLE_PUSH and value:
+            # s6.5.2: a server never sends 1 (only a client offers to take pushes)
+            raise ProtocolFault(f"setting {code:#x} from a server must be 0, not {value}")
+        if code == SETTINGS_ENABLE_CONNECT_PROTOCOL and value > 1:
             raise ProtocolFault(f"setting {code:#x} must be 0 or 1, not {value}")
         if code == SETTINGS_INITIAL_WINDOW_SIZE and value > MAX_WINDOW:
             raise ProtocolFault(
