@@ -104,7 +104,9 @@ def test_costly_numbers_decode_within_a_multiple_of_json_loads(
     if any(len(token) > 4300 and token.lstrip("-").isdigit() for token in tokens):
         # msgspec's int limit: 4,300 characters, the sign included (json.loads: 4,300 digits)
         assert isinstance(value, JsonError) and value.reason == "number", value
-        assert "an integer of more than 4,300 digits" in str(value)
+        assert "an integer of more than 4,300 digits" in str(value) or (
+            "overflows a double" in str(value)  # (an overflow before it)
+        )
         return
     expected = json.loads(data)
     if isinstance(value, ConnectionFailed):  # more values than the budget

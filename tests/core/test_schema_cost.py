@@ -7,7 +7,8 @@ arithmetic charged by bit lengths; a value compared (``enum``, ``const``,
 ``uniqueItems``) is charged by its characters, bits and member names.  These properties
 generate schemas of costly keywords and costly instances (parsed from JSON, as a server's
 are) and check that under a budget of K steps a check never takes more CPU than
-``PER_STEP`` x K (plus a floor), whether it ends conforming, mismatching or with
+``RATIO`` x K steps of an ordinary check measured in the same test (plus a floor; the
+same load and tracer for both), whether it ends conforming, mismatching or with
 ``validation_budget``.  CPU time (``time.process_time``), never the wall clock.
 """
 
@@ -27,7 +28,8 @@ from sansmcp.core.jsonvalue import parse_json
 from sansmcp.core.limits import Limits
 from sansmcp.core.schema.output import check_output, compile_output
 
-PER_STEP = 5e-6  # seconds of CPU a charged step may stand for (~0.2-1 us measured)
+PER_STEP = 10e-6  # seconds of CPU a charged step may stand for (~0.2-1 us measured)
+RATIO = 10  # CPU a costly step may take against a step of an ordinary check, measured here
 FLOOR = 0.003  # seconds of CPU: below it, a ratio measures noise
 PATTERN_CHUNK = 4_096  # steps a pattern search may run before it charges them
 
@@ -59,6 +61,17 @@ def outcome(schema: dict[str, Any], instance: Any, steps: int) -> tuple[float, s
         spent = time.process_time() - start
         gc.enable()
     return spent, ended
+
+
+def ordinary_step() -> float:
+    """The CPU time of one step of an ordinary check (an array of small ints against
+    ``type`` and ``minimum``), measured now, under the same load and tracer as the test."""
+    steps = 20_000
+    spent, ended = outcome(
+        {"type": "array", "items": {"type": "integer", "minimum": 0}}, [1] * steps, steps
+    )
+    assert ended == "budget"
+    return spent / steps
 
 
 costly_numbers = st.one_of(
@@ -141,7 +154,7 @@ def test_a_check_takes_at_most_a_fixed_cpu_time_per_step_of_its_budget(
     spent, ended = outcome(schema, instance, steps)
     # a pattern search charges its steps in chunks of up to 4,096 (regex.Program.search)
     slack = PATTERN_CHUNK if "pattern" in json.dumps(schema) else 0
-    allowed = FLOOR + PER_STEP * (steps + slack)
+    allowed = FLOOR + RATIO * ordinary_step() * (steps + slack)
     assert spent <= allowed, (spent, ended, steps, json.dumps(schema)[:80])
 
 
