@@ -73,6 +73,30 @@ msgspec's wording gives only the offset of a syntax error and the words of our m
   a constant per byte.  (Bytes inside strings are counted too: the bound is
   loose for prose with many commas, never too low.)  ``max_text_bytes`` bounds
   the text the value's strings can hold (:func:`decoded_size`), also before decoding.
+* **Costly numbers**: msgspec converts a float literal in ~50 ns, but one of 1e289 and
+  beyond (``1e308``, ``0.8e292``: past its power-of-ten table) by a slow path, ~12 us:
+  0.9 MB of ``1e308`` took ~2 s against ~0.07 s for ``json.loads`` (CPython's ``float``,
+  ~0.1 us for any of them, linear in a long mantissa).  msgspec's other numbers stay
+  cheap per byte (a rounding edge such as ``1e23``: ~0.6 us; a long mantissa or an int of
+  4,300 digits: ~10-25 ns a byte).  Such a short literal needs an exponent, so
+  :func:`_decode_numbers` counts ``e`` and ``E`` (two ``bytes.count``, ~0.5 ms/MB each):
+  a text with at most one per ``_BYTES_PER_EXPONENT`` (256) bytes is decoded by msgspec as
+  it is (at most ~50 ns a byte of slow literals); any other (prose, scientific output,
+  a flood of ``1e308``) by msgspec with ``float_hook=float``: CPython's ``float`` on each
+  float literal, called from C (the same correctly rounded value, ~0.1 us a float, as
+  ``json.loads``; a text of strings pays nothing more).  ``float`` gives an infinity
+  where msgspec refuses the literal; only a literal with an exponent of three digits or
+  a run of 210 digits can overflow (:func:`_may_overflow`: one ``translate``, two
+  searches, ~1-2 ms/MB), so for a text holding one the value is searched for an
+  infinity level by level with C iterators (:func:`_has_infinity`, ~0.02-0.1 us a
+  value, no Python bytecode per value) and, on the error path only, decoded again with
+  :func:`_float`, which refuses the literal in msgspec's words, with its path.  A repeated
+  key could hide an infinity (``{"a":1e400,"a":1}``, which msgspec refuses): when the
+  re-encoded value has fewer colons than the text (:func:`_lost_members`, msgspec's
+  encoder, C) it is decoded again with :func:`_float` too (~0.3 us a float, still
+  bounded per byte; CPU of Python code, so a tracer slows that path only).
+  Measured on 0.7 MB (120,000 ``1e308``): ~0.07 s, ~5x ``json.loads`` on the same size of
+  ordinary objects (``tests/core/test_costly_numbers.py`` holds it to 20x).
 """
 
 from __future__ import annotations
@@ -122,15 +146,100 @@ class JsonError(ValueError):
 
 def _first_decode(data: Any) -> Any:
     """msgspec's decoder, imported on the first parse (not at ``import sansmcp``)."""
-    global _decode, _encode
+    global _decode, _decode_floats, _decode_checked, _encode
     from msgspec.json import Decoder, Encoder  # lazy: ~12 ms of import, once
 
     _decode, _encode = Decoder().decode, Encoder().encode
+    _decode_floats = Decoder(float_hook=float).decode
+    _decode_checked = Decoder(float_hook=_float).decode
     return _decode(data)
 
 
 _decode: Any = _first_decode  # msgspec.json.Decoder().decode once bound
 _encode: Any = None  # msgspec.json.Encoder().encode, bound with _decode (for _check_unique)
+# msgspec's decoder with CPython's float for float literals (C only), and the same with
+# _float (the error path: msgspec names the literal that overflows); bound with _decode
+_decode_floats: Any = None
+_decode_checked: Any = None
+
+
+def _float(text: str) -> float:
+    """A float literal's value by CPython's ``float``, refused in msgspec's words when it
+    overflows a double (as msgspec refuses it)."""
+    value = float(text)
+    if value - value != 0.0:  # inf (a literal cannot spell nan)
+        raise ValueError(_MSGSPEC_FLOAT_RANGE)
+    return value
+
+
+# One float literal per this many bytes at most goes to msgspec's own conversion (see the
+# module docstring, "Costly numbers"); a text with more ``e``/``E`` goes to CPython's.
+_BYTES_PER_EXPONENT = 256
+_INFINITY = float("inf")
+
+
+def _decode_numbers(data: bytes | bytearray | str) -> Any:
+    """msgspec's value for ``data``, each float literal converted where its cost is bounded:
+    by msgspec (~50 ns a literal, ~12 us for one of 1e289 and beyond) when the text has
+    at most one ``e``/``E`` per _BYTES_PER_EXPONENT bytes, else by CPython's ``float``
+    (an infinity it gave is then refused as msgspec refuses the literal)."""
+    if _decode_floats is None:
+        _first_decode(b"0")
+    room = len(data) // _BYTES_PER_EXPONENT
+    if isinstance(data, str):
+        few = (letters := data.count("e")) <= room and letters + data.count("E") <= room
+    else:
+        few = (letters := data.count(b"e")) <= room and letters + data.count(b"E") <= room
+    if few:
+        return _decode(data)
+    value = _decode_floats(data)
+    if _may_overflow(data) and (_has_infinity(value) or _lost_members(data, value)):
+        # raises msgspec's refusal, with the literal's path (or, when an overflow was only
+        # possible, decodes again what a repeated key may have hidden: ~0.3 us a float)
+        return _decode_checked(data)
+    return value
+
+
+def _lost_members(data: bytes | bytearray | str, value: Any) -> bool:
+    """Whether an object member of ``data`` may be missing from ``value`` (a repeated key's
+    first member, whose number could have overflowed): its re-encoding has fewer colons
+    (see :func:`_check_unique`; an escaped colon only makes this say yes)."""
+    colons = data.count(":") if isinstance(data, str) else data.count(b":")
+    return colons > 0 and _encode(value).count(b":") != colons
+
+
+# digits -> "0", e/E -> "e", anything else -> " " (and + - dropped: see _may_overflow)
+_NUMBER_CLASSES = bytes(
+    ord("0") if byte in b"0123456789" else ord("e") if byte in b"eE" else ord(" ")
+    for byte in range(256)
+)
+_LONG_DIGITS = b"0" * 210  # 10**209 * 10**99 is still finite; a longer run may not be
+_BIG_EXPONENT = b"e000"  # e100 and up (a sign between is dropped by the translation)
+
+
+def _may_overflow(data: bytes | bytearray | str) -> bool:
+    """Whether a number literal of ``data`` may overflow a double: only one with an exponent
+    of three digits or more (``1e308``, ``1e+400``, ``1e0400``) or with a run of more than
+    209 digits before a shorter one can, so the text with its digits mapped to ``0`` and
+    ``e``/``E`` to ``e`` (signs dropped) is searched for ``e000`` and 210 ``0``.  The
+    text of a string can match too (then only the value is searched, for nothing)."""
+    text = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    classes = text.translate(_NUMBER_CLASSES, b"+-")
+    return _BIG_EXPONENT in classes or _LONG_DIGITS in classes
+
+
+def _has_infinity(value: Any) -> bool:
+    """Whether ``value`` holds an infinite float: level by level, with C iterators only (as
+    :func:`_next_level`), each level compared with both infinities (``in``, C)."""
+    level: list[Any] = [value]
+    while level:
+        if _INFINITY in level or -_INFINITY in level:
+            return True
+        containers = list(compress(level, map(_is_container, map(type, level))))
+        level = list(
+            chain.from_iterable(map(_call, map(_members_of, map(type, containers)), containers))
+        )
+    return False
 
 
 def _bracket_count(data: bytes | bytearray | str) -> int:
@@ -230,7 +339,7 @@ def _loads(
     if max_depth < 0:
         raise ValueError(f"max_depth must be >= 0, got {max_depth}")
     try:
-        value = _decode(data)
+        value = _decode_numbers(data)
     except RecursionError:
         raise _depth_error(max_depth, None) from None
     except (ValueError, UnicodeEncodeError) as exc:  # msgspec's errors are ValueErrors
@@ -475,8 +584,9 @@ _FAST_ENCODE: Any = (
 def decode_kept(data: bytes) -> Any:
     """The value of JSON bytes this library kept once they passed :func:`parse_json`'s rules
     (a tool's schema: the server's bytes from the typed listing pass, or what
-    :func:`dumps_compact` wrote for it): msgspec's decode, without counting the bounds again."""
-    return _decode(data)
+    :func:`dumps_compact` wrote for it): msgspec's decode, without counting the bounds again
+    (its float literals converted as :func:`parse_json` converts them)."""
+    return _decode_numbers(data)
 
 
 def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:

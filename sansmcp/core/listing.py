@@ -34,7 +34,9 @@ tried.  What the typed pass checks, before or while decoding:
 * numbers: a number can overflow a double or pass the int-digit limit only with a run of at
   least 210 digits or an exponent of at least three digits; the body, mapped so that digits
   are ``0`` and ``e``/``E`` is ``e`` (signs dropped), is searched for ``0`` * 210 and
-  ``e000``: if either is there (the text of a string can match too: only slower), declined;
+  ``e000``: if either is there (the text of a string can match too: only slower), declined,
+  before any part is decoded (msgspec's own conversion of ``1e308`` is slow: see
+  :mod:`~sansmcp.core.jsonvalue`, "Costly numbers");
 * syntax, NaN/Infinity, control characters, bad escapes, lone surrogates: msgspec refuses
   them even in what it skips (declined, and the untyped decode names the fault);
 * depth: every part is bounded by its brackets (``[`` + ``{`` in its bytes, counted on the
@@ -203,6 +205,10 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
     classes = body.translate(_CLASS_TABLE, b"+-")
     if classes.count(b",") + 1 > limits.max_json_values:
         return None
+    # before any decoding: msgspec converts a number of 1e289 and beyond in ~12 us (the
+    # parts below are decoded untyped), where the untyped decode converts it by CPython's
+    if _LONG_DIGITS in classes or _BIG_EXPONENT in classes:
+        return None
     try:
         envelope = _decode_envelope(_compact(body, indent=-1) if _spaced(body) else body)
     except _DECLINED:
@@ -229,10 +235,6 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
             else:
                 result[key] = _decode_any(part)
     except _DECLINED:
-        return None
-    # last, so that a body declined for its depth does not pay for it (a number msgspec
-    # builds it checks itself; this screens the ones it skipped or kept as bytes)
-    if _LONG_DIGITS in classes or _BIG_EXPONENT in classes:
         return None
     message: dict[str, Any] = {"jsonrpc": jsonrpc, "id": rpc_id, "result": result}
     if jsonrpc is UNSET:

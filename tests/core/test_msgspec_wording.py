@@ -175,6 +175,7 @@ def test_words_never_seen_are_still_a_classified_refusal(
         return real(text)
 
     monkeypatch.setattr(jsonvalue, "_decode", decode)
+    monkeypatch.setattr(jsonvalue, "_decode_floats", decode)  # (a text with many e/E)
     with pytest.raises(JsonError) as caught:
         parse_json(b'["BREAK"]', max_depth=DEPTH)
     assert (caught.value.reason, str(caught.value)) == (reason, message)

@@ -14,14 +14,11 @@ depth) and returns None or the :class:`Mismatch` that names where it failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .budget import Budget, BudgetExhausted, DepthExceeded
 
-if TYPE_CHECKING:
-    from fractions import Fraction
-
-__all__ = ["Check", "Ctx", "Mismatch", "Node", "apply", "exact", "is_number", "key_of"]
+__all__ = ["Check", "Ctx", "Mismatch", "Node", "apply", "decimal", "is_number", "key_of"]
 
 
 class Mismatch:
@@ -115,6 +112,9 @@ def key_of(value: Any, budget: Budget) -> tuple[tuple[str, Any], ...]:
     A flat tuple of ``(tag, payload)`` tokens (so comparing or hashing two of them
     never recurses, however deep the values), built iteratively; one step per value.
     Numbers share a tag (``1 == 1.0``), booleans have their own (``true != 1``).
+    One step per value, and its size beside (hashing and comparing the tokens is work
+    too): a string one step per 256 characters, an int one per 4,096 bits, an object
+    its member names' characters per 256 times the comparisons of sorting them.
     """
     out: list[tuple[str, Any]] = []
     work: list[tuple[bool, Any]] = [(False, value)]
@@ -126,6 +126,8 @@ def key_of(value: Any, budget: Budget) -> tuple[tuple[str, Any], ...]:
         budget.spend(1)
         kind = type(item)
         if kind is dict:
+            if item:
+                budget.spend(sum(map(len, item)) * len(item).bit_length() >> 8)
             out.append(("{", len(item)))
             work.append((True, _CLOSE_OBJECT))
             for name in sorted(item, reverse=True):
@@ -136,15 +138,23 @@ def key_of(value: Any, budget: Budget) -> tuple[tuple[str, Any], ...]:
             work.append((True, _CLOSE_ARRAY))
             work.extend((False, element) for element in reversed(item))
         else:
+            if kind is str:
+                budget.spend(len(item) >> 8)
+            elif kind is int:
+                budget.spend(item.bit_length() >> 12)
             out.append((_TAG[kind], item))
     return tuple(out)
 
 
-def exact(number: int | float) -> Fraction:
-    """The exact value of a JSON number: a float by its shortest decimal form."""
-    from fractions import Fraction  # lazy: only multipleOf with a float needs it
-
-    return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
+def decimal(number: int | float) -> tuple[int, int]:
+    """A finite JSON number as ``(m, e)``, its magnitude ``m x 10**e`` exactly: an int is
+    ``(abs(n), 0)``, a float is read from its shortest decimal form (``repr``: at most 17
+    digits, ``e`` within about -340..308), so no work grows with its exponent."""
+    if type(number) is int:
+        return abs(number), 0
+    digits, _, power = repr(abs(number)).partition("e")
+    whole, _, fraction = digits.partition(".")
+    return int(whole + fraction), (int(power) if power else 0) - len(fraction)
 
 
 def is_number(value: Any) -> bool:

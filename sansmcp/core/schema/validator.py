@@ -21,8 +21,8 @@ specification says.  ``format`` is not asserted.
 Numbers follow JSON: a ``bool`` is neither a number nor an integer; ``1.0`` is an
 integer; ``enum``, ``const`` and ``uniqueItems`` compare ``1`` and ``1.0`` equal
 and ``true`` and ``1`` unequal.  ``multipleOf`` is exact: integers by ``%``, any
-float by the exact fraction of its shortest decimal form (``0.3`` is a multiple of
-``0.1``).  Lengths count code points.
+float by its shortest decimal form, ``m x 10**e`` (``0.3`` is a multiple of ``0.1``),
+in integer arithmetic charged by the operands' bit lengths.  Lengths count code points.
 
 Bounds: compiling and each validation run on their own :class:`~.budget.Budget`
 of ``max_steps`` and stop with ``BudgetExhausted``; schemas applied inside one
