@@ -65,9 +65,11 @@ class HandlerFault(LookupError):
 
 @pytest.fixture(scope="module")
 def servers(launch: Launcher) -> dict[str, Server]:
-    """The modern era (stateless, JSON) and the legacy one (stateful, SSE, a DELETE)."""
+    """The modern era (stateless, JSON) over HTTP/1.1 and over HTTP/2 (h2c), and the
+    legacy one (stateful, SSE, a DELETE)."""
     return {
         "modern": launch(*MODES["stateless-json"]),
+        "h2c": launch("--stateless", "--json", "--h2c"),
         "legacy": launch(*MODES["stateful-sse"]),
     }
 
@@ -97,7 +99,7 @@ def call_for(outcome: str, era: str) -> tuple[str, bytes]:
     if outcome in ("timeout", "cancelled"):
         return "sleep", b'{"seconds": 5}'
     if outcome == "handler_raised":
-        return ("ask_mrtr" if era == "modern" else "ask"), b"{}"
+        return ("ask" if era == "legacy" else "ask_mrtr"), b"{}"
     return "echo", b'{"text": "x"}'
 
 
@@ -127,13 +129,13 @@ def sync_item(client: Any, server: Server, era: str, outcome: str, probe: Probe)
         assert tools and conn.skipped_count == 0
         name, arguments = call_for(outcome, era)
         if outcome == "cancelled":  # the blocking adapter's cancellation: a KeyboardInterrupt
-            name, arguments = ("ask_mrtr" if era == "modern" else "ask"), b"{}"
+            name, arguments = ("ask" if era == "legacy" else "ask_mrtr"), b"{}"
         result = conn.call_tool(name, arguments)
         assert result.content[0].text == "x"
 
 
 def client_kwargs(
-    outcomes: list[str], adapter: str, limits: Limits | None, current: list[str]
+    outcomes: list[str], adapter: str, era: str, limits: Limits | None, current: list[str]
 ) -> dict[str, Any]:
     """The Client's arguments: an input handler that raises (the caller's fault), or, on
     the blocking adapter in a "cancelled" item, a KeyboardInterrupt (its cancellation)."""
@@ -154,6 +156,7 @@ def client_kwargs(
         "limits": limits,
         "input_handler": handler,
         "capabilities": CAPABILITIES,
+        "http2_prior_knowledge": era == "h2c",
     }
 
 
@@ -171,7 +174,7 @@ def run_items(
     what each raised ("" for none), nothing else of it kept."""
     seen: list[str] = []
     current = [""]  # the outcome of the item in hand
-    kwargs = client_kwargs(outcomes, adapter, limits, current)
+    kwargs = client_kwargs(outcomes, adapter, era, limits, current)
 
     def record(exc: BaseException | None) -> None:
         seen.append("" if exc is None else type(exc).__name__)
@@ -304,7 +307,7 @@ def test_a_closed_conn_leaves_no_cycle(
 )
 @given(
     adapter=st.sampled_from(ADAPTERS),
-    era=st.sampled_from(["modern", "legacy"]),
+    era=st.sampled_from(["modern", "h2c", "legacy"]),
     outcomes=st.lists(st.sampled_from(list(OUTCOMES)), min_size=1, max_size=4),
 )
 def test_work_items_in_any_order_leave_no_cycle(
