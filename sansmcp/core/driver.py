@@ -1022,6 +1022,9 @@ class ClientDriver:
     def _end_dial(self, dial: _Dial) -> None:
         del self._dials[dial.grant.conn_id], self._pending[dial.start.exchange_id]
         dial.heap_at = dial.heap_seq = None
+        # (a stale heap entry may keep the dial: not the failure the caller gets raised,
+        # whose traceback's frames would make a reference cycle through this driver)
+        dial.failure = None
 
     def _give_up(self, dial: _Dial, now: float) -> None:
         """Abandon the dial's resolve or connect in progress, and the dial."""

@@ -106,6 +106,8 @@ class Steps:
         return self
 
     def __next__(self) -> Any:
+        reply: object
+        error: BaseException | None
         try:
             if self._error is None:
                 reply, self.reply = self.reply, None  # sent once, not kept (a body, say)
@@ -115,6 +117,8 @@ class Steps:
         except StopIteration as stop:
             self.value = stop.value
             raise
+        finally:  # what raises out of here has this frame: it keeps no reply nor error
+            reply = error = None
 
     def fail(self, error: BaseException) -> None:
         self._error = error
@@ -427,9 +431,14 @@ class ConnFace:
                 driver.abandon(conn_id, now=client._now())
                 client._pump()
                 raise
-            if command.error is not None:
-                raise command.error
-            return command.value
+            error, value = command.error, command.value
+            del command  # (the frame a raise leaves in its traceback keeps neither)
+            if error is not None:
+                try:
+                    raise error
+                finally:
+                    del error
+            return value
         finally:
             self._on_progress = None  # (a call's: set once its request started)
 

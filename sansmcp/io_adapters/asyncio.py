@@ -71,6 +71,9 @@ class Client(ClientBase["Conn"]):
             waits.append(self._lost)
         if waits:
             await asyncio.wait(waits, timeout=1.0)
+        if self._timer is not None:  # (its handle holds _tick: a cycle through the loop)
+            self._timer.cancel()
+            self._timer, self._armed = None, math.inf
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()

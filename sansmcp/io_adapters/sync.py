@@ -175,8 +175,8 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
             if not self.view.closed:  # else closed, or abandoned: what its mailbox holds is stale
                 self._run(self.client._driver.close_conn)
         finally:  # out of the registry (its only place), unless its own thread runs an operation
-            with self.client._lock:
-                if not self.machine.busy:  # (misuse: that thread takes the Finished first)
+            with self.client._lock:  # (misuse: that thread takes the Finished first)
+                if self.view.closed or not self.machine.busy:  # (closed: no more mail)
                     self.client._conns.pop(self.view.conn_id, None)
 
     def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:

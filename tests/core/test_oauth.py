@@ -1097,3 +1097,34 @@ def test_a_document_of_exactly_the_limit_is_read_and_one_byte_more_is_not(extra:
     assert error.bound == "max_auth_document_bytes" and error.limit == limit
     assert error.observed == limit + 1
     assert len(runner.machine._body) <= limit  # the chunk past the bound was never kept
+
+
+def test_an_oauth_machine_is_freed_without_the_cyclic_collector() -> None:
+    """Issue 26: the flow context's clock and the operation kept for a replay are not
+    closures over the machine, so a finished OAuth Conn's machine (and its listing) goes
+    with its last reference, the collector off; nothing of it is left for the collector."""
+    import gc
+    import weakref
+
+    from sansmcp.core.oauth.machine import OAuthMachine
+
+    gc.collect()
+    gc.disable()
+    try:
+        world = World()
+        runner = connected(world)
+        assert isinstance(runner.run(runner.machine.list_tools), ToolsListed)
+        assert isinstance(runner.machine, OAuthMachine) and not runner.machine.busy
+        replayed = Runner(world, runner.oauth)  # the stored token: sent, no flow
+        assert isinstance(replayed.run(replayed.machine.connect), Connected)
+        refs = [weakref.ref(runner.machine), weakref.ref(replayed.machine)]
+        del runner, replayed
+        assert [ref() for ref in refs] == [None, None]
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        ours = [o for o in gc.garbage if type(o).__module__.startswith("sansmcp")]
+        assert ours == []
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()

@@ -1,7 +1,7 @@
 """The e2e suite's MCP server: ``tests/servers/official.py``'s app plus three probe tools.
 
 Run: ``python -m tests.e2e.server PORT [--host H] [--stateless] [--json]
-[--tools N] [--h2c | --tls CERT KEY [--alpn P ...]] [--max-requests N]``
+[--tools N [--description-bytes B]] [--h2c | --tls CERT KEY [--alpn P ...]] [--max-requests N]``
 (``--max-requests``: hypercorn's ``keep_alive_max_requests``, 1,000 by default).
 Prints ``READY`` before it starts serving (the fixture then polls the port).  Extra tools:
 
@@ -312,6 +312,7 @@ def main() -> None:
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     parser.add_argument("--alpn", nargs="+", default=["h2", "http/1.1"])
     parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--description-bytes", type=int, default=0)
     parser.add_argument("--legacy-only", action="store_true")
     parser.add_argument("--back-channel", action="store_true")
     parser.add_argument("--cache-ttl", type=int, default=None)
@@ -322,7 +323,7 @@ def main() -> None:
     parser.add_argument("--oauth", metavar="AS_URL")
     args = parser.parse_args()
 
-    server = build(args.tools)
+    server = build(args.tools, args.description_bytes)
     if args.cache_ttl is not None:
         from mcp.server.caching import CacheHint, validate_cache_hints
 

@@ -2,7 +2,8 @@
 
 Run: ``python tests/servers/official.py PORT [--stateless] [--json] [--tools N] [--h2c | --tls CERT KEY]``.
 Prints ``READY`` once listening.  Tools: ``echo`` (returns its ``text``), ``add``,
-``fail`` (a tool error), and ``N`` filler tools of about 300 bytes of schema each.
+``fail`` (a tool error), and ``N`` filler tools of about 300 bytes of schema each
+(``build(N, description_bytes)`` pads each description to that length).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from mcp.server.mcpserver import MCPServer
 
 
-def build(extra_tools: int) -> MCPServer:
+def build(extra_tools: int, description_bytes: int = 0) -> MCPServer:
     server = MCPServer("sansmcp-test-server", version="1.0")
 
     @server.tool(description="Echo the text back.")
@@ -37,7 +38,9 @@ def build(extra_tools: int) -> MCPServer:
         server.add_tool(
             filler,
             name=f"forecast_{index}",
-            description=f"Weather forecast number {index} for a city, for a number of days.",
+            description=f"Weather forecast number {index} for a city, for a number of days.".ljust(
+                description_bytes, "."
+            ),
         )
     return server
 

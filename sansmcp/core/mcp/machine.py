@@ -46,6 +46,7 @@ later operation fails at once with the same error.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -74,7 +75,7 @@ from .events import (
     ToolsListed,
 )
 from .notifications import OBSERVATIONS, Observer
-from .operations import Ask, Operations, OpGen, Send, Sleep
+from .operations import Ask, Operations, OpGen, Send, Sleep, invalidate_listings
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
@@ -142,7 +143,8 @@ class McpMachine:
             jitter=jitter,
             cache=cache,
         )
-        transport.on_list_changed = self._ops.invalidate_tools
+        # (not the operations' bound method: they own the transport -- a reference cycle)
+        transport.on_list_changed = functools.partial(invalidate_listings, cache, session)
         self._outputs = transport.outputs
         # The deque ``next_output`` pops, for a driver to drain without a call per output;
         # None when this class overrides ``next_output`` (it may filter or add outputs:
@@ -543,8 +545,13 @@ class McpMachine:
                 self._end_op(stop.value)
                 return
             except McpError as failure:
-                self._end_op(OperationFailed(error=failure))
+                # kept as a value: its traceback's frames (this one's ``error``, a driver's
+                # caller holding what refers to it) would make a reference cycle of it
+                self._end_op(OperationFailed(error=failure.with_traceback(None)))
                 return
+            finally:
+                if error is not None:  # thrown in, handled or not: the same, for its frames
+                    error.__traceback__ = None
             error = None
             value = None
             match instruction:

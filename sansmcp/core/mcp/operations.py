@@ -119,6 +119,16 @@ class EraMismatch(Exception):
     """A remembered era hint the server's answer contradicts."""
 
 
+def invalidate_listings(cache: CallerCache | None, session: Session) -> None:
+    """Cached listings of ``session``'s endpoint the caller of ``cache`` could be served
+    are stale now.  A function of the two, not a method: the transport calls it on a
+    ``tools/list_changed`` (``functools.partial``), and a bound method of the operations,
+    which own the transport, would be a reference cycle outliving every closed Conn."""
+    version = session.protocol_version
+    if cache and version is not None:
+        cache.invalidate(version)
+
+
 class Operations:
     """The scripts of one connection, and the tool listing they keep."""
 
@@ -451,10 +461,7 @@ class Operations:
 
     def invalidate_tools(self) -> None:
         """Cached listings of this endpoint this caller could be served are stale now."""
-        cache = self.cache
-        version = self.session.protocol_version
-        if cache and version is not None:
-            cache.invalidate(version)
+        invalidate_listings(self.cache, self.session)
 
     def discovered_version(self, cache: CallerCache, probe: str) -> str | None:
         """The version a fresh cached ``server/discover`` result (sent at ``probe``)

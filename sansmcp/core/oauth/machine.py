@@ -65,6 +65,22 @@ __all__ = ["OAuthMachine"]
 _TERMINAL = (Connected, ToolsListed, ToolCalled, OperationFailed, Closed)
 
 
+class _Clock:
+    """The time an :class:`OAuthMachine` was last told, for its flow's context to read."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def read(self) -> float:
+        return self.at
+
+
+def _connect(machine: McpMachine, now: float) -> None:
+    McpMachine.connect(machine, now=now)
+
+
 class OAuthMachine(McpMachine):
     """An MCP machine that authorizes (see the module docstring)."""
 
@@ -82,18 +98,22 @@ class OAuthMachine(McpMachine):
         super().__init__(settings, limits=limits, exchange_ids=exchange_ids, cache=cache)
         self._ids = exchange_ids
         self.oauth = oauth
-        self._now = 0.0
+        # the time last told, which the flow's context reads: through this clock, not a
+        # reader of the machine (a closure over it would be a reference cycle)
+        self._clock = _Clock()
         self._ctx = Context(
             oauth=oauth,
             endpoint=settings.endpoint,
             limits=self.limits,
             random_bytes=random_bytes,
-            now=lambda: self._now,
+            now=self._clock.read,
         )
         if wall_clock is not None:
             self._ctx.wall_clock = wall_clock
         self._extra: deque[Output | AuthorizationNeeded] = deque()
-        self._replay: Callable[[float], None] | None = None
+        # the operation to run again once authorized, a function of the machine (a closure
+        # over it would be a reference cycle)
+        self._replay: Callable[[McpMachine, float], None] | None = None
         self._attempts = 0
         self._flow: Flow | None = None
         self._deadline: float | None = None  # of the authorization's fetches
@@ -133,17 +153,20 @@ class OAuthMachine(McpMachine):
 
     # ------------------------------------------------------------ operations
 
-    def _operation(self, run: Callable[[float], None], now: float) -> None:
-        run(now)  # CallerError / UsageError before anything is kept
+    def _operation(self, run: Callable[[McpMachine, float], None], now: float) -> None:
+        run(self, now)  # CallerError / UsageError before anything is kept
         self._replay = run
         self._attempts = 0
 
     def connect(self, *, now: float) -> None:
-        self._operation(lambda at: McpMachine.connect(self, now=at), now)
+        self._operation(_connect, now)
 
     def list_tools(self, *, now: float, fresh: bool = False, timeout: float | None = None) -> None:
         self._operation(
-            lambda at: McpMachine.list_tools(self, now=at, fresh=fresh, timeout=timeout), now
+            lambda machine, at: McpMachine.list_tools(
+                machine, now=at, fresh=fresh, timeout=timeout
+            ),
+            now,
         )
 
     def call_tool(
@@ -156,8 +179,8 @@ class OAuthMachine(McpMachine):
         timeout: float | None = None,
     ) -> None:
         self._operation(
-            lambda at: McpMachine.call_tool(
-                self, name, arguments, now=at, progress=progress, timeout=timeout
+            lambda machine, at: McpMachine.call_tool(
+                machine, name, arguments, now=at, progress=progress, timeout=timeout
             ),
             now,
         )
@@ -165,8 +188,8 @@ class OAuthMachine(McpMachine):
     def complete_authorization(self, redirect: object, *, now: float) -> None:
         """Finish an authorization a person made later (``redirect``: the URL they came
         back with, or a mapping of ``code`` / ``state`` / ``iss``), then connect."""
-        self._now = self._t.now = now
-        self._replay = lambda at: McpMachine.connect(self, now=at)
+        self._clock.at = self._t.now = now
+        self._replay = _connect
         self._attempts = 1
         self._deadline = now + self.limits.auth_timeout
         self._flow = complete(self._ctx, redirect)
@@ -213,7 +236,7 @@ class OAuthMachine(McpMachine):
         return self._deadline if own is None else min(own, self._deadline)
 
     def handle_timer(self, *, now: float) -> None:
-        self._now = now
+        self._clock.at = now
         if self._deadline is not None and now >= self._deadline:
             limit = self.limits.auth_timeout
             self._abort(
@@ -264,7 +287,7 @@ class OAuthMachine(McpMachine):
         self._attempts += 1
         replay = self._replay
         assert replay is not None
-        replay(self._now_of())
+        replay(self, self._now_of())
         return True
 
     # ------------------------------------------------------------ the authorization
@@ -306,7 +329,7 @@ class OAuthMachine(McpMachine):
             self._use(tokens)
             replay = self._replay
             assert replay is not None
-            replay(self._now_of())
+            replay(self, self._now_of())
             return
         except McpError as error:
             self._flow = None
@@ -366,7 +389,7 @@ class OAuthMachine(McpMachine):
 
     def authorized(self, auth_id: int, answer: object, *, now: float) -> None:
         """The embedder's answer to :class:`AuthorizationNeeded` ``auth_id``."""
-        self._now = now
+        self._clock.at = now
         if auth_id != self._asking or self._flow is None:
             return
         self._asking = None
@@ -383,7 +406,7 @@ class OAuthMachine(McpMachine):
                     self._rs_nonce_fresh = event.status == 401
             McpMachine.receive(self, event, now=now)
             return
-        self._now = now
+        self._clock.at = now
         self._t.now = now
         fetch = self._fetch
         assert fetch is not None
