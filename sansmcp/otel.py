@@ -24,10 +24,14 @@ Development status):
   request went out, when it ended), not when the report was handed over.
 * the histogram ``mcp.client.operation.duration`` (seconds, the conventions' bucket
   boundaries) with the span's attributes minus the ids (request and session);
-* context propagation: :meth:`Telemetry.carrier` injects the active context (the
-  global propagator: ``traceparent``, ``tracestate``, ``baggage``) into each
-  operation's ``params._meta``, unprefixed as SEP-414 says -- unless ``Config.meta``
-  carries a ``traceparent``, which wins (the core decides).
+* context propagation: :meth:`Telemetry.carrier` injects a context (the global
+  propagator: ``traceparent``, ``tracestate``, ``baggage``) into each operation's
+  ``params._meta``, unprefixed as SEP-414 says -- unless ``Config.meta`` carries a
+  ``traceparent``, which wins (the core decides).  For a tool call it is the
+  ``tools/call`` client span's own context (the span is opened when the call starts,
+  so the server's spans nest under it, as with the official SDK); for the other
+  operations, the caller's active context.  (A call's later MRTR attempts carry the
+  first attempt's context: ``_meta`` is chosen once per operation.)
 
 Arguments and results are never recorded (the conventions make them opt-in; sansmcp
 does not offer it).
@@ -149,15 +153,31 @@ class Telemetry:
         self._propagate = propagate
         self._clock = clock
         self._spans: dict[int, dict[int, Span]] = {}  # id(conn) -> rpc id -> its open span
+        # id(conn) -> the tools/call span opened before its request (its context is in _meta)
+        self._opened: dict[int, Span] = {}
 
     # ------------------------------------------------------------ what the adapters call
 
-    def carrier(self) -> Mapping[str, str] | None:
-        """The active trace context for the next operation's ``_meta``."""
+    def carrier(self, conn: Any, tool: str | None) -> Mapping[str, str] | None:
+        """The trace context for ``conn``'s next operation's ``_meta``: for a call
+        (``tool`` given) the ``tools/call`` span itself, opened here so the server's spans
+        nest under it; for the others the caller's active context."""
         if not self._propagate:
             return None
+        context = None
+        if tool is not None:
+            stale = self._opened.pop(id(conn), None)
+            if stale is not None:  # pragma: no cover - every call ends what it opened
+                stale.end()
+            span = self._tracer.start_span(
+                _span_name("tools/call", tool),
+                kind=SpanKind.CLIENT,
+                start_time=self._clock(),
+            )
+            self._opened[id(conn)] = span
+            context = trace.set_span_in_context(span)
         carrier: dict[str, str] = {}
-        propagate.inject(carrier)
+        propagate.inject(carrier, context=context)
         return carrier or None
 
     def observe(self, conn: Any, item: RequestStarted | RequestEnded, now: float) -> None:
@@ -165,10 +185,16 @@ class Telemetry:
         wall = self._clock()
         spans = self._spans.setdefault(id(conn), {})
         if isinstance(item, RequestStarted):
+            attributes = self._attributes(conn, item.method, item.tool, item.rpc_id)
+            opened = self._opened.pop(id(conn), None) if item.method == "tools/call" else None
+            if opened is not None:  # the span whose context the request's _meta carries
+                opened.set_attributes(attributes)
+                spans[item.rpc_id] = opened
+                return
             spans[item.rpc_id] = self._tracer.start_span(
                 _span_name(item.method, item.tool),
                 kind=SpanKind.CLIENT,
-                attributes=self._attributes(conn, item.method, item.tool, item.rpc_id),
+                attributes=attributes,
                 start_time=wall - _ns(now - item.at),
             )
             return
@@ -209,7 +235,11 @@ class Telemetry:
         open spans end with that as their error."""
         kind = error.cause if isinstance(error, ConnectionFailed) else type(error).__name__
         kind = clip_text(kind)  # the caller's own exception class: a span-only value
-        for span in self._spans.pop(id(conn), {}).values():
+        open_spans = list(self._spans.pop(id(conn), {}).values())
+        opened = self._opened.pop(id(conn), None)  # a call that ended before its request
+        if opened is not None:
+            open_spans.append(opened)
+        for span in open_spans:
             span.set_attribute("error.type", kind)
             span.set_status(Status(StatusCode.ERROR, clip_text(str(error) or kind)))
             span.end()

@@ -128,8 +128,9 @@ class TelemetryHook(Protocol):
     """What ``Client(telemetry=)`` takes (``sansmcp.otel.Telemetry`` is one): all three
     are called in the caller's task or thread."""
 
-    def carrier(self) -> Mapping[str, str] | None:
-        """The trace context for the next operation's ``_meta`` (None: none)."""
+    def carrier(self, conn: object, tool: str | None) -> Mapping[str, str] | None:
+        """The trace context for ``conn``'s next operation's ``_meta`` (None: none);
+        ``tool`` names the tool of a ``tools/call`` operation (None for the others)."""
 
     def observe(self, conn: object, item: RequestStarted | RequestEnded, now: float) -> None:
         """A request of ``conn`` started or ended (``item.at`` on the clock ``now`` reads)."""
@@ -385,11 +386,11 @@ class ConnFace:
         assert isinstance(machine, OAuthMachine)  # the only machine that asks this
         return machine.oauth.authorize
 
-    def _trace(self, traced: bool) -> dict[str, Any]:
+    def _trace(self, traced: bool, tool: str | None = None) -> dict[str, Any]:
         """The ``trace=`` argument of an operation's start: the telemetry's carrier."""
         telemetry = self._telemetry
         if traced and telemetry is not None:
-            return {"trace": checked_carrier(telemetry.carrier())}
+            return {"trace": checked_carrier(telemetry.carrier(self, tool))}
         return {}
 
     def _operation(
@@ -404,7 +405,12 @@ class ConnFace:
         the bound).  An exception the runtime throws in (a cancellation, a callable's
         own) abandons the Conn and propagates unchanged."""
         client, driver, conn_id = self.client, self.client._driver, self.view.conn_id
-        start(conn_id, now=client._now(), **trace)
+        try:
+            start(conn_id, now=client._now(), **trace)
+        except BaseException as exc:  # refused before anything was sent (CallerError, ...)
+            if trace:
+                self._abandoned(exc)  # what the telemetry opened for it ends
+            raise
         try:
             client._pump()
             try:
@@ -434,6 +440,8 @@ class ConnFace:
             error, value = command.error, command.value
             del command  # (the frame a raise leaves in its traceback keeps neither)
             if error is not None:
+                if trace:
+                    self._abandoned(error)  # a span opened before any request was sent
                 try:
                     raise error
                 finally:
@@ -490,7 +498,7 @@ class ConnBase(ConnFace):
         progress notification of this call, in order, in the caller's task; ``timeout``
         (seconds) shortens ``Limits.call_timeout`` for this call."""
         start = self._calling(name, arguments, on_progress, timeout)
-        return cast("CallResult", await self._run(start, traced=True))
+        return cast("CallResult", await self._run(start, traced=True, tool=name))
 
     async def aclose(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
@@ -500,8 +508,10 @@ class ConnBase(ConnFace):
         finally:
             self.client._conns.pop(self.view.conn_id, None)
 
-    async def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:
-        steps = Steps(self._operation(start, self._trace(traced)))
+    async def _run(
+        self, start: Callable[..., None], *, traced: bool = False, tool: str | None = None
+    ) -> object:
+        steps = Steps(self._operation(start, self._trace(traced, tool)))
         for step in steps:  # performed here, in the caller's task
             try:
                 steps.reply = await self._perform(step)

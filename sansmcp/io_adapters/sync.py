@@ -167,7 +167,7 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
         progress notification of this call, in order, in the caller's thread; ``timeout``
         (seconds) shortens ``Limits.call_timeout`` for this call."""
         start = self._calling(name, arguments, on_progress, timeout)
-        return cast("CallResult", self._run(start, traced=True))
+        return cast("CallResult", self._run(start, traced=True, tool=name))
 
     def close(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
@@ -179,9 +179,11 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
                 if self.view.closed or not self.machine.busy:  # (closed: no more mail)
                     self.client._conns.pop(self.view.conn_id, None)
 
-    def _run(self, start: Callable[..., None], *, traced: bool = False) -> object:
+    def _run(
+        self, start: Callable[..., None], *, traced: bool = False, tool: str | None = None
+    ) -> object:
         """The operation's steps under the lock, let go only to block (a callback, a turn)."""
-        steps = self._operation(start, self._trace(traced))
+        steps = self._operation(start, self._trace(traced, tool))
         return self.client._perform(self, steps, self._call)
 
     def _call(self, step: Call) -> object:

@@ -96,11 +96,17 @@ def test_spans_metrics_and_the_traceparent_the_server_received(
 
     seen_text, outer_traceparent = backend.run(main)
     meta = json.loads(seen_text)
-    assert meta["traceparent"] == outer_traceparent  # the caller's active span
     assert meta["baggage"] == "tenant=t1"
 
     spans = {span.name: span for span in sdk.spans.get_finished_spans()}
     call = spans["tools/call meta_seen"]
+    # the traceparent the server received names sansmcp's tools/call span (so the
+    # server's spans nest under it), in the caller's trace
+    version_field, trace_id, span_id, flags = meta["traceparent"].split("-")
+    assert version_field == "00" and int(flags, 16) & 1  # sampled
+    assert int(trace_id, 16) == call.context.trace_id == spans["work item"].context.trace_id
+    assert int(span_id, 16) == call.context.span_id
+    assert outer_traceparent.split("-")[1] == trace_id
     assert call.kind is SpanKind.CLIENT
     attrs = dict(call.attributes or {})
     version = "2026-07-28" if era == "modern" else "2025-11-25"
@@ -237,11 +243,40 @@ def test_off_imports_no_opentelemetry_module(launch: Launcher) -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_a_call_refused_before_its_request_ends_its_span(
+    backend: Backend, launch: Launcher
+) -> None:
+    """The tools/call span opens when the call starts (its context goes in ``_meta``): a
+    call refused before any request still ends it, once, with the refusal."""
+    server = launch(*ERAS["modern"])
+    sdk = Sdk()
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry) as client,
+            client.connect(Config(url=server.url())) as conn,
+        ):
+            with pytest.raises(CallerError):
+                await conn.call_tool("echo", b"[1]")  # not one JSON object
+            result = await conn.call_tool("echo", b'{"text": "after"}')
+            assert result.content[0].text == "after"
+
+    backend.run(main)
+    calls = [s for s in sdk.spans.get_finished_spans() if s.name == "tools/call echo"]
+    assert len(calls) == 2
+    refused, answered = calls
+    assert refused.attributes["error.type"] == "CallerError"
+    assert refused.status.status_code is StatusCode.ERROR
+    assert answered.status.status_code is StatusCode.UNSET
+    assert "error.type" not in answered.attributes
+    assert sdk.telemetry._opened == {} and sdk.telemetry._spans == {}
+
+
 def test_a_telemetry_hook_carrier_is_checked(backend: Backend, launch: Launcher) -> None:
     server = launch(*ERAS["modern"])
 
     class Bad:
-        def carrier(self) -> Any:
+        def carrier(self, conn: object, tool: str | None) -> Any:
             return {"traceparent": 5}
 
         def observe(self, conn: object, item: Any, now: float) -> None:
