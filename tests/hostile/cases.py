@@ -20,6 +20,7 @@ from typing import Any
 
 from sansmcp.core.limits import Limits
 
+from ..timing import WALL, assert_within
 from . import red_attacks as red
 from .answers import (
     LEGACY,
@@ -84,7 +85,8 @@ LIMITS: dict[str, Any] = {
 SLACK = 1.0  # how long past its deadline a case may take to end (scheduling, not speed)
 QUICK = 3.0  # a case stopped by a budget or a rule (no deadline involved) ends within this
 RSS_MARGIN_KIB = 16 * 1024  # peak RSS over the well-behaved run's, at most
-HARD_TIMEOUT = 20.0  # the client host kills a child that has not reported by then
+HARD_TIMEOUT = 60.0  # the client host kills a child that has not reported by then (a safety
+# net, not an assertion: generous enough for a 2-core machine at load 8)
 
 
 @dataclass(frozen=True)
@@ -129,12 +131,36 @@ class Case:
         return self.server()
 
 
+# `make test` on a loaded machine (load 8 on 2 cores: a quarter of a core each) would see
+# a 1 s per-request cap fire before a bounded but CPU-heavy answer is read, or a 0.5 s
+# close_timeout end the close before its DELETE is sent: the outcome flips.  A case that
+# tests no deadline (``Expect.deadline`` and ``close_deadline`` unset) runs there with its
+# deadlines raised to these; `make hostile` (quiet machine) keeps the calibrated ones.
+UNTESTED_DEADLINES = {
+    "dial_timeout": 15.0,
+    "connect_timeout": 15.0,
+    "list_timeout": 15.0,
+    "call_timeout": 15.0,
+    "auth_timeout": 15.0,
+    "close_timeout": 5.0,
+}
+
+
+def case_limits(case: Case) -> dict[str, Any]:
+    limits = {**LIMITS, **case.limits}
+    if WALL or case.expect.deadline is not None or case.expect.close_deadline is not None:
+        return limits
+    for name, raised in UNTESTED_DEADLINES.items():
+        limits[name] = max(limits.get(name, raised), raised)
+    return limits
+
+
 def client_spec(case: Case, backend: str, port: int) -> dict[str, Any]:
     return {
         "backend": backend,
         "url": case.url.format(port=port),
         "ops": list(case.ops),
-        "limits": {**LIMITS, **case.limits},
+        "limits": case_limits(case),
         "h2": case.proto == "h2",
         "reconnect": case.expect.second_ok,
         "hard_timeout": HARD_TIMEOUT,
@@ -613,8 +639,11 @@ def _one_text_block(report: dict[str, Any], stats: Any, port: int) -> None:
 def _drained_within_grace(report: dict[str, Any], stats: Any, port: int) -> None:
     grace = LIMITS["cancel_grace"]
     drained = stats.notes.get("drained_for")
-    assert drained is not None and grace - 0.05 <= drained <= grace + SLACK, drained
-    assert report["ops"][1]["elapsed"] < QUICK, report["ops"]
+    assert drained is not None and grace - 0.05 <= drained, drained
+    if WALL:  # wall-clock upper bounds: `make hostile` only (tests/timing.py)
+        assert drained <= grace + SLACK, drained
+    listing = report["ops"][1]
+    assert_within(listing["elapsed"], listing["cpu"], QUICK, "the listing")
 
 
 def _mrtr_backoff(report: dict[str, Any], stats: Any, port: int) -> None:
