@@ -36,6 +36,7 @@ from sansmcp.core.tools import (
     Tool,
     validate_tool,
 )
+from tests.tiers import examples
 
 MODERN = "2026-07-28"
 
@@ -73,7 +74,7 @@ any_text = st.text(any_char, max_size=40)
 # --------------------------------------------------------------------------- names
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(any_text)
 @example("caf\u00e9")
 @example("caf\\xe9")
@@ -146,7 +147,7 @@ def test_visible_text_is_left_alone() -> None:
     assert display_text("a\nb\tc\r\n", multiline=True) == "a\nb\tc\\x0d\n"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(any_text, st.booleans())
 def test_text_is_escaped_character_by_character(text: str, multiline: bool) -> None:
     shown = display_text(text, multiline=multiline)
@@ -192,7 +193,7 @@ def listing_lines(text: str) -> list[str]:
     return lines
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(name=any_text, description=any_text, schema=input_schemas | json_values)
 @example(name="t", description="", schema={"type": "object", "required": [{"x": 1}]})
 @example(name="t", description="", schema={"properties": {"x": {}}, "required": [[1], {}]})
@@ -214,7 +215,7 @@ def test_any_input_schema_renders(name: str, description: str, schema: Any) -> N
         assert document["skipped"][0]["reason"] == skipped[0].reason
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(json_values)
 def test_a_tool_whose_schema_is_any_json_value_renders(schema: Any) -> None:
     """Not only what ``validate_tool`` lets through: any schema bytes a Tool can hold."""
@@ -429,7 +430,7 @@ results = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(results, any_text)
 def test_any_result_prints_and_its_json_decodes_back(result: CallResult, tool: str) -> None:
     text = render_call(tool, MODERN, result)

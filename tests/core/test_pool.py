@@ -23,6 +23,7 @@ from sansmcp.core.url import Origin, parse_endpoint
 from sansmcp.core.wire import Wire
 from sansmcp.core.wire.h1 import H1Connection
 from sansmcp.core.wire.h2 import H2Connection
+from tests.tiers import examples
 
 HTTP = Origin(scheme="http", host="example.com", port=80)
 HTTPS = Origin(scheme="https", host="example.com", port=443)
@@ -1096,5 +1097,7 @@ class PoolMachine(RuleBasedStateMachine):
             assert not self.servable(origin), f"a checkout for {origin} waits needlessly"
 
 
-PoolMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
+PoolMachine.TestCase.settings = settings(
+    max_examples=examples(150, 40), stateful_step_count=50, deadline=None
+)
 TestPoolMachine = PoolMachine.TestCase
