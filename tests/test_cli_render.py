@@ -44,6 +44,7 @@ from sansmcp.core.tools import (
     Tool,
     validate_tool,
 )
+from tests.tiers import examples
 
 MODERN = "2026-07-28"
 
@@ -155,7 +156,7 @@ any_text = st.text(any_char, max_size=40)
 # --------------------------------------------------------------------------- names
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(any_text)
 @example("caf\u00e9")
 @example("caf\\xe9")
@@ -269,7 +270,7 @@ def test_marks_and_selectors_without_a_base_are_escaped(text: str, shown: str) -
     assert display_text(text, multiline=True) == shown
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(any_text, st.booleans())
 def test_text_is_shown_as_the_issue_says(text: str, multiline: bool) -> None:
     shown = display_text(text, multiline=multiline)
@@ -291,7 +292,7 @@ characters_of_every_category = st.sampled_from(CATEGORIES).flatmap(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(characters_of_every_category | any_char, max_size=30), st.booleans())
 def test_no_rendered_character_is_hidden_whatever_its_category(text: str, multiline: bool) -> None:
     """Characters drawn category by category: the output holds none of Cc Cf Co Cs Cn Zl
@@ -368,7 +369,7 @@ def listing_lines(text: str) -> list[str]:
     return lines
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(name=any_text, description=any_text, schema=input_schemas | json_values)
 @example(name="t", description="", schema={"type": "object", "required": [{"x": 1}]})
 @example(name="t", description="", schema={"properties": {"x": {}}, "required": [[1], {}]})
@@ -390,7 +391,7 @@ def test_any_input_schema_renders(name: str, description: str, schema: Any) -> N
         assert document["skipped"][0]["reason"] == skipped[0].reason
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(json_values)
 def test_a_tool_whose_schema_is_any_json_value_renders(schema: Any) -> None:
     """Not only what ``validate_tool`` lets through: any schema bytes a Tool can hold."""
@@ -605,7 +606,7 @@ results = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(results, any_text)
 def test_any_result_prints_and_its_json_decodes_back(result: CallResult, tool: str) -> None:
     text = render_call(tool, MODERN, result)

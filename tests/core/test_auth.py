@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sansmcp.core.auth import MAX_WWW_AUTHENTICATE, parse_www_authenticate
+from tests.tiers import examples
 
 Challenges = list[tuple[str, dict[str, str]]]
 
@@ -96,7 +97,7 @@ def test_non_string_gives_empty_list(value: Any) -> None:
     assert parse_www_authenticate(value) == []
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400, 100), deadline=None)
 @given(
     st.text(alphabet=st.sampled_from(list('Bb ,="\\\t=a/+é')), max_size=60) | st.text(max_size=60)
 )

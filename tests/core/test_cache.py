@@ -29,6 +29,7 @@ from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.mcp import ConnSettings, ToolsListed
 from sansmcp.core.tools import SkippedTool, Tool
 from sansmcp.core.url import parse_endpoint
+from tests.tiers import examples
 
 from .fakemcp import (
     MODERN,
@@ -349,7 +350,7 @@ def test_an_anonymous_caller_never_meets_a_private_listing_through_shared_header
     assert list_count(public) == 1  # public entries are shared as for anyone
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     callers=st.lists(
         st.tuples(
@@ -690,7 +691,7 @@ ACTIONS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(actions=ACTIONS)
 def test_bounds_and_accounting_hold_under_any_sequence(
     actions: list[tuple[str, str, bytes | None, int, float]],
@@ -732,7 +733,7 @@ def test_a_json_body_listing_response_is_cached_too() -> None:
     assert list_count(server) == 1
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     ttls=st.lists(st.integers(min_value=-5, max_value=3_000), min_size=1, max_size=4),
     at=st.floats(min_value=0, max_value=4),

@@ -43,6 +43,7 @@ from sansmcp.core.net import dial as dialing
 from sansmcp.core.results import CallResult
 from sansmcp.core.tools import Tool
 from sansmcp.core.url import parse_endpoint
+from tests.tiers import examples
 
 from .fakemcp import MODERN, FakeServer, Response, result, sse_response
 
@@ -1098,7 +1099,7 @@ class Interleaved(RuleBasedStateMachine):
 
 
 Interleaved.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=examples(150),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

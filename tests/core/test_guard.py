@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sansmcp.core.net.guard import refusal_reason, vet_addresses
+from tests.tiers import examples
 
 NEVER = "refused whatever the settings"
 
@@ -238,7 +239,7 @@ _V4_WAIVABLE = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_ipv4_and_its_mapped_and_nat64_forms_agree(value: int) -> None:
     """Every IPv4 address is judged the same bare, IPv4-mapped, NAT64 and 6to4."""
@@ -265,7 +266,7 @@ def test_ipv4_and_its_mapped_and_nat64_forms_agree(value: int) -> None:
         assert refusal_reason(str(ipv4), allow_private=False, allow_loopback=False) is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(min_value=0, max_value=2**128 - 1))
 def test_ipv6_outside_global_unicast_never_passes(value: int) -> None:
     address = ipaddress.IPv6Address(value)

@@ -25,6 +25,7 @@ from sansmcp.core.errors import ConnectionFailed
 from sansmcp.core.net import dial
 from sansmcp.core.net.guard import refusal_reason
 from sansmcp.core.url import Origin
+from tests.tiers import examples
 
 NEVER = "refused whatever the settings"
 FLAGS = [(p, lo) for p in (False, True) for lo in (False, True)]
@@ -110,7 +111,7 @@ def _form(name: str, v4: int, filler: int) -> int:
 FORMS = ["mapped", "nat64", "6to4", "teredo-server", "teredo-client", "isatap"]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.sampled_from(FORMS), ipv4s, bits80)
 def test_each_embedding_form_gets_the_embedded_verdict(name: str, v4: int, filler: int) -> None:
     address = ipaddress.IPv6Address(_form(name, v4, filler))
@@ -134,7 +135,7 @@ def _rfc6052_readings(value: int) -> list[str]:
     return [str(ipaddress.IPv4Address(int(r, 2))) for r in readings]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.one_of(
         bits80,  # anything under the /48
@@ -170,7 +171,7 @@ def _place(prefix: int, v4: int, filler: int) -> int:
     return int("".join(bits), 2) & (2**80 - 1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.sampled_from([48, 56, 64, 96]), ipv4s, bits80)
 def test_local_use_nat64_is_never_laxer_than_what_it_embeds(
     prefix: int, v4: int, filler: int
@@ -391,7 +392,7 @@ def _considered(value: Any) -> set[str] | None:
     return seen
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(answers, st.sampled_from(FLAGS))
 def test_any_resolver_answer_is_vetted_or_refused(value: Any, flags: tuple[bool, bool]) -> None:
     allow_private, allow_loopback = flags

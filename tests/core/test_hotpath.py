@@ -31,6 +31,7 @@ from sansmcp.core.results import CallResult
 from sansmcp.core.schema import output as output_module
 from sansmcp.core.schema.validator import Schema, compile_schema
 from sansmcp.core.wire.h1 import H1Connection
+from tests.tiers import examples
 
 from .fakemcp import MODERN, FakeServer, result, tool
 from .test_driver import URL, Net, make
@@ -514,7 +515,7 @@ _LEAF = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_si
 _BAD = st.sampled_from([b"bytes", {1, 2}, object(), complex(1, 2)])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     value=st.recursive(
         _LEAF | _BAD,

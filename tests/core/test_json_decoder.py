@@ -23,6 +23,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sansmcp.core.jsonvalue import JsonError, parse_json, parse_json_object_strict
+from tests.tiers import examples
 
 DEPTH = 64
 
@@ -192,7 +193,7 @@ def typed(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(texts)
 @example(Text(b'{"a":1,"a":2," a":3}'))
 @example(Text(b"[" * DEPTH + b"]" * DEPTH))
@@ -216,7 +217,7 @@ def test_parse_json_returns_what_json_loads_returns_or_refuses_by_the_rules(text
     assert typed(got) == typed(expected)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(texts)
 def test_the_strict_object_refuses_exactly_the_repeated_keys(text: Text) -> None:
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from sansmcp.core import jsonvalue
 from sansmcp.core.jsonvalue import JsonError, parse_json, parse_json_object_strict
 from sansmcp.core.limits import Limits
+from tests.tiers import examples
 
 from .test_listing import same, typed
 
@@ -120,7 +121,7 @@ def first_repeat(value: Any) -> str | None:
     return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data(), value=members())
 def test_a_key_means_the_same_however_it_is_escaped(data: st.DataObject, value: Any) -> None:
     plain = json.dumps(last_wins(value), ensure_ascii=False).encode()
@@ -130,7 +131,7 @@ def test_a_key_means_the_same_however_it_is_escaped(data: st.DataObject, value: 
     assert parse_json(text, max_depth=DEPTH) == json.loads(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300, 100), deadline=None)
 @given(data=st.data(), value=members())
 def test_a_repeated_key_is_found_escaped_or_not(data: st.DataObject, value: Any) -> None:
     text = data.draw(written(value)).encode()
@@ -198,7 +199,7 @@ def entry(draw: st.DrawFn) -> Members:
     return Members(members)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300, 100), deadline=None)
 @given(data=st.data(), entries=st.lists(entry(), max_size=3), unknown=st.booleans())
 def test_the_typed_pass_reads_escaped_known_keys_and_declines_unknown_ones(
     data: st.DataObject, entries: list[Any], unknown: bool

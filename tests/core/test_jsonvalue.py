@@ -16,6 +16,7 @@ from sansmcp.core.jsonvalue import (
     parse_json,
     parse_json_object_strict,
 )
+from tests.tiers import examples
 
 DEPTH = 512
 
@@ -296,7 +297,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(json_values)
 def test_round_trip(value: Any) -> None:
     encoded = dumps_compact(value)
@@ -305,7 +306,7 @@ def test_round_trip(value: Any) -> None:
         assert parse_json_object_strict(encoded, max_depth=DEPTH) == value
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=64))
 def test_arbitrary_bytes_give_a_value_or_json_error(data: bytes) -> None:
     try:

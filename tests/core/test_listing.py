@@ -27,6 +27,7 @@ from sansmcp.core.listing import _Entry, _typed, parse_page, validate_entry
 from sansmcp.core.mcp import ToolsListed
 from sansmcp.core.mcp.budget import parse_message
 from sansmcp.core.tools import HeaderParam, SkippedTool, Tool, validate_tool
+from tests.tiers import examples
 
 from .fakemcp import Driver, FakeServer, Response
 
@@ -163,7 +164,7 @@ encodings = st.sampled_from(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400, 100), deadline=None)
 @given(
     tools=st.lists(entries, max_size=5),
     extra=st.dictionaries(st.sampled_from(["nextCursor", "ttlMs", "x"]), values, max_size=2),

@@ -26,6 +26,7 @@ from sansmcp.core.mcp import (
 )
 from sansmcp.core.results import CallResult, Content
 from sansmcp.core.url import parse_endpoint
+from tests.tiers import examples
 
 from .fakemcp import (
     HANDLER_RETURNS,
@@ -442,7 +443,7 @@ def test_arguments_go_verbatim_in_every_attempt() -> None:
 # ---------------------------------------------------------------- server data in headers (10 E)
 
 
-@hsettings(max_examples=150, deadline=None)
+@hsettings(max_examples=examples(150), deadline=None)
 @given(
     names=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=3, unique=True),
     header=st.text(max_size=12),
@@ -469,7 +470,7 @@ def test_tool_names_and_x_mcp_headers_never_make_an_invalid_request(
         h11_accepts(start.request)
 
 
-@hsettings(max_examples=300, deadline=None)
+@hsettings(max_examples=examples(300), deadline=None)
 @given(answer=HANDLER_RETURNS)
 def test_any_value_an_input_handler_returns_is_sent_as_given_or_a_caller_error(
     answer: Any,

@@ -24,6 +24,7 @@ from sansmcp.core.mcp import (
     ToolsListed,
 )
 from sansmcp.core.url import parse_endpoint
+from tests.tiers import examples
 
 from .fakemcp import URL, Driver, FakeServer, Response, error, result, tool
 
@@ -179,7 +180,7 @@ def check(driver: Driver, outcome: Any) -> None:
 LIMITS = Limits(max_responses=40, max_tool_pages=5, max_call_attempts=4, max_response_bytes=4000)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), legacy=st.sampled_from([None, "2025-11-25", "2025-03-26"]))
 def test_arbitrary_answers_end_in_documented_outcomes(data: Any, legacy: str | None) -> None:
     server = FakeServer(modern=legacy is None, legacy=legacy)
@@ -305,7 +306,7 @@ class ConnMachine(RuleBasedStateMachine):
 
 
 ConnMachine.TestCase.settings = settings(
-    max_examples=25,
+    max_examples=examples(25),
     stateful_step_count=8,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

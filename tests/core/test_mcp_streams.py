@@ -27,6 +27,7 @@ from sansmcp.core.mcp import (
 )
 from sansmcp.core.url import parse_endpoint
 from sansmcp.core.wire.h1 import H1Connection
+from tests.tiers import examples
 
 from .fakemcp import (
     HANDLER_RETURNS,
@@ -128,7 +129,7 @@ def test_byte_by_byte_equals_whole(era: str) -> None:
     assert isinstance(whole[0][2], ToolCalled)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(cuts=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))
 def test_random_chunking_is_invariant(cuts: list[int]) -> None:
     def split(data: bytes) -> list[bytes]:
@@ -814,7 +815,7 @@ def test_echoable_table(value: str | bytes, spaces: bool, expected: bytes | None
     assert echoable(value, 8, spaces=spaces) == expected
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(raw=st.binary(max_size=40), spaces=st.booleans())
 def test_echoable_binary_is_the_rule_and_h11_sends_what_it_keeps(raw: bytes, spaces: bool) -> None:
     kept = echoable(raw, 32, spaces=spaces)
@@ -828,7 +829,7 @@ def test_echoable_binary_is_the_rule_and_h11_sends_what_it_keeps(raw: bytes, spa
         )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(text=st.text(max_size=40))
 def test_echoable_text_is_the_rule_on_its_ascii_bytes(text: str) -> None:
     kept = echoable(text, 32)
@@ -869,7 +870,7 @@ def test_legacy_stream_whose_only_id_fails_is_broken() -> None:
 _TERMINAL_CLASSES = (ConnectionFailed, ServerAnswered)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ids=st.lists(st.binary(max_size=20), min_size=1, max_size=4))
 def test_arbitrary_event_ids_never_make_an_invalid_request(ids: list[bytes]) -> None:
     server = FakeServer(modern=False, legacy="2025-11-25")
@@ -891,7 +892,7 @@ def test_arbitrary_event_ids_never_make_an_invalid_request(ids: list[bytes]) -> 
         assert sent is not None and echoable(sent, Limits().max_echo_bytes) == sent
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(session=st.binary(min_size=1, max_size=40))
 def test_arbitrary_session_ids_never_make_an_invalid_request(session: bytes) -> None:
     server = FakeServer(modern=False, legacy="2025-11-25", session=None)
@@ -995,7 +996,7 @@ def test_outputs_set_aside_are_wanted_only_while_their_exchange_or_ask_lives() -
     assert machine.wanted(CancelExchange(exchange_id=get.exchange_id))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(answer=HANDLER_RETURNS)
 def test_any_value_answering_a_server_request_is_sent_declined_or_a_caller_error(
     answer: Any,

@@ -20,6 +20,7 @@ from sansmcp.core.oauth.store import (
     OAuth,
     Tokens,
 )
+from tests.tiers import examples
 
 from .fakemcp import Response, json_response
 from .oauth_world import AS, MCP, REDIRECT, Runner, World, reset
@@ -884,7 +885,7 @@ def test_the_memory_store_keeps_at_most_64_pending() -> None:
     assert store.take_pending("5") is None and store.take_pending("69") is not None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(token=st.one_of(st.text(max_size=40), st.integers(), st.none(), st.binary(max_size=8)))
 def test_a_token_the_store_returns_is_sent_only_when_sendable(token: Any) -> None:
     """The token store is the embedder's hook: whatever access token it returns either goes
@@ -940,7 +941,7 @@ _json_value = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     answer=st.fixed_dictionaries(
         {}, optional={"expires_in": _json_value, "token_type": _json_value, "scope": _json_value}
@@ -1039,7 +1040,7 @@ def _usable(value: object, signer: object) -> bool:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     registration=_registration, signer=st.sampled_from([None, FakeSigner()]), refresh=st.booleans()
 )

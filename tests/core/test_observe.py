@@ -33,6 +33,7 @@ from sansmcp.core.mcp import (
 )
 from sansmcp.core.mcp.notifications import Notices, error_type, notification_of, progress_of
 from sansmcp.core.url import parse_endpoint
+from tests.tiers import examples
 
 from .fakemcp import (
     URL,
@@ -198,7 +199,7 @@ def test_max_notifications_per_request_drops_and_counts() -> None:
     assert driver.machine.notifications_dropped == 8
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(
@@ -625,7 +626,7 @@ _TRACE = ("traceparent", "tracestate", "baggage")
 _CARRIER_KEYS = st.sampled_from([*_TRACE, "progressToken", META_VERSION, "b3", "x"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     carrier=st.dictionaries(_CARRIER_KEYS, st.text(max_size=12), max_size=7),
     own=st.dictionaries(st.sampled_from(["tracestate", "baggage", "k"]), st.text(max_size=5)),

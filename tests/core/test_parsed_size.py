@@ -32,6 +32,7 @@ from sansmcp.core.jsonvalue import (
 )
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import ToolsListed
+from tests.tiers import examples
 
 from .fakemcp import Driver, FakeServer, Response, json_response, result, sse_response, tool
 
@@ -65,7 +66,7 @@ def depth_of(value: Any) -> int:
 # -- value_bound / max_values ---------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(json_values, st.booleans())
 def test_value_bound_is_an_upper_bound_on_the_values(value: Any, spaced: bool) -> None:
     separators = (", ", ": ") if spaced else (",", ":")
@@ -117,7 +118,7 @@ def test_max_values_below_one_is_a_programming_error() -> None:
 # -- the depth walk -------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(json_values, st.integers(min_value=0, max_value=6))
 def test_depth_walk_agrees_with_recursive_depth(value: Any, max_depth: int) -> None:
     text = json.dumps(value)
@@ -134,7 +135,7 @@ def test_depth_walk_agrees_with_recursive_depth(value: Any, max_depth: int) -> N
         )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300, 100), deadline=None)
 @given(json_values, st.integers(min_value=0, max_value=6))
 def test_utf8_bytes_and_text_get_the_same_depth_verdict(value: Any, max_depth: int) -> None:
     text = json.dumps(value, ensure_ascii=False)
@@ -163,7 +164,7 @@ def test_a_buffer_other_than_bytes_is_counted_too() -> None:
 # -- the encoder of the listing path ---------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300, 100), deadline=None)
 @given(json_values)
 def test_dumps_compact_writes_what_json_dumps_writes(value: Any) -> None:
     expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -211,7 +212,7 @@ def flat_listing(entries: int) -> bytes:
     )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(text=st.text(max_size=200))
 def test_decoded_size_bounds_what_the_decoded_text_occupies(text: str) -> None:
     """decoded_size, taken on the bytes, is at least what CPython stores for the text

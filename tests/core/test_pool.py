@@ -29,6 +29,7 @@ from sansmcp.core.url import Origin, parse_endpoint
 from sansmcp.core.wire import Wire
 from sansmcp.core.wire.h1 import H1Connection
 from sansmcp.core.wire.h2 import H2Connection
+from tests.tiers import examples
 
 HTTP = Origin(scheme="http", host="example.com", port=80)
 HTTPS = Origin(scheme="https", host="example.com", port=443)
@@ -1159,5 +1160,7 @@ class PoolMachine(RuleBasedStateMachine):
                 assert self._sockets() == self.max_sockets and not idle
 
 
-PoolMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
+PoolMachine.TestCase.settings = settings(
+    max_examples=examples(150, 40), stateful_step_count=50, deadline=None
+)
 TestPoolMachine = PoolMachine.TestCase

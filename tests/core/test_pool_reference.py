@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sansmcp.core.limits import Limits
 from sansmcp.core.net.pool import DialNeeded, MustWait, Pool, UseConnection
 from sansmcp.core.url import Origin
+from tests.tiers import examples
 
 from .test_pool import Factory, FakeWire
 
@@ -92,7 +93,7 @@ KINDS = ["checkout"] * 5 + ["release"] * 5 + ["break", "no_keep_alive", "expire"
 step = st.tuples(st.sampled_from(KINDS), st.integers(0, 60))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(step, max_size=80))
 def test_choices_match_the_old_scans(steps: list[tuple[str, int]]) -> None:
     factory = Factory()

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sansmcp.core.schema.budget import BudgetExhausted, DepthExceeded
 from sansmcp.core.schema.nodes import Mismatch
 from sansmcp.core.schema.validator import SchemaError, compile_schema
+from tests.tiers import examples
 
 D7 = "http://json-schema.org/draft-07/schema#"
 NAMES = ["a", "b", "c"]
@@ -139,14 +140,14 @@ def agree(schema: Any, instance: Any) -> None:
     assert mine is library(schema).is_valid(instance), (schema, instance)
 
 
-@hsettings(max_examples=600, deadline=None)
+@hsettings(max_examples=examples(600), deadline=None)
 @given(schemas(draft7=False), st.lists(json_values, min_size=1, max_size=4))
 def test_2020_12_agrees_with_jsonschema(schema: Any, instances: list[Any]) -> None:
     for instance in instances:
         agree(schema, instance)
 
 
-@hsettings(max_examples=400, deadline=None)
+@hsettings(max_examples=examples(400), deadline=None)
 @given(schemas(draft7=True), st.lists(json_values, min_size=1, max_size=4))
 def test_draft_07_agrees_with_jsonschema(schema: Any, instances: list[Any]) -> None:
     for instance in instances:
@@ -184,7 +185,7 @@ garbage = st.recursive(
 )
 
 
-@hsettings(max_examples=1500, deadline=None)
+@hsettings(max_examples=examples(1500, 300), deadline=None)
 @given(garbage, st.lists(json_values, max_size=3))
 def test_any_json_as_a_schema_gives_only_the_documented_outcomes(
     schema: Any, instances: list[Any]

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from sansmcp.core.schema.budget import Budget, BudgetExhausted
 from sansmcp.core.schema.regex import MAX_GROUP_DEPTH, MAX_REPEAT, PatternError, compile_pattern
+from tests.tiers import examples
 
 
 def search(pattern: str, text: str, steps: int = 10**7) -> bool:
@@ -175,7 +176,7 @@ def patterns() -> st.SearchStrategy[str]:
 TEXTS = st.text(alphabet="abcx1 _-", max_size=12)
 
 
-@hsettings(max_examples=400, deadline=None)
+@hsettings(max_examples=examples(400), deadline=None)
 @given(patterns(), TEXTS)
 def test_generated_patterns_agree_with_re(pattern: str, text: str) -> None:
     assert search(pattern, text) is python(pattern, text), pattern
@@ -228,7 +229,7 @@ PATTERN_CHARS = st.sampled_from(
 )
 
 
-@hsettings(max_examples=1500, deadline=None)
+@hsettings(max_examples=examples(1500, 400), deadline=None)
 @given(st.text(PATTERN_CHARS, max_size=24) | st.text(max_size=12), st.text(max_size=16))
 def test_any_pattern_compiles_or_is_refused(pattern: str, text: str) -> None:
     """A hostile pattern: a Program or PatternError (a budget error if it is huge); a

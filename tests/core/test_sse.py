@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sansmcp.core.sse import SseError, SseEvent, SseParser
+from tests.tiers import examples
 
 BIG = 1 << 20
 
@@ -347,7 +348,7 @@ def outcome(
     return events, parser.last_event_id, parser.retry_ms
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(sse_streams(), st.lists(st.integers(min_value=0, max_value=10_000), max_size=8))
 def test_chunking_invariance(stream: bytes, cuts: list[int]) -> None:
     whole = outcome(parse_whole, stream)
@@ -355,7 +356,7 @@ def test_chunking_invariance(stream: bytes, cuts: list[int]) -> None:
     assert outcome(parse_split, stream, cuts) == whole
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(sse_streams(), st.lists(st.integers(min_value=0, max_value=10_000), max_size=8))
 def test_chunking_invariance_with_a_small_bound(stream: bytes, cuts: list[int]) -> None:
     # With a tight bound, every chunking fails or succeeds alike, and the events
@@ -379,7 +380,7 @@ def test_chunking_invariance_with_a_small_bound(stream: bytes, cuts: list[int]) 
     assert delivered(split) == whole
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.binary(max_size=40), max_size=8), st.integers(min_value=1, max_value=64))
 def test_arbitrary_bytes_give_only_events_or_sse_error(chunks: list[bytes], limit: int) -> None:
     parser = SseParser(max_event_bytes=limit)
@@ -403,7 +404,7 @@ line_values = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(line_values)
 def test_data_decoded_once_equals_each_line_decoded_on_its_own(values: list[bytes]) -> None:
     # Invalid UTF-8 at a line's end (a truncated sequence) must give the same replacement

@@ -24,6 +24,7 @@ from sansmcp.core.tools import (
     param_headers,
     validate_tool,
 )
+from tests.tiers import examples
 
 BIG = 256 << 10
 
@@ -60,7 +61,7 @@ _SCHEMAS = st.dictionaries(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200, 60), deadline=None)
 @given(
     name=st.text(min_size=1, max_size=8),
     description=_TEXTS,
@@ -572,7 +573,7 @@ def test_encoding_rules(value: str, plain: bool) -> None:
 
 
 @given(st.text(max_size=40))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_encoding_round_trips(value: str) -> None:
     out = encode_header_value(value)
     assert all(0x20 <= b <= 0x7E for b in out)
@@ -835,7 +836,7 @@ json_values = st.recursive(
 
 
 @given(raw=json_values, modern=st.booleans(), limit=st.integers(0, 400))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_validate_tool_never_raises(raw: Any, modern: bool, limit: int) -> None:
     out = validate_tool(3, raw, modern=modern, max_tool_bytes=limit)
     assert isinstance(out, (Tool, SkippedTool))
@@ -845,7 +846,7 @@ def test_validate_tool_never_raises(raw: Any, modern: bool, limit: int) -> None:
 
 
 @given(result=json_values, modern=st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_parse_call_result_raises_only_server_answered(result: Any, modern: bool) -> None:
     try:
         out = parse_call_result(result, modern=modern)

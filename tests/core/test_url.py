@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from sansmcp.core.errors import CallerError
 from sansmcp.core.url import MAX_URL_BYTES, Endpoint, Origin, is_loopback_host, parse_endpoint
+from tests.tiers import examples
 
 # url -> (normalised url, scheme, host, port, authority, target)
 GOOD = [
@@ -230,7 +231,7 @@ def test_loopback_from_parsed_origin() -> None:
     assert not is_loopback_host(parse_endpoint("https://example.com/").origin.host)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=60))
 def test_arbitrary_suffixes_parse_or_raise_caller_error(suffix: str) -> None:
     """Garbage never escapes as anything but CallerError; success is always normalised."""

@@ -40,8 +40,10 @@ from sansmcp.io_adapters import trio as trio_adapter
 from . import sync_shim
 
 REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT = 20.0  # every test body is bounded by this (the backend's own timeout)
-SERVER_START_TIMEOUT = 20.0
+# Safety nets, not assertions (tests/timing.py): generous enough for a 2-core machine at load 8.
+RUN_TIMEOUT = 60.0  # every test body is bounded by this (the backend's own timeout)
+SERVER_START_TIMEOUT = 60.0
+WAIT_TIMEOUT = 30.0  # wait_until / wait_for_closes give up after this
 TLS_NAME = "mcp.test"  # the TLS servers' certificate name; a resolver maps it to loopback
 
 
@@ -137,7 +139,9 @@ class Backend:
             assert scope.cancelled_caught, f"the cancel scope caught nothing: {seen}"
         return seen[0] if seen else None
 
-    async def wait_until(self, predicate: Callable[[], bool], *, timeout: float) -> float:
+    async def wait_until(
+        self, predicate: Callable[[], bool], *, timeout: float = WAIT_TIMEOUT
+    ) -> float:
         """Poll ``predicate`` every 10 ms; the monotonic time it became true (fail after ``timeout``)."""
         end = time.monotonic() + timeout
         while not predicate():
@@ -349,7 +353,7 @@ class Relay:
         host = host or (f"[{self.host}]" if ":" in self.host else self.host)
         return f"{scheme}://{host}:{self.port}/mcp"
 
-    def wait_for_closes(self, count: int, timeout: float = 5.0) -> None:
+    def wait_for_closes(self, count: int, timeout: float = WAIT_TIMEOUT) -> None:
         """Block until the client has closed ``count`` connections (the relay runs in a thread)."""
         end = time.monotonic() + timeout
         while len(self.client_closes) < count:

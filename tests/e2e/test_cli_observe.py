@@ -22,13 +22,14 @@ from sansmcp.cli import ProgressLine
 from .conftest import REPO, Launcher
 
 CLEAR = "\r\x1b[K"
+CHILD_TIMEOUT = 60  # s: a safety net for the child CLI on a loaded machine, not an assertion
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pty needs a POSIX system")
 
 
 def run_cli(args: list[str], *, tty: bool) -> tuple[int, str, str]:
     command = [sys.executable, "-m", "sansmcp.cli", *args]
     if not tty:
-        done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=30)
+        done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=CHILD_TIMEOUT)
         return done.returncode, done.stdout.decode(), done.stderr.decode()  # \r kept
     master, slave = pty.openpty()
     try:
@@ -37,7 +38,7 @@ def run_cli(args: list[str], *, tty: bool) -> tuple[int, str, str]:
         )
         os.close(slave)
         chunks: list[bytes] = []
-        end = time.monotonic() + 30
+        end = time.monotonic() + CHILD_TIMEOUT
         while time.monotonic() < end:
             ready, _, _ = select.select([master], [], [], 0.1)
             if ready:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import os
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,12 +20,12 @@ from hypothesis import strategies as st
 from sansmcp import Config, ConnectionFailed
 from sansmcp.core.net import dial
 from sansmcp.core.url import parse_endpoint
+from tests.tiers import examples
 
 from ..core.test_guard_props import TRICKY_TEXT
 from .conftest import Backend, Relay, Server, resolver_for
 from .test_guard import relays_on_one_port
 
-FULL = os.environ.get("SANSMCP_HOSTILE_FULL") == "1"
 HOST = "mix.test"  # a name the test server accepts in Host
 
 
@@ -186,7 +185,7 @@ def _shaped(value: Any, shape: str) -> Callable[[], Any]:
 
 
 @settings(
-    max_examples=200 if FULL else 20,
+    max_examples=examples(200, 20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -196,13 +196,13 @@ def test_progress_never_extends_call_timeout(
             with pytest.raises(ConnectionFailed) as caught:
                 await conn.call_tool(
                     "report",
-                    b'{"steps": 1000, "interval": 0.05}',
+                    b'{"steps": 2000, "interval": 0.05}',
                     on_progress=lambda *a: progress.append(a),
                 )
             return caught.value, len(progress)
 
-    # 1000 steps 0.05 s apart would take 50 s: had progress extended the bound, the
-    # call would outlive the backend's own 20 s timeout instead of failing by its name
+    # 2000 steps 0.05 s apart would take 100 s: had progress extended the bound, the
+    # call would outlive the backend's own 60 s timeout instead of failing by its name
     error, count = backend.run(main)
     assert (error.cause, error.bound, error.limit) == ("timeout", "call_timeout", 0.6)
     assert count >= 3  # progress kept arriving, and the bound held all the same

@@ -20,6 +20,7 @@ from typing import Any
 
 from sansmcp.core.limits import Limits
 
+from ..timing import WALL, assert_within
 from . import red_attacks as red
 from .answers import (
     LEGACY,
@@ -84,7 +85,8 @@ LIMITS: dict[str, Any] = {
 SLACK = 1.0  # how long past its deadline a case may take to end (scheduling, not speed)
 QUICK = 3.0  # a case stopped by a budget or a rule (no deadline involved) ends within this
 RSS_MARGIN_KIB = 16 * 1024  # peak RSS over the well-behaved run's, at most
-HARD_TIMEOUT = 20.0  # the client host kills a child that has not reported by then
+HARD_TIMEOUT = 60.0  # the client host kills a child that has not reported by then (a safety
+# net, not an assertion: generous enough for a 2-core machine at load 8)
 
 
 @dataclass(frozen=True)
@@ -129,12 +131,43 @@ class Case:
         return self.server()
 
 
+# `make test` on a loaded machine (load 8 on 2 cores: a quarter of a core each) would see
+# a 1 s per-request cap fire before a bounded but CPU-heavy answer is read, a 0.7 s-late
+# answer pass the 1 s per-request cap, or a 0.5 s close_timeout end the close before its
+# DELETE is sent: the outcome flips.  There every deadline a case does not test (all of
+# them but ``Expect.deadline``'s bound, and close_timeout unless ``close_deadline`` is set)
+# is raised to these; `make hostile` (quiet machine) keeps the calibrated ones.
+UNTESTED_DEADLINES = {
+    "dial_timeout": 15.0,
+    "connect_timeout": 15.0,
+    "list_timeout": 15.0,
+    "call_timeout": 15.0,
+    "auth_timeout": 15.0,
+    "close_timeout": 5.0,
+}
+
+
+def case_limits(case: Case) -> dict[str, Any]:
+    limits = {**LIMITS, **case.limits}
+    if WALL:
+        return limits
+    tested = set()
+    if case.expect.deadline is not None:
+        tested.add(case.expect.attrs.get("bound"))
+    if case.expect.close_deadline is not None:
+        tested.add("close_timeout")
+    for name, raised in UNTESTED_DEADLINES.items():
+        if name not in tested:
+            limits[name] = max(limits.get(name, raised), raised)
+    return limits
+
+
 def client_spec(case: Case, backend: str, port: int) -> dict[str, Any]:
     return {
         "backend": backend,
         "url": case.url.format(port=port),
         "ops": list(case.ops),
-        "limits": {**LIMITS, **case.limits},
+        "limits": case_limits(case),
         "h2": case.proto == "h2",
         "reconnect": case.expect.second_ok,
         "hard_timeout": HARD_TIMEOUT,
@@ -613,8 +646,11 @@ def _one_text_block(report: dict[str, Any], stats: Any, port: int) -> None:
 def _drained_within_grace(report: dict[str, Any], stats: Any, port: int) -> None:
     grace = LIMITS["cancel_grace"]
     drained = stats.notes.get("drained_for")
-    assert drained is not None and grace - 0.05 <= drained <= grace + SLACK, drained
-    assert report["ops"][1]["elapsed"] < QUICK, report["ops"]
+    assert drained is not None and grace - 0.05 <= drained, drained
+    if WALL:  # wall-clock upper bounds: `make hostile` only (tests/timing.py)
+        assert drained <= grace + SLACK, drained
+    listing = report["ops"][1]
+    assert_within(listing["elapsed"], listing["cpu"], QUICK, "the listing")
 
 
 def _mrtr_backoff(report: dict[str, Any], stats: Any, port: int) -> None:
@@ -1105,7 +1141,17 @@ CASES: list[Case] = [
                 "notifications/initialized": answer(lambda r: Answer(202), delay=0.7),
             }
         ),
-        timeout("connect", "connect_timeout", requests={**LEGACY_HANDSHAKE, "DELETE": (0, 1)}),
+        timeout(
+            "connect",
+            "connect_timeout",
+            # on a loaded machine the initialize answer can come after the deadline, and
+            # then no initialized is sent: a count that follows wall time (make hostile only)
+            requests={
+                **LEGACY_HANDSHAKE,
+                "notifications/initialized": 1 if WALL else (0, 1),
+                "DELETE": (0, 1),
+            },
+        ),
         fast=True,
     ),
     Case(

@@ -15,13 +15,16 @@ calls in threads behind ``tests/e2e/sync_shim.py``'s async facade, on asyncio), 
 ``arguments``, ``reconnect`` (then open a second ``Conn`` on the same ``Client`` and
 list), ``hard_timeout`` (seconds; the child is killed past it), ``ticker`` (run another
 task on the loop that sleeps 5 ms at a time; ``loop_lag_max`` reports its worst
-lateness, seconds), ``observe`` (count what ``Config.on_notification`` and a call's
+lateness, seconds, and ``loop_cpu_max`` the most CPU time the process spent between one
+of its sleeps and the wake-up), ``observe`` (count what ``Config.on_notification`` and a call's
 ``on_progress`` receive: the report's ``notifications``, and the call op's ``progress`` and
 ``dropped``, ``Conn.notifications_dropped``).
 
 A report: ``ok``, ``error`` (class name and every attribute), ``failed_op``, ``elapsed``
 (seconds from the start of the failing op to the exception, or to the end of the last
-op), ``close_elapsed``, ``total``, ``ops`` (per-op results), ``second`` (the second
+op), ``close_elapsed``, ``total``; ``cpu``, ``close_cpu`` and ``total_cpu``, the CPU time
+the child spent in the same spans (``time.process_time``: what `make test` bounds, see
+``tests/timing.py``); ``ops`` (per-op results), ``second`` (the second
 ``Conn``'s outcome), ``maxrss_kib``, ``stderr``
 (the child's, bounded), and ``escaped`` (a traceback) when anything but an
 ``McpError`` left the public API; ``hung`` / ``crashed`` when the child never reported.
@@ -142,43 +145,49 @@ async def _authorize(url: str) -> str:
 async def _first_conn(
     client: Any, config: Config, spec: dict[str, Any], sleep: Any, report: dict[str, Any]
 ) -> None:
-    op, started = "connect", time.monotonic()
+    op, started, cpu = "connect", time.monotonic(), time.process_time()
     try:
         async with client.connect(config) as conn:
             report["ops"].append(
                 {
                     "op": "connect",
                     "elapsed": time.monotonic() - started,
+                    "cpu": time.process_time() - cpu,
                     "version": conn.protocol_version,
                 }
             )
             for op in spec.get("ops", []):
-                started = time.monotonic()
+                started, cpu = time.monotonic(), time.process_time()
                 try:
                     entry = await _run_op(conn, op, spec, sleep)
                 except BaseException:
                     report["elapsed"] = time.monotonic() - started
+                    report["cpu"] = time.process_time() - cpu
                     raise
                 entry["elapsed"] = time.monotonic() - started
+                entry["cpu"] = time.process_time() - cpu
                 report["ops"].append(entry)
-            op, started = "close", time.monotonic()
+            op, started, cpu = "close", time.monotonic(), time.process_time()
         report["close_elapsed"] = time.monotonic() - started
+        report["close_cpu"] = time.process_time() - cpu
         report["ok"] = True
     except McpError as exc:
         report["error"] = describe(exc)
         report["failed_op"] = op
         report.setdefault("elapsed", time.monotonic() - started)
+        report.setdefault("cpu", time.process_time() - cpu)
 
 
 async def _second_conn(client: Any, config: Config) -> dict[str, Any]:
     """A second Conn on the same Client (and pool) after the first one ended."""
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     try:
         async with client.connect(config) as conn:
             tools = await conn.list_tools()
-        return {"ok": True, "tools": [t.name for t in tools], "elapsed": time.monotonic() - started}
+        out: dict[str, Any] = {"ok": True, "tools": [t.name for t in tools]}
     except McpError as exc:
-        return {"ok": False, "error": describe(exc), "elapsed": time.monotonic() - started}
+        out = {"ok": False, "error": describe(exc)}
+    return {**out, "elapsed": time.monotonic() - started, "cpu": time.process_time() - cpu}
 
 
 async def _run_op(conn: Any, op: str, spec: dict[str, Any], sleep: Any) -> dict[str, Any]:
@@ -229,11 +238,14 @@ TICK = 0.005
 
 
 async def ticker(sleep: Any, lag: list[float]) -> None:
-    """Another work item on the same loop: wakes every TICK, records its worst lateness."""
+    """Another work item on the same loop: wakes every TICK, records its worst lateness
+    (``lag[0]``, wall seconds) and the most CPU time the process spent between one of its
+    sleeps and the wake-up (``lag[1]``: what a stall costs, whatever the machine's load)."""
     while True:
-        before = time.monotonic()
+        before, cpu = time.monotonic(), time.process_time()
         await sleep(TICK)
         lag[0] = max(lag[0], time.monotonic() - before - TICK)
+        lag[1] = max(lag[1], time.process_time() - cpu)
 
 
 def _asyncio_client(spec: dict[str, Any]) -> Any:
@@ -257,8 +269,8 @@ async def _trio_with_ticker(spec: dict[str, Any], lag: list[float]) -> dict[str,
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    began = time.monotonic()
-    lag = [0.0]
+    began, cpu = time.monotonic(), time.process_time()
+    lag = [0.0, 0.0]
     try:
         if spec.get("ticker") and spec["backend"] == "trio":
             report = trio.run(_trio_with_ticker, spec, lag)
@@ -269,10 +281,11 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         else:
             report = asyncio.run(scenario(_asyncio_client(spec), asyncio.sleep, spec))
         if spec.get("ticker"):
-            report["loop_lag_max"] = lag[0]
+            report["loop_lag_max"], report["loop_cpu_max"] = lag
     except BaseException as exc:  # anything but McpError escaped the public API
         report = {"ok": False, "escaped": "".join(traceback.format_exception(exc))[-6000:]}
     report["total"] = time.monotonic() - began
+    report["total_cpu"] = time.process_time() - cpu
     gc.collect()  # let unclosed-resource warnings surface now, into stderr
     report["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return report

@@ -39,6 +39,7 @@ from sansmcp.core.wire import h2 as h2_wire
 from sansmcp.core.wire import reader_fault
 from sansmcp.core.wire.h1 import H1Connection
 from sansmcp.core.wire.h2 import H2Connection
+from tests.tiers import examples
 
 GET = HttpRequest(method=b"GET", scheme=b"http", authority=b"example:80", target=b"/mcp")
 CAUSES = {"framing", "budget", "reset", "refused"}
@@ -199,7 +200,9 @@ def h2_client(limit: int) -> H2Connection:
     return client
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(300, 75), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     heads=st.sets(st.sampled_from([1, 5])),
     frames=st.lists(h2_frames(), min_size=10, max_size=60),
@@ -329,7 +332,7 @@ FIELD_NAMES = st.sampled_from(
 ) | st.binary(max_size=12)  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     fields=st.lists(st.tuples(FIELD_NAMES, st.binary(max_size=16)), max_size=6),
     status=STATUSES | st.binary(max_size=5),
@@ -428,7 +431,7 @@ def h1_responses(draw: st.DrawFn) -> bytes:
     return head + b"content-length: %d\r\n\r\n" % len(body) + body
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     response=h1_responses(),
     after=st.binary(max_size=100),
@@ -510,7 +513,7 @@ STATUS_LINES = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     status_line=STATUS_LINES,
     fields=st.lists(st.tuples(st.binary(max_size=12), st.binary(max_size=16)), max_size=5),

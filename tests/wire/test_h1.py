@@ -29,6 +29,7 @@ from sansmcp.core.http import (
 )
 from sansmcp.core.limits import Limits
 from sansmcp.core.wire.h1 import H1Connection
+from tests.tiers import examples
 
 LIMITS = Limits()
 MAX = LIMITS.max_header_bytes  # 65,536
@@ -802,7 +803,7 @@ def summary(run: Run) -> tuple[list[tuple[type, int, object]], bytes]:
     return kept, run.body()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=wellformed(), seed=st.integers(0, 2**16))
 def test_chunking_invariance_and_raw_size(case: Wellformed, seed: int) -> None:
     results = []
@@ -823,7 +824,7 @@ def test_chunking_invariance_and_raw_size(case: Wellformed, seed: int) -> None:
     assert results[0] == results[1] == results[2]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     reads=st.lists(st.binary(max_size=300), max_size=8),
     prefix=st.sampled_from([b"", b"HTTP/1.1 200 OK\r\n", CHUNKED_HEAD, head(b"Content-Length: 9")]),
@@ -849,7 +850,7 @@ def test_arbitrary_bytes_only_produce_exchange_events(
             assert event.error.cause in ("budget", "framing", "reset")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(case=wellformed(), edits=st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=3))))
 def test_mutated_responses_only_produce_exchange_events(
     case: Wellformed, edits: list[tuple[int, bytes]]

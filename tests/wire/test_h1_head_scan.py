@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sansmcp.core.http import DataReceived, HttpRequest, ResponseReceived
 from sansmcp.core.limits import Limits
 from sansmcp.core.wire.h1 import H1Connection
+from tests.tiers import examples
 
 from .test_h1_refusals import check_against_h11, h11_outcome
 
@@ -32,7 +33,7 @@ def events(response: bytes, split: int | None) -> list[object]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     eols=st.lists(EOL, min_size=3, max_size=3),
     body=st.sampled_from([b"ok", b"\r\n", b"\n\n", b"\r\n\r\n"]),
@@ -88,7 +89,7 @@ def outcome(response: bytes, parts: list[bytes]) -> list[tuple[object, ...]]:
     return out
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400, 100), deadline=None)
 @given(
     eols=st.lists(EOL, min_size=4, max_size=4),
     body=st.sampled_from([b"ok", b"\r\n", b"\rk"]),

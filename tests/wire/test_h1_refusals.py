@@ -31,6 +31,7 @@ from sansmcp.core.http import (
 )
 from sansmcp.core.limits import Limits
 from sansmcp.core.wire.h1 import H1Connection
+from tests.tiers import examples
 
 POST = HttpRequest(
     method=b"POST",
@@ -348,7 +349,7 @@ _CONTROLS = bytes(c for c in range(0x20) if c != 0x09) + b"\x7f"
 _request_value = st.binary(max_size=12) | st.text(max_size=8).map(str.encode)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     name=st.sampled_from([b"X-A", b"mcp-param-x", b"a b", b"", b"X:"]) | st.binary(max_size=6),
     value=_request_value,
@@ -480,13 +481,17 @@ def check_against_h11(data: bytes) -> None:
         assert got == expected
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(1000, 250), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(data=near_valid())
 def test_differential_near_valid(data: bytes) -> None:
     check_against_h11(data)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(1000, 250), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     base=st.sampled_from(list(ACCEPTED_ALIKE.values())),
     edits=st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=2)), min_size=1, max_size=3),

@@ -41,6 +41,7 @@ from sansmcp.core.http import (
 )
 from sansmcp.core.limits import Limits
 from sansmcp.core.wire.h2 import CONNECTION_WINDOW, MAX_FRAME_SIZE, STREAM_WINDOW, H2Connection
+from tests.tiers import examples
 
 GET = HttpRequest(method=b"GET", scheme=b"http", authority=b"example:80", target=b"/mcp")
 HEAD_BLOCK = 64 << 10
@@ -832,7 +833,7 @@ def test_start_misuse_and_header_mapping() -> None:
 # -- fuzzing -------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(garbage=st.binary(max_size=400), splits=st.lists(st.integers(1, 50), max_size=8))
 def test_arbitrary_bytes_after_the_preface(garbage: bytes, splits: list[int]) -> None:
     pair = Pair()
@@ -859,7 +860,7 @@ _names = (
 _values = st.binary(max_size=3000).map(lambda b: bytes(33 + c % 90 for c in b))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     heads=st.lists(st.lists(st.tuples(_names, _values), max_size=12), min_size=1, max_size=3),
     trailers=st.lists(st.tuples(_names, _values), max_size=4),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from sansmcp.core.errors import LocalProtocolError
 from sansmcp.core.wire.h2_headers import TABLE_SIZE, RequestEncoder, check_field, check_pseudo
+from tests.tiers import examples
 
 PSEUDO = [(b":method", b"POST"), (b":scheme", b"https"), (b":authority", b"h:1"),
           (b":path", b"/mcp")]  # fmt: skip
@@ -120,7 +121,7 @@ step = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200, 60), deadline=None)
 @given(steps=st.lists(step, max_size=30))
 def test_every_block_decodes_to_its_fields(steps: list[list[tuple[bytes, bytes]] | int]) -> None:
     enc, dec = RequestEncoder(), decoder(65536)

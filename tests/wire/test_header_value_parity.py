@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sansmcp.core.errors import LocalProtocolError
 from sansmcp.core.wire.h1 import _header_line
 from sansmcp.core.wire.h2_headers import check_field
+from tests.tiers import examples
 
 
 def sendable(check: object, value: bytes) -> bool:
@@ -49,7 +50,7 @@ def test_the_edges_of_a_value_agree_on_both_wires(value: bytes, expected: bool) 
     assert sendable(_header_line, value) is expected
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(value=st.binary(max_size=24) | st.text(max_size=12).map(str.encode))
 def test_any_value_is_sent_by_both_wires_or_by_neither(value: bytes) -> None:
     assert sendable(check_field, value) is sendable(_header_line, value)
