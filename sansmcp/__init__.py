@@ -3,7 +3,8 @@
 The client lives in the runtime adapters: ``sansmcp.io_adapters.asyncio.Client``,
 ``sansmcp.io_adapters.trio.Client`` (the same API on both) and the blocking
 ``sansmcp.io_adapters.sync.Client``.  This package holds what they share: ``Config``,
-``Limits``, the results, the notifications and the errors.
+``Limits``, the results, the notifications and the errors;
+``__version__`` is this release's version (PEP 440).
 """
 
 from __future__ import annotations

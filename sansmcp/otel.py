@@ -48,8 +48,8 @@ from .core.mcp import RequestEnded, RequestStarted
 
 __all__ = ["DURATION_BUCKETS", "Telemetry"]
 
-#: The conventions' advisory bucket boundaries for ``mcp.client.operation.duration`` (s).
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+"""The conventions' advisory bucket boundaries for ``mcp.client.operation.duration`` (s)."""
 _IDS = ("jsonrpc.request.id", "mcp.session.id")
 
 
