@@ -14,8 +14,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check sansmcp tests bench examples
-	$(BIN)/ruff format --check sansmcp tests bench examples
+	$(BIN)/ruff check sansmcp tests bench examples tools
+	$(BIN)/ruff format --check sansmcp tests bench examples tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sansmcp
@@ -49,7 +49,7 @@ check: lint typecheck
 	SANSMCP_QUICK=1 $(BIN)/python -X dev -m pytest -W error -q $(PURE_TESTS)
 
 clean:
-	rm -rf $(VENV) .coverage .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .coverage .mypy_cache .ruff_cache .hypothesis site dist
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
@@ -132,3 +132,54 @@ $(FUZZ_STAMP): $(STAMP) pyproject.toml
 
 fuzz: $(FUZZ_STAMP)
 	$(BIN)/python -m tests.fuzz.run --seconds $(FUZZ_SECONDS)
+
+# -- release: the documentation site, the distributions, the other CPythons -----------
+# `docs` builds site/ (MkDocs, strict: a warning, a broken reference or an undocumented
+# public name fails it) after tests/test_reference.py checks every public name has a
+# docstring and a reference entry.  `dist` builds the sdist and the wheel into dist/ and
+# checks them (twine check --strict, then tools/check_dist.py: what each archive holds).
+.PHONY: docs dist test-pythons
+DOCS_STAMP := $(VENV)/.docs-installed
+RELEASE_STAMP := $(VENV)/.release-installed
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev,docs]'
+	touch $@
+
+$(RELEASE_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev,release]'
+	touch $@
+
+docs: $(DOCS_STAMP)
+	$(BIN)/python -X dev -m pytest -W error tests/test_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+dist: $(RELEASE_STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python tools/check_dist.py dist
+
+# `test-pythons`: the fast part of the suite -- the pure tests, the README's and the
+# reference's tests, the import-cost test and a quick end-to-end slice (the official
+# SDK's servers on every backend) -- on each CPython in PYTHONS, each in its own venv
+# (.venv-3.11, ...), from pyenv's interpreters (PYENV_ROOT) or else python3.X on PATH.
+PYTHONS ?= 3.11 3.12 3.13
+PYENV_ROOT ?= $(HOME)/.pyenv
+PYTHONS_EXAMPLES ?= 25  # hypothesis examples per property test at most (tests/conftest.py)
+FAST_TESTS := $(PURE_TESTS) tests/test_readme.py tests/test_reference.py tests/test_imports.py \
+	tests/e2e/test_official.py
+
+.venv-%/.installed: pyproject.toml
+	@py=$$(ls -d $(PYENV_ROOT)/versions/$*.*/bin/python$* 2>/dev/null | sort -V | tail -1); \
+	py=$${py:-python$*}; echo "-- CPython $*: $$py"; \
+	$$py -m venv --clear .venv-$* && .venv-$*/bin/python -m pip install -q --upgrade pip && \
+	.venv-$*/bin/python -m pip install -q -e '.[dev]'
+	touch $@
+
+test-pythons: $(foreach v,$(PYTHONS),.venv-$(v)/.installed)
+	@for v in $(PYTHONS); do \
+		echo "-- CPython $$v: $$(.venv-$$v/bin/python -VV | head -1)"; \
+		SANSMCP_MAX_EXAMPLES=$(PYTHONS_EXAMPLES) .venv-$$v/bin/python -X dev -m pytest -W error \
+			$(FAST_TESTS) || exit 1; \
+	done

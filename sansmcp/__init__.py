@@ -1,7 +1,10 @@
 """sansmcp: a sans-I/O Model Context Protocol client for possibly hostile servers.
 
-The client lives in the runtime adapters: ``sansmcp.io_adapters.asyncio.Client`` and
-``sansmcp.io_adapters.trio.Client`` (the same API on both).
+The client lives in the runtime adapters: ``sansmcp.io_adapters.asyncio.Client``,
+``sansmcp.io_adapters.trio.Client`` (the same API on both) and the blocking
+``sansmcp.io_adapters.sync.Client``.  This package holds what they share: ``Config``,
+``Limits``, the results, the notifications and the errors;
+``__version__`` is this release's version (PEP 440).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from .core.errors import (
     UsageError,
 )
 from .core.limits import Limits
+from .core.mcp.notifications import LogMessage, Notification
 from .core.oauth.store import ClientRegistration, MemoryTokenStore, OAuth, Tokens, TokenStore
 from .core.results import CallResult, Content
 from .core.tools import SkippedTool, Tool
@@ -29,8 +33,10 @@ __all__ = [
     "ConnectionFailed",
     "Content",
     "Limits",
+    "LogMessage",
     "McpError",
     "MemoryTokenStore",
+    "Notification",
     "OAuth",
     "ServerAnswered",
     "SkippedTool",

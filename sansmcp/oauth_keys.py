@@ -37,10 +37,12 @@ class Es256Key:
 
     @classmethod
     def generate(cls, *, kid: str | None = None) -> Es256Key:
+        """A new random P-256 key (``kid``: the key id put in the JWS header)."""
         return cls(ec.generate_private_key(ec.SECP256R1()), kid=kid)
 
     @classmethod
     def from_pem(cls, pem: bytes | str, *, kid: str | None = None) -> Es256Key:
+        """The key in an unencrypted PEM private key; ``ValueError`` if it is not EC P-256."""
         data = pem.encode() if isinstance(pem, str) else pem
         key = serialization.load_pem_private_key(data, password=None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
@@ -48,10 +50,12 @@ class Es256Key:
         return cls(key, kid=kid)
 
     def sign(self, data: bytes) -> bytes:
+        """The ES256 signature of ``data``: ``r || s``, 64 bytes (RFC 7518 3.4)."""
         r, s = decode_dss_signature(self._key.sign(data, ec.ECDSA(hashes.SHA256())))
         return r.to_bytes(32, "big") + s.to_bytes(32, "big")
 
     def public_jwk(self) -> Mapping[str, Any]:
+        """The public key as a JWK (``kty``, ``crv``, ``x``, ``y``, and ``kid`` when set)."""
         numbers = self._key.public_key().public_numbers()
         jwk = {
             "kty": "EC",

@@ -80,21 +80,21 @@ __all__ = [
     "metric_error_type",
 ]
 
-#: The conventions' advisory bucket boundaries for ``mcp.client.operation.duration`` (s).
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-#: The most UTF-8 bytes of any string sansmcp hands to OpenTelemetry (span name,
-#: attribute value, status description); longer ones are cut by :func:`clip_text`.
+"""The conventions' advisory bucket boundaries for ``mcp.client.operation.duration`` (s)."""
 MAX_TELEMETRY_BYTES: Final = 1024
-#: The semantic conventions' value for an ``error.type`` outside the documented set.
+"""The most UTF-8 bytes of any string sansmcp hands to OpenTelemetry (span name,
+attribute value, status description); longer ones are cut by :func:`clip_text`."""
 OTHER: Final = "_OTHER"
-#: The error codes the spec documents: JSON-RPC 2.0's (parse error, invalid request,
-#: method not found, invalid params, internal error) and MCP's (``-32002`` resource not
-#: found, 2025-11-25 and earlier; ``-32020`` HeaderMismatch; ``-32021``
-#: MissingRequiredClientCapability; ``-32022`` UnsupportedProtocolVersion; ``-32042``
-#: URLElicitationRequired, 2025-11-25).  Any other code is ``_OTHER`` on metrics.
+"""The semantic conventions' value for an ``error.type`` outside the documented set."""
 KNOWN_CODES: Final = frozenset(
     {-32700, -32600, -32601, -32602, -32603, -32002, -32020, -32021, -32022, -32042}
 )
+"""The error codes the spec documents: JSON-RPC 2.0's (parse error, invalid request,
+method not found, invalid params, internal error) and MCP's (``-32002`` resource not
+found, 2025-11-25 and earlier; ``-32020`` HeaderMismatch; ``-32021``
+MissingRequiredClientCapability; ``-32022`` UnsupportedProtocolVersion; ``-32042``
+URLElicitationRequired, 2025-11-25).  Any other code is ``_OTHER`` on metrics."""
 _TAGS = frozenset({*get_args(Cause), *get_args(Reason), "unauthorized", "tool_error", "cancelled"})
 _ERROR_TYPES = _TAGS | {str(code) for code in KNOWN_CODES}
 _VERSIONS = frozenset(SUPPORTED_VERSIONS)

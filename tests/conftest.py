@@ -7,10 +7,15 @@ A parent that starts the suite in the background without job control (``sh -c '.
 tests that interrupt a blocked thread (``signal.pthread_kill``, ``_thread.interrupt_main``)
 would wait forever for an interrupt that never lands.  (Two `make test` runs hung that way
 in ``Bell.wait``: the process's ``SigIgn`` mask held SIGINT.)
+
+``SANSMCP_MAX_EXAMPLES=N`` caps every hypothesis test's ``max_examples`` at N (its own
+settings otherwise kept): ``make test-pythons`` runs the pure tests on the other CPythons
+that way, to find what breaks on a version, not to search as deeply as ``make test``.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 
@@ -22,6 +27,21 @@ from tests.tiers import QUICK, examples
 settings.register_profile("quick", max_examples=examples(100))
 if QUICK:
     settings.load_profile("quick")
+
+MAX_EXAMPLES = os.environ.get("SANSMCP_MAX_EXAMPLES")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if not MAX_EXAMPLES:
+        return
+    cap = int(MAX_EXAMPLES)
+    for item in items:
+        test = getattr(item, "obj", None)
+        test = getattr(test, "__func__", test)  # a method's function
+        # what hypothesis's @given wrapper reads when the test runs
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if isinstance(current, settings) and current.max_examples > cap:
+            test._hypothesis_internal_use_settings = settings(current, max_examples=cap)
 
 
 @pytest.fixture(autouse=True, scope="session")

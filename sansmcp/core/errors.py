@@ -93,10 +93,10 @@ Reason = Literal[
 """Every value of ``ServerAnswered.reason``; each is described in that class's docstring."""
 
 
-#: The longest ``McpError.message``, in characters: a message quotes what a server sent
-#: (a result type, a header, a JSON-RPC error's text), and an embedder logs it.  What is
-#: cut is said; the full values stay in the error's own fields (``rpc_message``, ...).
 MAX_MESSAGE_CHARS = 4_000
+"""The longest ``McpError.message``, in characters: a message quotes what a server sent
+(a result type, a header, a JSON-RPC error's text), and an embedder logs it.  What is
+cut is said; the full values stay in the error's own fields (``rpc_message``, ...)."""
 
 
 class McpError(Exception):

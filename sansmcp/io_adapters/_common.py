@@ -211,10 +211,12 @@ class ClientFace(Generic[ConnT]):
 
     @property
     def limits(self) -> Limits:
+        """The ``Limits`` this client was made with (the defaults when none was given)."""
         return self._driver.limits
 
     @property
     def pool(self) -> Pool:
+        """The core's connection pool (its sockets and figures), for inspection only."""
         return self._driver.pool
 
     def tls_context(self, alpn: tuple[str, ...]) -> ssl.SSLContext:

@@ -111,13 +111,21 @@ class TokenStore(Protocol):
     between ``Config`` values that act for the same user.
     """
 
-    def tokens(self, resource: str) -> Tokens | None: ...
+    def tokens(self, resource: str) -> Tokens | None:
+        """The tokens kept for ``resource`` (the MCP server's canonical URI), or None."""
+        ...
 
-    def save_tokens(self, resource: str, tokens: Tokens | None) -> None: ...
+    def save_tokens(self, resource: str, tokens: Tokens | None) -> None:
+        """Keep ``tokens`` for ``resource``; None forgets them (a refused refresh, logout)."""
+        ...
 
-    def registration(self, issuer: str) -> ClientRegistration | None: ...
+    def registration(self, issuer: str) -> ClientRegistration | None:
+        """The client registration kept for the authorization server ``issuer``, or None."""
+        ...
 
-    def save_registration(self, issuer: str, registration: ClientRegistration) -> None: ...
+    def save_registration(self, issuer: str, registration: ClientRegistration) -> None:
+        """Keep ``registration`` for ``issuer`` (a client id never goes to another one)."""
+        ...
 
 
 class MemoryTokenStore:
@@ -133,18 +141,22 @@ class MemoryTokenStore:
         return f"MemoryTokenStore({len(self._tokens)} tokens, {len(self._registrations)} clients)"
 
     def tokens(self, resource: str) -> Tokens | None:
+        """The tokens kept for ``resource``, or None."""
         return self._tokens.get(resource)
 
     def save_tokens(self, resource: str, tokens: Tokens | None) -> None:
+        """Keep ``tokens`` for ``resource``; None forgets them."""
         if tokens is None:
             self._tokens.pop(resource, None)
         else:
             self._tokens[resource] = tokens
 
     def registration(self, issuer: str) -> ClientRegistration | None:
+        """The client registration kept for ``issuer``, or None."""
         return self._registrations.get(issuer)
 
     def save_registration(self, issuer: str, registration: ClientRegistration) -> None:
+        """Keep ``registration`` for ``issuer``."""
         self._registrations[issuer] = registration
 
     def save_pending(self, pending: PendingAuthorization) -> None:
