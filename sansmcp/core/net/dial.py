@@ -187,8 +187,8 @@ def hook_error(origin: Origin, exc: BaseException) -> ConnectionFailed:
 def connect_error(origin: Origin, address: str, exc: BaseException) -> ConnectionFailed:
     """The TCP connect to ``address`` failed: ``cause="dial"``."""
     where = f"{origin.host}:{origin.port}"
-    if literal_address(origin.host) is None:
-        where += f" at {address}"  # a name: which of its addresses failed
+    if literal_address(origin.host) != address:
+        where += f" at {address}"  # a name (or another spelling): the address that failed
     return ConnectionFailed(f"could not connect to {where}: {_exception_text(exc)}", cause="dial")
 
 
