@@ -98,7 +98,7 @@ def test_login_then_tools_with_oauth_then_logout(
 
 
 def test_the_token_file_keeps_a_dpop_token_dpop(tmp_path: Path) -> None:
-    from sansmcp.cli_oauth import FileTokenStore
+    from sansmcp.cli.oauth import FileTokenStore
     from sansmcp.core.oauth.store import Tokens
 
     store = FileTokenStore(tmp_path / "tokens.json")
@@ -118,7 +118,7 @@ def _in_thread(listener: Any, timeout: float) -> tuple[threading.Thread, list[st
 
 
 def test_the_redirect_listener_takes_only_a_callback_with_state() -> None:
-    from sansmcp.cli_oauth import RedirectListener
+    from sansmcp.cli.oauth import RedirectListener
 
     listener = RedirectListener()
     try:
@@ -142,7 +142,7 @@ def test_the_redirect_listener_takes_only_a_callback_with_state() -> None:
 
 def test_the_redirect_listener_keeps_one_deadline_under_other_requests() -> None:
     """Requests that are not the redirect do not extend the wait: it ends with None."""
-    from sansmcp.cli_oauth import RedirectListener
+    from sansmcp.cli.oauth import RedirectListener
 
     listener = RedirectListener()
     stop = threading.Event()

@@ -7,10 +7,15 @@ to ``$XDG_STATE_HOME/sansmcp/tokens.json`` (``~/.local/state`` without it; the
 ``SANSMCP_TOKEN_FILE`` variable overrides the path), written with mode 0600.
 ``sansmcp tools|call URL --oauth`` uses (and refreshes) them; ``sansmcp logout URL``
 removes them.
+
+The commands themselves live here too: ``login`` (authorize on the chosen backend,
+list the tools once, keep the tokens), ``logout``, and the stored login a ``tools`` or
+``call`` uses.  Loaded only when a command runs, not by ``import sansmcp.cli``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -23,9 +28,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .core.oauth.store import ClientRegistration, Tokens
+from ..core.config import Config
+from ..core.oauth.store import ClientRegistration, OAuth, Tokens
+from ..core.url import parse_endpoint
+from .backends import BACKENDS, _list, _run
+from .render import EXIT_OK
+from .text import _emit, display_text
 
-__all__ = ["FileTokenStore", "RedirectListener", "token_file"]
+__all__ = ["FileTokenStore", "RedirectListener", "login", "logout", "stored_login", "token_file"]
 
 TOKEN_FILE_ENV = "SANSMCP_TOKEN_FILE"
 
@@ -208,3 +218,46 @@ def announce(url: str, *, open_browser: bool) -> None:
         import webbrowser
 
         webbrowser.open(url)
+
+
+def stored_login(url: str, *, wanted: bool) -> OAuth | None:
+    """OAuth on the tokens ``sansmcp login`` stored: with ``--oauth``, or without it
+    when a login for ``url`` is stored and no bearer token was given."""
+    store = FileTokenStore(token_file())
+    if wanted or store.tokens(parse_endpoint(url).url) is not None:
+        return OAuth(store=store)
+    return None
+
+
+def login(args: argparse.Namespace, client_options: dict[str, Any]) -> int:
+    """``sansmcp login URL``: authorize, list the tools once, keep the tokens."""
+    listener = RedirectListener()
+    try:
+        store = FileTokenStore(token_file())
+        oauth = OAuth(
+            client_id=args.client_id,
+            client_name="sansmcp command line",
+            redirect_uri=listener.redirect_uri,
+            authorize=BACKENDS[args.backend].authorizer(
+                lambda url: announce(url, open_browser=args.open), listener.wait
+            ),
+            store=store,
+        )
+        config = Config(url=args.url, protocol_versions=args.protocol_versions, oauth=oauth)
+        listing = _run(args.backend, client_options, config, _list)
+    finally:
+        listener.close()
+    _emit(sys.stderr, f"sansmcp: logged in; {len(listing.tools)} tools; tokens in {store.path}")
+    return EXIT_OK
+
+
+def logout(args: argparse.Namespace) -> int:
+    """``sansmcp logout URL``: forget the stored tokens for URL."""
+    store = FileTokenStore(token_file())
+    found = store.forget(parse_endpoint(args.url).url)
+    shown = display_text(args.url)
+    _emit(
+        sys.stderr,
+        f"sansmcp: logged out of {shown}" if found else f"sansmcp: no stored tokens for {shown}",
+    )
+    return EXIT_OK
