@@ -48,9 +48,9 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_TTL_MS",
     "CachedDiscovery",
-    "Caller",
     "CachedListing",
     "CachedPage",
+    "Caller",
     "Credentials",
     "ListingCache",
     "caller_identity",
