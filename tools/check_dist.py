@@ -1,7 +1,7 @@
 """``make dist``'s last step: what the sdist and the wheel in ``dist/`` hold.
 
 Fails unless there is exactly one sdist and one wheel, both of the version in
-``sansmcp/core/__init__.py``; the wheel holds the package with ``py.typed`` and the
+``sansmcp/core/version.py``; the wheel holds the package with ``py.typed`` and the
 LICENSE, and no tests; the sdist holds the LICENSE, README, CHANGELOG, the package and
 its tests, and none of the benchmark results or plots (``bench/results``), the
 conformance suite's install (``.conformance``), npm's ``node_modules`` or local state.
@@ -31,9 +31,9 @@ FORBIDDEN_IN_SDIST = (
 
 
 def version() -> str:
-    text = (REPO / "sansmcp" / "core" / "__init__.py").read_text(encoding="utf-8")
+    text = (REPO / "sansmcp" / "core" / "version.py").read_text(encoding="utf-8")
     found = re.search(r'^__version__ = "([^"]+)"', text, re.M)
-    assert found, "no __version__ in sansmcp/core/__init__.py"
+    assert found, "no __version__ in sansmcp/core/version.py"
     return found.group(1)
 
 

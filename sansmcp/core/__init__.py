@@ -13,8 +13,6 @@ task or thread -- and report back what happened (``resolved``, ``connected``,
 ``next_deadline()`` passes).  One Conn's protocol alone is :class:`McpMachine`.
 """
 
-__version__ = "0.1.0"  # first: the MCP package reads it as the modules below load
-
 from .config import Config
 from .driver import (
     ClientDriver,
@@ -38,6 +36,7 @@ from .errors import (
 )
 from .limits import Limits
 from .mcp import McpMachine
+from .version import __version__
 
 __all__ = [
     "CallerError",

@@ -37,18 +37,21 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .tools import HeaderParam, SkippedTool, Tool, utf8_len
 
-if TYPE_CHECKING:  # the mcp package imports this module: no cycle at run time
-    from .mcp.settings import ConnSettings
+if TYPE_CHECKING:
+    from .http import Headers
+    from .url import Endpoint
 
 __all__ = [
     "MAX_TTL_MS",
     "CachedDiscovery",
     "CachedListing",
     "CachedPage",
+    "Caller",
+    "Credentials",
     "ListingCache",
     "caller_identity",
     "credential_parts",
@@ -113,7 +116,32 @@ class _Entry:
     group: Group
 
 
-def credential_parts(settings: ConnSettings) -> list[tuple[bytes, bytes]]:
+class Credentials(Protocol):
+    """What identifies a caller to the cache: its bearer token and its extra headers.
+
+    A Conn's ``ConnSettings`` is one; the cache names only the fields it keys on, so it
+    imports nothing of the MCP package that reads it.
+    """
+
+    @property
+    def bearer_token(self) -> str | None:
+        """The ``Authorization: Bearer`` token, if any."""
+
+    @property
+    def headers(self) -> Headers:
+        """Every ``Config.headers`` entry."""
+
+
+class Caller(Credentials, Protocol):
+    """One Conn's key parts: its endpoint (the URL the entries are keyed on) and its
+    credentials."""
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The MCP endpoint; its normalised ``url`` is the entries' key."""
+
+
+def credential_parts(settings: Credentials) -> list[tuple[bytes, bytes]]:
     """Everything that identifies the caller of a Conn: its bearer token and every
     ``Config.headers`` entry (in a fixed order).  Empty: no credential at all.
 
@@ -127,7 +155,7 @@ def credential_parts(settings: ConnSettings) -> list[tuple[bytes, bytes]]:
     return parts
 
 
-def caller_identity(settings: ConnSettings, salt: bytes) -> bytes | None:
+def caller_identity(settings: Credentials, salt: bytes) -> bytes | None:
     """The salted digest of :func:`credential_parts` (None: no credential)."""
     parts = credential_parts(settings)
     if not parts:
@@ -389,7 +417,7 @@ class CallerCache:
     __slots__ = ("_identity", "_known", "_salt", "_settings", "cache", "url")
 
     def __init__(
-        self, cache: ListingCache, settings: ConnSettings, salt: bytes, *, anonymous: bool = False
+        self, cache: ListingCache, settings: Caller, salt: bytes, *, anonymous: bool = False
     ) -> None:
         self.cache = cache
         self.url = settings.endpoint.url

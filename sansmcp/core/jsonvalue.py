@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Everything a server sends is parsed by :func:`parse_json` (JSON-RPC bodies and events,
-through :func:`~sansmcp.core.mcp.budget.parse_message`); the OAuth documents a server
+through :func:`~sansmcp.core.messages.parse_message`); the OAuth documents a server
 serves and the tool arguments a caller hands us by :func:`parse_json_object_strict`;
 values we send are encoded by :func:`dumps_compact`.  All three raise :class:`JsonError`
 (a ``ValueError``) and nothing else for bad input.

@@ -13,7 +13,7 @@ turns each entry into a :class:`~sansmcp.core.tools.Tool` or a
 
 **One decoder, two shapes.**  msgspec is the only JSON decoder (see
 :mod:`sansmcp.core.jsonvalue`).  The typed pass accepts a body only when cheap counts *prove*
-that the untyped decode (:func:`~sansmcp.core.mcp.budget.parse_message`, i.e.
+that the untyped decode (:func:`~sansmcp.core.messages.parse_message`, i.e.
 :func:`~sansmcp.core.jsonvalue.parse_json`) would accept it and build the same values; any
 other body gets what ``parse_message`` returns, or raises, by calling it.  So every refusal,
 bound and error message is ``parse_json``'s, and a listing that the typed pass declines (a
@@ -73,7 +73,7 @@ from msgspec import UNSET, Raw
 
 from .jsonvalue import decoded_size
 from .limits import Limits
-from .mcp.budget import parse_message
+from .messages import parse_message
 from .tools import (
     _ANNOTATION_BYTES,
     HeaderParam,

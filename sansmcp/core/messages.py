@@ -13,17 +13,22 @@ its own:
 * :func:`classify_probe` -- the spec brief's §a.2 decision table for the reply
   to a modern request (``server/discover``, or a hinted request);
 * :func:`match_response` -- find the response for our id in a parsed message
-  (a batch is accepted only where the revision allows it).
+  (a batch is accepted only where the revision allows it);
+* :func:`parse_message` -- parse one message within ``Limits``' JSON bounds (an
+  overrun is a spent budget).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import ConnectionFailed
-from .jsonvalue import dumps_compact
+from .errors import ConnectionFailed, budget_exceeded
+from .jsonvalue import JsonError, dumps_compact, parse_json
+
+if TYPE_CHECKING:
+    from .limits import Limits
 
 __all__ = [
     "LEGACY_VERSIONS",
@@ -36,6 +41,7 @@ __all__ = [
     "is_modern",
     "match_response",
     "negotiate_version",
+    "parse_message",
 ]
 
 MODERN_VERSION = "2026-07-28"
@@ -224,3 +230,31 @@ def match_response(
             )
         ours = item
     return ours, others
+
+
+def parse_message(data: bytearray | str, limits: Limits) -> Any:
+    """Parse one message; a text over ``max_json_values``, or one whose decoded text
+    would take more than 3 x ``max_response_bytes`` (so that text and the value built
+    from it stay within 6 x the budget), fails the exchange as a spent budget before it
+    is decoded (any other ``JsonError`` is the caller's)."""
+    try:
+        return parse_json(
+            data,
+            max_depth=limits.max_json_depth,
+            max_values=limits.max_json_values,
+            max_text_bytes=3 * limits.max_response_bytes,
+        )
+    except JsonError as exc:
+        if exc.reason not in ("values", "text"):
+            raise
+        assert exc.limit is not None and exc.observed is not None
+        if exc.reason == "values":
+            message = (
+                f"the server sent a message of up to {exc.observed:,} JSON values; the "
+                f"limit is {exc.limit:,} (Limits.max_json_values)"
+            )
+            bound = "max_json_values"
+        else:
+            message = f"{exc} (3 x Limits.max_response_bytes)"
+            bound = "max_response_bytes"
+        raise budget_exceeded(message, bound, exc.limit, exc.observed) from None

@@ -27,7 +27,7 @@ from sansmcp.core.errors import ConnectionFailed
 from sansmcp.core.jsonvalue import JsonError, decode_kept, parse_json
 from sansmcp.core.limits import Limits
 from sansmcp.core.listing import parse_page
-from sansmcp.core.mcp.budget import parse_message
+from sansmcp.core.messages import parse_message
 
 RATIO = 20  # CPU of a costly body against json.loads of an ordinary one of the same size
 FLOOR = 0.005  # seconds of CPU: below it, a ratio measures noise

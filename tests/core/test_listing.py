@@ -25,7 +25,7 @@ from sansmcp.core.jsonvalue import JsonError, parse_json
 from sansmcp.core.limits import Limits
 from sansmcp.core.listing import _Entry, _typed, parse_page, validate_entry
 from sansmcp.core.mcp import ToolsListed
-from sansmcp.core.mcp.budget import parse_message
+from sansmcp.core.messages import parse_message
 from sansmcp.core.tools import HeaderParam, SkippedTool, Tool, validate_tool
 from tests.tiers import examples
 

@@ -4,19 +4,16 @@ Every response byte the driver reports (head blocks as counted on the wire, bodi
 trailers, 1xx heads) is charged to ``Limits.max_response_bytes`` as it arrives, and
 every final head to ``Limits.max_responses``.  An overrun raises ``ConnectionFailed``
 (``cause="budget"``); the machine then records it in :attr:`Budget.exhausted` and
-every later operation fails at once with the same error.  :func:`parse_message`
-parses one message within the same budget: its decoded size and value count.
+every later operation fails at once with the same error.  One message's own budget
+(its decoded size and value count) is :func:`~sansmcp.core.messages.parse_message`'s.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import ConnectionFailed, McpError, budget_exceeded
-from ..jsonvalue import JsonError, parse_json
 from ..limits import Limits
 
-__all__ = ["CONN_BUDGETS", "Budget", "parse_message"]
+__all__ = ["CONN_BUDGETS", "Budget"]
 
 #: Budgets of the whole connection: once spent, every later operation fails at once.
 CONN_BUDGETS = frozenset({"max_response_bytes", "max_responses"})
@@ -68,31 +65,3 @@ class Budget:
             self.exhausted = error
             return True
         return False
-
-
-def parse_message(data: bytearray | str, limits: Limits) -> Any:
-    """Parse one message; a text over ``max_json_values``, or one whose decoded text
-    would take more than 3 x ``max_response_bytes`` (so that text and the value built
-    from it stay within 6 x the budget), fails the exchange as a spent budget before it
-    is decoded (any other ``JsonError`` is the caller's)."""
-    try:
-        return parse_json(
-            data,
-            max_depth=limits.max_json_depth,
-            max_values=limits.max_json_values,
-            max_text_bytes=3 * limits.max_response_bytes,
-        )
-    except JsonError as exc:
-        if exc.reason not in ("values", "text"):
-            raise
-        assert exc.limit is not None and exc.observed is not None
-        if exc.reason == "values":
-            message = (
-                f"the server sent a message of up to {exc.observed:,} JSON values; the "
-                f"limit is {exc.limit:,} (Limits.max_json_values)"
-            )
-            bound = "max_json_values"
-        else:
-            message = f"{exc} (3 x Limits.max_response_bytes)"
-            bound = "max_response_bytes"
-        raise budget_exceeded(message, bound, exc.limit, exc.observed) from None

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
 from ..errors import CallerError
 from ..http import Headers
 from ..messages import SUPPORTED_VERSIONS
 from ..url import Endpoint
+from ..version import __version__
 
 __all__ = ["ConnSettings", "usable_versions"]
 

@@ -50,10 +50,10 @@ from ..http import (
 )
 from ..jsonvalue import JsonError
 from ..limits import Limits
-from ..messages import BATCH_VERSION, match_response
+from ..messages import BATCH_VERSION, match_response, parse_message
 from ..sse import SseError, SseParser
 from . import rules
-from .budget import Budget, parse_message
+from .budget import Budget
 from .events import CancelExchange, Output, StartExchange
 from .notifications import Notices
 from .requests import Requests
