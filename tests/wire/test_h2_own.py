@@ -150,6 +150,18 @@ def test_a_window_past_2_31_is_a_flow_control_error() -> None:
     assert goaway_code(client) == 0x3
 
 
+def test_a_window_update_on_a_stream_that_is_done_is_ignored() -> None:
+    # RFC 9113 s6.9: WINDOW_UPDATE may arrive on a closed stream; it is no error.  (The
+    # properties reach this only by chance: here it is reached every run.)
+    client = started()
+    client.receive_data(frame(HEADERS, END_HEADERS | END_STREAM, 1, STATUS_200), now=0.0)
+    assert any(isinstance(e, ResponseEnded) for e in drain(client))
+    client.data_to_send()
+    client.receive_data(frame(WINDOW_UPDATE, 0, 1, (1000).to_bytes(4, "big")), now=0.0)
+    assert not client.is_broken
+    assert drain(client) == [] and client.data_to_send() == b""
+
+
 def test_settings_are_applied_and_acknowledged() -> None:
     client = H2Connection(limits=Limits(h2_max_concurrent_streams=50), now=0.0)
     client.data_to_send()
