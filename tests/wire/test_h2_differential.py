@@ -325,6 +325,16 @@ def _altsvc(data: bytes) -> bool:
     return any(kind == ALTSVC for kind, _, _, _ in frames_in(data))
 
 
+def _frames_after_a_stream_reset_for_its_window(data: bytes) -> bool:
+    taken: dict[int, int] = {}
+    for kind, _, stream, payload in frames_in(data):
+        if stream and taken.get(stream, 0) > 2**31 - 1 - 65_535:
+            return True
+        if kind == WINDOW_UPDATE and stream and len(payload) == 4:
+            taken[stream] = taken.get(stream, 0) + (int.from_bytes(payload, "big") & 0x7FFFFFFF)
+    return False
+
+
 DIVERGENCES: dict[str, Divergence] = {
     "settings-first": Divergence(
         "RFC 9113 s3.4: the server's connection preface is a SETTINGS frame, first. The "
@@ -367,6 +377,14 @@ DIVERGENCES: dict[str, Divergence] = {
         + frame(HEADERS, END_HEADERS, 1, b"\x89\x5c\x015")
         + frame(DATA, END_STREAM, 1),
         _length_without_content,
+    ),
+    "frames-on-a-stream-reset-for-its-window": Divergence(
+        "RFC 9113 s6.9.1 and s5.4.2: a WINDOW_UPDATE past 2**31 - 1 on a stream is a stream "
+        "error; the wire resets that stream and, as s5.1 asks after sending RST_STREAM, "
+        "ignores frames that still arrive on it.  h2 fails the whole connection on them.",
+        b"\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x04\x08\x00\x00\x00\x00\x01"
+        b"\x7f\xff\xff\xff\x00\x00\r\x01%\x00\x00\x00\x01\x00\x00\x00\x00\x10H\x03100\\\x010",
+        _frames_after_a_stream_reset_for_its_window,
     ),
     "rst-stream-on-idle-stream": Divergence(
         "RFC 9113 s6.4: RST_STREAM on an idle stream is a connection error (PROTOCOL_ERROR). "
