@@ -15,19 +15,9 @@ task or thread -- and report back what happened (``resolved``, ``connected``,
 
 __version__ = "0.1.0"  # first: the MCP package reads it as the modules below load
 
+from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
 from .config import Config
-from .driver import (
-    ClientDriver,
-    CloseSocket,
-    Command,
-    Connect,
-    ConnView,
-    Deliver,
-    Finished,
-    Phase,
-    Resolve,
-    Write,
-)
+from .driver import ClientDriver, ConnView, Phase
 from .errors import (
     CallerError,
     ConnectionFailed,

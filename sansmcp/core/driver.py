@@ -61,9 +61,7 @@ only when the pool changed.  ``next_deadline()`` is O(1) amortised.
 longer knows (a socket it closed, a dial it gave up) are ignored.  Everything a
 server or a resolver does ends as a classified error in a :class:`Finished`.
 
-**Commands** made per request (``Write``, ``Finished``) are read-only by contract, not
-``frozen`` (a frozen ``__init__`` costs about four times a plain one; see
-:mod:`sansmcp.core.http`); they hash and compare by value.
+The commands' types live in :mod:`sansmcp.core.commands` (re-exported here).
 
 **Threads.**  The driver is not thread-safe; a blocking adapter drives it under
 one lock, executing I/O commands after releasing it.
@@ -77,13 +75,13 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 from . import config as config_module
 from .cache import CallerCache, ListingCache
+from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
 from .config import Config
-from .errors import CallerError, ConnectionFailed, McpError, UsageError
+from .errors import CallerError, ConnectionFailed, UsageError
 from .http import ExchangeFailed, ResponseEnded
 from .limits import Limits
 from .mcp import (
@@ -128,71 +126,6 @@ Phase = Literal["tcp", "tls"]
 CONN_CLOSED = "this Conn is closed (closed, or an operation on it was cancelled)"
 CONN_BUSY = "a Conn runs one operation at a time"
 CLIENT_CLOSED = "this Client is closed"
-
-
-# ---------------------------------------------------------------- commands
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resolve:
-    """Resolve ``host`` (the resolver hook, else the system resolver); answer with
-    ``resolved(dial_id, answer)`` -- the raw answer, untrusted -- or ``resolve_failed``."""
-
-    dial_id: int
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Connect:
-    """Open a TCP socket to the IP literal ``address`` (numeric semantics: ``inet_pton``,
-    never a resolver), then, when ``tls`` is ``(server_hostname, alpn)``, the TLS
-    handshake; answer with ``connected(socket_id, alpn=)`` or ``connect_failed``."""
-
-    socket_id: int
-    address: str
-    port: int
-    tls: tuple[str, tuple[str, ...]] | None
-
-
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
-class Write:
-    socket_id: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CloseSocket:
-    """Abort the socket (or the resolve / connect in progress) ``socket_id``; stop its
-    reader; report nothing more about it."""
-
-    socket_id: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver:
-    """Show ``item`` to the embedder in the caller's task (an input request: call the
-    input handler, bounded by ``deadline``, and ``answer`` it; an observation: hand it
-    to its callback, or to telemetry; an authorization a person must make: call
-    ``Config.oauth.authorize`` -- outside every deadline -- and pass its answer to
-    ``authorized``)."""
-
-    conn_id: int
-    item: InputRequired | Observation | AuthorizationNeeded
-    deadline: float  # math.inf when none
-
-
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
-class Finished:
-    """The operation of ``conn_id`` ended: raise ``error``, or return ``value`` (the
-    tools of a listing, a call's result, None for connect and close)."""
-
-    conn_id: int
-    value: list[Tool] | CallResult | None = None
-    error: McpError | None = dataclasses.field(default=None, compare=False)
-
-
-Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
 
 
 # ---------------------------------------------------------------- state
