@@ -9,7 +9,7 @@ and what a new runtime would): one :class:`ClientDriver` per client, built with 
 :data:`Command`\\ s it emits -- :class:`Resolve`, :class:`Connect`, :class:`Write`,
 :class:`CloseSocket` on sockets; :class:`Deliver` and :class:`Finished` in the caller's
 task or thread -- and report back what happened (``resolved``, ``connected``,
-``connect_failed`` with its :data:`Phase`, ``received``, ``eof``, ``handle_timer`` when
+``connect_failed`` with its :data:`DialPhase`, ``received``, ``eof``, ``handle_timer`` when
 ``next_deadline()`` passes).  One Conn's protocol alone is :class:`McpMachine`.
 """
 
@@ -17,7 +17,8 @@ __version__ = "0.1.0"  # first: the MCP package reads it as the modules below lo
 
 from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
 from .config import Config
-from .driver import ClientDriver, ConnView, Phase
+from .dialer import DialPhase
+from .driver import ClientDriver, ConnView
 from .errors import (
     CallerError,
     ConnectionFailed,
@@ -29,6 +30,8 @@ from .errors import (
 from .limits import Limits
 from .mcp import McpMachine
 
+Phase = DialPhase  # the name it had before (kept: the public API is unchanged)
+
 __all__ = [
     "CallerError",
     "ClientDriver",
@@ -39,6 +42,7 @@ __all__ = [
     "Connect",
     "ConnectionFailed",
     "Deliver",
+    "DialPhase",
     "Finished",
     "Limits",
     "McpError",
