@@ -9,23 +9,14 @@ and what a new runtime would): one :class:`ClientDriver` per client, built with 
 :data:`Command`\\ s it emits -- :class:`Resolve`, :class:`Connect`, :class:`Write`,
 :class:`CloseSocket` on sockets; :class:`Deliver` and :class:`Finished` in the caller's
 task or thread -- and report back what happened (``resolved``, ``connected``,
-``connect_failed`` with its :data:`Phase`, ``received``, ``eof``, ``handle_timer`` when
+``connect_failed`` with its :data:`DialPhase`, ``received``, ``eof``, ``handle_timer`` when
 ``next_deadline()`` passes).  One Conn's protocol alone is :class:`McpMachine`.
 """
 
+from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
 from .config import Config
-from .driver import (
-    ClientDriver,
-    CloseSocket,
-    Command,
-    Connect,
-    ConnView,
-    Deliver,
-    Finished,
-    Phase,
-    Resolve,
-    Write,
-)
+from .dialer import DialPhase
+from .driver import ClientDriver, ConnView
 from .errors import (
     CallerError,
     ConnectionFailed,
@@ -38,6 +29,8 @@ from .limits import Limits
 from .mcp import McpMachine
 from .version import __version__
 
+Phase = DialPhase  # the name it had before (kept: the public API is unchanged)
+
 __all__ = [
     "CallerError",
     "ClientDriver",
@@ -48,6 +41,7 @@ __all__ = [
     "Connect",
     "ConnectionFailed",
     "Deliver",
+    "DialPhase",
     "Finished",
     "Limits",
     "McpError",

@@ -61,9 +61,7 @@ only when the pool changed.  ``next_deadline()`` is O(1) amortised.
 longer knows (a socket it closed, a dial it gave up) are ignored.  Everything a
 server or a resolver does ends as a classified error in a :class:`Finished`.
 
-**Commands** made per request (``Write``, ``Finished``) are read-only by contract, not
-``frozen`` (a frozen ``__init__`` costs about four times a plain one; see
-:mod:`sansmcp.core.http`); they hash and compare by value.
+The commands' types live in :mod:`sansmcp.core.commands` (re-exported here).
 
 **Threads.**  The driver is not thread-safe; a blocking adapter drives it under
 one lock, executing I/O commands after releasing it.
@@ -72,18 +70,18 @@ one lock, executing I/O commands after releasing it.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, assert_never
+from typing import Any, TypeAlias, assert_never
 
 from . import config as config_module
 from .cache import CallerCache, ListingCache
+from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
 from .config import Config
-from .errors import CallerError, ConnectionFailed, McpError, UsageError
+from .dialer import Dial, Dialer, DialPhase
+from .errors import CallerError, ConnectionFailed, UsageError
 from .http import ExchangeFailed, ResponseEnded
 from .limits import Limits
 from .mcp import (
@@ -106,6 +104,7 @@ from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
+from .timers import Timers
 from .tools import SkippedTool, Tool
 from .url import Origin
 from .wire import Wire, reader_fault
@@ -117,82 +116,15 @@ __all__ = [
     "ConnView",
     "Connect",
     "Deliver",
+    "DialPhase",
     "Finished",
-    "Phase",
     "Resolve",
     "Write",
 ]
 
-Phase = Literal["tcp", "tls"]
-
 CONN_CLOSED = "this Conn is closed (closed, or an operation on it was cancelled)"
 CONN_BUSY = "a Conn runs one operation at a time"
 CLIENT_CLOSED = "this Client is closed"
-
-
-# ---------------------------------------------------------------- commands
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resolve:
-    """Resolve ``host`` (the resolver hook, else the system resolver); answer with
-    ``resolved(dial_id, answer)`` -- the raw answer, untrusted -- or ``resolve_failed``."""
-
-    dial_id: int
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Connect:
-    """Open a TCP socket to the IP literal ``address`` (numeric semantics: ``inet_pton``,
-    never a resolver), then, when ``tls`` is ``(server_hostname, alpn)``, the TLS
-    handshake; answer with ``connected(socket_id, alpn=)`` or ``connect_failed``."""
-
-    socket_id: int
-    address: str
-    port: int
-    tls: tuple[str, tuple[str, ...]] | None
-
-
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
-class Write:
-    socket_id: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CloseSocket:
-    """Abort the socket (or the resolve / connect in progress) ``socket_id``; stop its
-    reader; report nothing more about it."""
-
-    socket_id: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver:
-    """Show ``item`` to the embedder in the caller's task (an input request: call the
-    input handler, bounded by ``deadline``, and ``answer`` it; an observation: hand it
-    to its callback, or to telemetry; an authorization a person must make: call
-    ``Config.oauth.authorize`` -- outside every deadline -- and pass its answer to
-    ``authorized``)."""
-
-    conn_id: int
-    item: InputRequired | Observation | AuthorizationNeeded
-    deadline: float  # math.inf when none
-
-
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
-class Finished:
-    """The operation of ``conn_id`` ended: raise ``error``, or return ``value`` (the
-    tools of a listing, a call's result, None for connect and close)."""
-
-    conn_id: int
-    value: list[Tool] | CallResult | None = None
-    error: McpError | None = dataclasses.field(default=None, compare=False)
-
-
-Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
 
 
 # ---------------------------------------------------------------- state
@@ -265,36 +197,7 @@ class _Socket:
         self.exchanges: set[int] = set()
 
 
-class _Dial:
-    __slots__ = (
-        "address",
-        "addresses",
-        "conn",
-        "deadline",
-        "failure",
-        "grant",
-        "heap_at",
-        "heap_seq",
-        "index",
-        "io_id",
-        "start",
-    )
-
-    def __init__(self, conn: _Conn, start: StartExchange, grant: DialNeeded) -> None:
-        self.conn = conn
-        self.start = start
-        self.grant = grant
-        self.deadline = min(start.deadline, grant.deadline)
-        self.addresses: list[str] = []
-        self.index = 0
-        self.address = ""
-        self.io_id: int | None = None  # the Resolve or Connect in progress
-        self.failure: ConnectionFailed | None = None
-        self.heap_at: float | None = None
-        self.heap_seq: int | None = None
-
-
-_Timed = _Conn | _Dial
+_Timed: TypeAlias = "_Conn | Dial[_Conn]"  # what the timer heap holds
 
 
 _TERMINAL = (ResponseEnded, ExchangeFailed)  # an exchange's last event
@@ -362,19 +265,17 @@ class ClientDriver:
         self.closed = False
         self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
         self._conn_ids = itertools.count(1)
-        self._io_ids = itertools.count(1)  # Resolve, Connect and socket ids
         self._outbox: deque[Command] = deque()
         self._conns: dict[int, _Conn] = {}
         self._routes: dict[int, tuple[_Conn, _Socket]] = {}  # exchange id ->
-        self._pending: dict[int, _Dial | int] = {}  # exchange id -> its dial or pool ticket
+        self._pending: dict[int, Dial[_Conn] | int] = {}  # exchange id -> its dial or pool ticket
         self._waits: dict[int, tuple[_Conn, StartExchange]] = {}  # pool ticket ->
-        self._dials: dict[int, _Dial] = {}  # pool connection id ->
-        self._resolving: dict[int, _Dial] = {}  # io id ->
-        self._connecting: dict[int, _Dial] = {}  # io id ->
+        self._dialer: Dialer[_Conn] = Dialer(
+            self._outbox, allow_private=allow_private, allow_loopback=allow_loopback
+        )
         self._sockets: dict[int, _Socket] = {}  # socket id ->
         self._by_pool: dict[int, _Socket] = {}  # pool connection id ->
-        self._heap: list[tuple[float, int, _Timed]] = []
-        self._seq = itertools.count()
+        self._timers: Timers[_Timed] = Timers()
         self._pool_seen = -1
         self._pool_at: float | None = None
         # origin -> the Conns whose standalone stream may hold a socket there (in order)
@@ -388,10 +289,7 @@ class ClientDriver:
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` next has work (None: nothing timed)."""
-        heap = self._heap
-        while heap and heap[0][2].heap_seq != heap[0][1]:
-            heapq.heappop(heap)
-        first = heap[0][0] if heap else None
+        first = self._timers.first()
         pool_at = self._pool_deadline()
         if pool_at is None or (first is not None and first <= pool_at):
             return first
@@ -563,8 +461,8 @@ class ClientDriver:
             del self._waits[ticket], self._pending[start.exchange_id]
             self._close_pool_ids(self.pool.withdraw(ticket, now=now), now)
             self._fail(conn, start.exchange_id, _client_closed(), now)
-        while self._dials:
-            dial = next(iter(self._dials.values()))
+        while self._dialer.dials:
+            dial = next(iter(self._dialer.dials.values()))
             self._give_up(dial, now)
             self._settle(dial, _client_closed(), now)
         for pool_id in self.pool.close_all(now=now):
@@ -574,30 +472,17 @@ class ClientDriver:
 
     def resolved(self, dial_id: int, answers: object, *, now: float) -> None:
         """The resolver's raw answer (any value: vetted here)."""
-        dial = self._resolving.pop(dial_id, None)
-        if dial is not None:
-            dial.io_id = None
-            self._vet(dial, answers, now)
+        self._walked(self._dialer.resolved(dial_id, answers), now)
 
     def resolve_failed(
         self, dial_id: int, exc: BaseException, *, from_hook: bool, now: float
     ) -> None:
         """The resolver hook raised ``exc`` (``from_hook``), or the system resolver did."""
-        dial = self._resolving.pop(dial_id, None)
-        if dial is None:
-            return
-        dial.io_id = None
-        origin = dial.grant.origin
-        if from_hook:
-            failure = dialing.hook_error(origin, exc)
-            failure.__cause__ = exc
-        else:
-            failure = dialing.dns_error(origin, exc)
-        self._dial_failed(dial, failure, now)
+        self._walked(self._dialer.resolve_failed(dial_id, exc, from_hook=from_hook), now)
 
     def connected(self, socket_id: int, *, alpn: str | None, now: float) -> None:
         """The socket is up (TLS done); ``alpn`` is what the server selected."""
-        dial = self._connecting.pop(socket_id, None)
+        dial = self._dialer.connected(socket_id)
         if dial is None:
             return
         self._end_dial(dial)
@@ -609,22 +494,11 @@ class ClientDriver:
         self._begin(dial.conn, dial.start, sock, now)
 
     def connect_failed(
-        self, socket_id: int, phase: Phase, exc: BaseException, *, now: float
+        self, socket_id: int, phase: DialPhase, exc: BaseException, *, now: float
     ) -> None:
         """The connect failed in ``phase``: creating the socket or TCP (``"tcp"``), or the
         TLS handshake after TCP was up (``"tls"``, whatever the exception's class)."""
-        dial = self._connecting.pop(socket_id, None)
-        if dial is None:
-            return
-        dial.io_id = None
-        origin = dial.grant.origin
-        if phase == "tls":
-            # a runtime may wrap the TLS library's error: its reason is in the cause
-            reason = exc.__cause__ if exc.__cause__ is not None else exc
-            dial.failure = dialing.tls_error(origin, dial.address, reason)
-        else:
-            dial.failure = dialing.connect_error(origin, dial.address, exc)
-        self._next_address(dial, now)
+        self._walked(self._dialer.connect_failed(socket_id, phase, exc), now)
 
     def received(self, socket_id: int, data: bytes, *, now: float) -> None:
         sock = self._sockets.get(socket_id)
@@ -648,26 +522,13 @@ class ClientDriver:
 
     def handle_timer(self, *, now: float) -> None:
         """Act on every deadline at or before ``now``."""
-        heap = self._heap
-        limit = next(self._seq)  # what is armed from now on waits for the next call
-        later: list[tuple[float, int, _Timed]] = []
-        while heap and heap[0][0] <= now:
-            entry = heapq.heappop(heap)
-            _, seq, timed = entry
-            if timed.heap_seq != seq:
-                continue  # stale: re-armed or gone since
-            if seq > limit:
-                later.append(entry)  # due again already: once per call, never a busy loop
-                continue
-            timed.heap_at = timed.heap_seq = None
-            if isinstance(timed, _Dial):
+        for timed in self._timers.due(now):
+            if isinstance(timed, Dial):
                 self._give_up(timed, now)
                 self._settle(timed, dialing.timeout_error(self.limits), now)
             else:
                 timed.machine.handle_timer(now=now)
                 self._drive(timed, now)
-        for entry in later:
-            heapq.heappush(heap, entry)
         pool_at = self._pool_deadline()
         if pool_at is not None and pool_at <= now:
             self._close_pool_ids(self.pool.expire(now=now), now)
@@ -875,7 +736,7 @@ class ClientDriver:
         match pending:
             case None:
                 return
-            case _Dial():
+            case Dial():
                 pending.conn.exchanges.discard(exchange_id)
                 self._give_up(pending, now)
                 self.pool.dial_failed(pending.grant.conn_id, now=now)
@@ -977,69 +838,34 @@ class ClientDriver:
     def _dial(self, conn: _Conn, start: StartExchange, grant: DialNeeded, now: float) -> None:
         for pool_id in grant.close_first:
             self._close_pool_ids([pool_id], now)
-        dial = _Dial(conn, start, grant)
-        self._dials[grant.conn_id] = dial
+        dial = self._dialer.open(conn, start, grant)
         self._pending[start.exchange_id] = dial
         self._arm(dial, dial.deadline)
-        origin = grant.origin
-        literal = dialing.literal_address(origin.host)
-        if literal is not None:
-            self._vet(dial, [literal], now)
-            return
-        dial.io_id = next(self._io_ids)
-        self._resolving[dial.io_id] = dial
-        self._outbox.append(Resolve(dial_id=dial.io_id, host=origin.host, port=origin.port))
+        self._walked(self._dialer.walk(dial), now)
 
-    def _vet(self, dial: _Dial, answers: object, now: float) -> None:
-        try:
-            dial.addresses = dialing.vet(
-                dial.grant.origin,
-                answers,
-                allow_private=self.allow_private,
-                allow_loopback=self.allow_loopback,
-            )
-        except ConnectionFailed as failure:
-            self._dial_failed(dial, failure, now)
-            return
-        self._next_address(dial, now)
-
-    def _next_address(self, dial: _Dial, now: float) -> None:
-        """Connect to the next vetted address, or fail with the last address's failure."""
-        if dial.index >= len(dial.addresses):
-            assert dial.failure is not None  # vet() returns at least one address
+    def _walked(self, dial: Dial[_Conn] | None, now: float) -> None:
+        """The dialer's step ended ``dial`` failed (None: nothing ended)."""
+        if dial is not None:
+            assert dial.failure is not None  # the dialer hands back a failed dial only
             self._dial_failed(dial, dial.failure, now)
-            return
-        dial.address = dial.addresses[dial.index]
-        dial.index += 1
-        origin: Origin = dial.grant.origin
-        dial.io_id = socket_id = next(self._io_ids)
-        self._connecting[socket_id] = dial
-        tls = (origin.host, dial.grant.alpn) if origin.scheme == "https" else None
-        self._outbox.append(
-            Connect(socket_id=socket_id, address=dial.address, port=origin.port, tls=tls)
-        )
 
-    def _end_dial(self, dial: _Dial) -> None:
-        del self._dials[dial.grant.conn_id], self._pending[dial.start.exchange_id]
+    def _end_dial(self, dial: Dial[_Conn]) -> None:
+        del self._dialer.dials[dial.grant.conn_id], self._pending[dial.start.exchange_id]
         dial.heap_at = dial.heap_seq = None
         # (a stale heap entry may keep the dial: not the failure the caller gets raised,
         # whose traceback's frames would make a reference cycle through this driver)
         dial.failure = None
 
-    def _give_up(self, dial: _Dial, now: float) -> None:
+    def _give_up(self, dial: Dial[_Conn], now: float) -> None:
         """Abandon the dial's resolve or connect in progress, and the dial."""
-        assert dial.io_id is not None  # a live dial always waits for a resolve or a connect
-        self._resolving.pop(dial.io_id, None)
-        self._connecting.pop(dial.io_id, None)
-        self._outbox.append(CloseSocket(socket_id=dial.io_id))
-        dial.io_id = None
+        self._dialer.give_up(dial)
         self._end_dial(dial)
 
-    def _dial_failed(self, dial: _Dial, failure: ConnectionFailed, now: float) -> None:
+    def _dial_failed(self, dial: Dial[_Conn], failure: ConnectionFailed, now: float) -> None:
         self._end_dial(dial)
         self._settle(dial, failure, now)
 
-    def _settle(self, dial: _Dial, failure: ConnectionFailed, now: float) -> None:
+    def _settle(self, dial: Dial[_Conn], failure: ConnectionFailed, now: float) -> None:
         """The ended dial failed with ``failure``: tell the pool, then the exchange.
 
         When the dial ran out of time because the exchange's own, tighter deadline
@@ -1058,18 +884,11 @@ class ClientDriver:
 
     def _arm(self, timed: _Timed, deadline: float | None) -> None:
         """``timed``'s one live heap entry is for ``deadline`` (none for None)."""
-        if deadline == timed.heap_at:
-            return
-        timed.heap_at = deadline
-        timed.heap_seq = None
-        if deadline is None:
-            return
-        timed.heap_seq = seq = next(self._seq)
-        heap = self._heap
-        heapq.heappush(heap, (deadline, seq, timed))
-        if len(heap) > 64 + 2 * (len(self._conns) + len(self._dials)):
-            self._heap = [entry for entry in heap if entry[2].heap_seq == entry[1]]
-            heapq.heapify(self._heap)
+        self._timers.arm(timed, deadline, live=len(self._conns) + len(self._dialer.dials))
+
+    @property
+    def _heap(self) -> list[tuple[float, int, _Timed]]:
+        return self._timers.heap  # (what the tests measure)
 
 
 def _immutable(config: Config) -> bool:
