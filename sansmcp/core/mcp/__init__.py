@@ -25,6 +25,7 @@ from .events import (
     OperationFailed,
     Output,
     StartExchange,
+    Terminal,
     ToolCalled,
     ToolsListed,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "RequestEnded",
     "RequestStarted",
     "StartExchange",
+    "Terminal",
     "ToolCalled",
     "ToolsListed",
     "usable_versions",

@@ -9,8 +9,8 @@ Theory of operation
 A caller runs one operation at a time -- :meth:`McpMachine.connect`,
 :meth:`~McpMachine.list_tools`, :meth:`~McpMachine.call_tool`,
 :meth:`~McpMachine.close` -- and drains outputs with :meth:`~McpMachine.next_output`
-(or, a driver, pops :attr:`~McpMachine.direct_outputs` itself when it is not None: the
-same outputs in the same order, for a machine whose ``next_output`` is this class's own):
+(or, a driver, pops :attr:`~McpMachine.outputs` itself: the same outputs in the same
+order):
 
 * :class:`StartExchange` / :class:`CancelExchange` -- HTTP work for the driver
   (the adapter), which answers with :data:`~sansmcp.core.http.ExchangeEvent`
@@ -58,7 +58,6 @@ from ..http import ExchangeEvent
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
 from ..messages import METHOD_NOT_FOUND
-from ..oauth.store import AuthorizationNeeded
 from ..tools import Tool
 from . import rules
 from .budget import Budget
@@ -145,13 +144,9 @@ class McpMachine:
         )
         # (not the operations' bound method: they own the transport -- a reference cycle)
         transport.on_list_changed = functools.partial(invalidate_listings, cache, session)
+        # the deque ``next_output`` pops, for a driver to drain without a call per output
+        self.outputs: deque[Output] = transport.outputs
         self._outputs = transport.outputs
-        # The deque ``next_output`` pops, for a driver to drain without a call per output;
-        # None when this class overrides ``next_output`` (it may filter or add outputs:
-        # the driver must ask it), so no subclass can be drained past its own method.
-        self.direct_outputs: deque[Output] | None = (
-            transport.outputs if type(self).next_output is McpMachine.next_output else None
-        )
         self._notices = transport.notices
         self._notices.deliver = settings.notifications
         self._observer = Observer(transport.outputs, session) if settings.observe else None
@@ -401,14 +396,12 @@ class McpMachine:
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
 
-    def wanted(self, output: Output | AuthorizationNeeded) -> bool:
+    def wanted(self, output: Output) -> bool:
         """Whether an output the driver set aside is still to be acted on: False for an
         exchange cancelled meanwhile or an ask whose operation or connection ended."""
         if isinstance(output, OBSERVATIONS):
             return True
         match output:
-            case AuthorizationNeeded():
-                return False  # only an OAuthMachine asks for it
             case StartExchange():
                 return output.exchange_id in self._t.exchanges
             case InputRequired():
