@@ -9,6 +9,7 @@
 ``transport``      exchanges: roles, bodies, event streams, held answers, resends
 ``rules``          pure decisions, each tested by table
 ``notifications``  progress, server notifications, telemetry observations
+``toolset``        the tools a connection knows, their output schemas, the cache's hooks
 ``operations``     the operations as generator scripts
 ``state``          the phase table and the state snapshot type
 ``machine``        ``McpMachine``: the façade and the driver API
