@@ -74,7 +74,7 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, TypeAlias, assert_never
 
 from . import config as config_module
 from .cache import CallerCache, ListingCache
@@ -109,6 +109,9 @@ from .tools import SkippedTool, Tool
 from .url import Origin
 from .wire import Wire, reader_fault
 
+if TYPE_CHECKING:
+    from .oauth.machine import OAuthMachine  # imported only for a Config.oauth Conn
+
 __all__ = [
     "ClientDriver",
     "CloseSocket",
@@ -134,9 +137,11 @@ class ConnView:
     """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it):
     the machine (``protocol_version``, ``ttl_ms``, ``cache_scope``), whether the Conn is
     closed, what the last listing skipped, and the embedder's ``Config.on_notification``
-    (held for the adapter, which calls it; the driver never does)."""
+    (held for the adapter, which calls it; the driver never does); ``auth``, the
+    authorizer in front of the machine of a ``Config.oauth`` Conn (None for others)."""
 
     __slots__ = (
+        "auth",
         "closed",
         "conn_id",
         "machine",
@@ -145,9 +150,10 @@ class ConnView:
         "skipped_tools",
     )
 
-    def __init__(self, conn_id: int, machine: McpMachine) -> None:
+    def __init__(self, conn_id: int, machine: McpMachine, auth: OAuthMachine | None = None) -> None:
         self.conn_id = conn_id
         self.machine = machine
+        self.auth = auth
         self.closed = False
         self.on_notification: Callable[[Any], object] | None = None
         self.skipped_tools: list[SkippedTool] = []
@@ -159,7 +165,9 @@ class ConnView:
 class _Conn:
     __slots__ = (
         "attended",
+        "auth",
         "exchanges",
+        "front",
         "heap_at",
         "heap_seq",
         "held",
@@ -174,9 +182,13 @@ class _Conn:
     def __init__(self, view: ConnView) -> None:
         self.view = view
         self.machine = view.machine
-        # the machine's outputs, drained here without a next_output() call each; None for
-        # a machine that overrides next_output (an OAuthMachine filters them): always asked
-        self.outputs = view.machine.direct_outputs
+        # an OAuth Conn's authorizer: the operations, events and timers go to it, and the
+        # outputs come through it (its own, and the machine's screened)
+        self.auth = view.auth
+        self.front: McpMachine | OAuthMachine = view.machine if view.auth is None else view.auth
+        # the machine's outputs, drained here without a next_output() call each (a Conn
+        # without an authorizer)
+        self.outputs = view.machine.outputs
         self.origin = view.machine.settings.endpoint.origin
         self.exchanges: set[int] = set()  # started, dialling or waiting for a socket
         self.attended = False  # an operation runs: the caller takes Deliver / Finished
@@ -331,18 +343,15 @@ class ClientDriver:
                 if memo is not None:
                     memo[2][hint] = hinted
             settings = hinted
-        machine: McpMachine
         cache = CallerCache(
             self.cache, settings, self._cache_salt, anonymous=config.oauth is not None
         )
-        if config.oauth is None:
-            machine = McpMachine(
-                settings, limits=self.limits, exchange_ids=self._exchange_ids, cache=cache
-            )
-        else:
-            machine = _oauth_machine(self, settings, config, cache)
+        machine = McpMachine(
+            settings, limits=self.limits, exchange_ids=self._exchange_ids, cache=cache
+        )
+        auth = None if config.oauth is None else _authorizer(self, machine, config)
         machine.share_compiled(self.compiled)
-        view = ConnView(next(self._conn_ids), machine)
+        view = ConnView(next(self._conn_ids), machine, auth)
         view.on_notification = config.on_notification
         self._conns[view.conn_id] = _Conn(view)
         return view
@@ -351,9 +360,9 @@ class ClientDriver:
     # requests' ``_meta``; ``progress`` asks for the call's progress notifications.
 
     def connect(self, conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
-        def start(machine: McpMachine) -> None:
-            machine.propagate(trace)
-            machine.connect(now=now)
+        def start(conn: _Conn) -> None:
+            conn.machine.propagate(trace)
+            conn.front.connect(now=now)
 
         self._operate(conn_id, start, now)
 
@@ -368,9 +377,9 @@ class ClientDriver:
     ) -> None:
         """List the tools (from the Client-wide cache while fresh there, unless ``fresh``)."""
 
-        def start(machine: McpMachine) -> None:
-            machine.propagate(trace)
-            machine.list_tools(now=now, fresh=fresh, timeout=timeout)
+        def start(conn: _Conn) -> None:
+            conn.machine.propagate(trace)
+            conn.front.list_tools(now=now, fresh=fresh, timeout=timeout)
 
         self._operate(conn_id, start, now)
 
@@ -385,9 +394,9 @@ class ClientDriver:
         trace: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> None:
-        def start(machine: McpMachine) -> None:
-            machine.propagate(trace)
-            machine.call_tool(name, arguments, now=now, progress=progress, timeout=timeout)
+        def start(conn: _Conn) -> None:
+            conn.machine.propagate(trace)
+            conn.front.call_tool(name, arguments, now=now, progress=progress, timeout=timeout)
 
         self._operate(conn_id, start, now)
 
@@ -398,10 +407,10 @@ class ClientDriver:
         if conn is None or conn.view.closed:
             self._outbox.append(Finished(conn_id=conn_id))
             return
-        if conn.machine.busy:
+        if conn.front.busy:
             raise UsageError(CONN_BUSY)  # before anything changes
         conn.view.closed = True
-        self._operate(conn_id, lambda machine: machine.close(now=now), now, closing=True)
+        self._operate(conn_id, lambda conn: conn.machine.close(now=now), now, closing=True)
 
     def answer(
         self, conn_id: int, input_id: int, answers: Mapping[str, Any] | None, *, now: float
@@ -424,12 +433,11 @@ class ClientDriver:
         """Start the Conn (a ``Config.oauth`` one) by finishing an authorization a person
         made after an ``Unauthorized(cause="authorization_required")``; ends, connected,
         with :class:`Finished`."""
-        from .oauth.machine import OAuthMachine
 
-        def start(machine: McpMachine) -> None:
-            if not isinstance(machine, OAuthMachine):
+        def start(conn: _Conn) -> None:
+            if conn.auth is None:
                 raise CallerError("complete_authorization needs a Config with oauth")
-            machine.complete_authorization(redirect, now=now)
+            conn.auth.complete_authorization(redirect, now=now)
 
         self._operate(conn_id, start, now)
 
@@ -440,11 +448,9 @@ class ClientDriver:
         conn = self._conns.get(conn_id)
         if conn is None:
             return
-        from .oauth.machine import OAuthMachine
-
-        machine = conn.machine
-        assert isinstance(machine, OAuthMachine)  # only its Conns get AuthorizationNeeded
-        machine.authorized(auth_id, answer, now=now)
+        auth = conn.auth
+        assert auth is not None  # only its Conns get AuthorizationNeeded
+        auth.authorized(auth_id, answer, now=now)
         self._drive(conn, now)
 
     def abandon(self, conn_id: int, *, now: float) -> None:
@@ -527,7 +533,7 @@ class ClientDriver:
                 self._give_up(timed, now)
                 self._settle(timed, dialing.timeout_error(self.limits), now)
             else:
-                timed.machine.handle_timer(now=now)
+                timed.front.handle_timer(now=now)
                 self._drive(timed, now)
         pool_at = self._pool_deadline()
         if pool_at is not None and pool_at <= now:
@@ -539,7 +545,7 @@ class ClientDriver:
     def _operate(
         self,
         conn_id: int,
-        start: Callable[[McpMachine], None],
+        start: Callable[[_Conn], None],
         now: float,
         *,
         closing: bool = False,
@@ -547,15 +553,17 @@ class ClientDriver:
         conn = self._conns.get(conn_id)
         if conn is None or (conn.view.closed and not closing):
             raise UsageError(CONN_CLOSED)
-        if conn.machine.busy:
+        if conn.front.busy:
             raise UsageError(CONN_BUSY)
-        start(conn.machine)
+        start(conn)
         conn.attended = True
         mark = len(self._outbox)
         held, conn.held = conn.held, []
         self._drive(conn, now)
         for deliver in reversed(held):  # before what the operation produced, as they came
-            if conn.machine.wanted(deliver.item):
+            item = deliver.item
+            assert not isinstance(item, AuthorizationNeeded)  # never held: delivered at once
+            if conn.machine.wanted(item):
                 self._outbox.insert(mark, deliver)
 
     def _drive(self, conn: _Conn, now: float) -> None:
@@ -565,15 +573,15 @@ class ClientDriver:
 
     def _rearm(self, conn: _Conn) -> None:
         if self._conns.get(conn.view.conn_id) is conn:
-            self._arm(conn, conn.machine.next_deadline())
+            self._arm(conn, conn.front.next_deadline())
 
     def _act(self, conn: _Conn, now: float) -> None:
         """Act on the machine's outputs the moment they appear."""
-        machine = conn.machine
+        auth = conn.auth
         outputs = conn.outputs
         while True:
-            if outputs is None:
-                output = machine.next_output()
+            if auth is not None:
+                output = auth.next_output()
                 if output is None:
                     return
             elif outputs:
@@ -592,7 +600,7 @@ class ClientDriver:
                         Deliver(conn_id=conn.view.conn_id, item=output, deadline=math.inf)
                     )
                 case InputRequired():
-                    deadline = machine.next_deadline()
+                    deadline = conn.front.next_deadline()
                     item = Deliver(
                         conn_id=conn.view.conn_id,
                         item=output,
@@ -751,7 +759,7 @@ class ClientDriver:
 
     def _fail(self, conn: _Conn, exchange_id: int, error: ConnectionFailed, now: float) -> None:
         conn.exchanges.discard(exchange_id)
-        conn.machine.receive(ExchangeFailed(exchange_id=exchange_id, error=error), now=now)
+        conn.front.receive(ExchangeFailed(exchange_id=exchange_id, error=error), now=now)
         self._drive(conn, now)
 
     def _grants(self, now: float) -> None:
@@ -785,7 +793,7 @@ class ClientDriver:
             conn = route[0]
             if unarmed is not None and unarmed is not conn:
                 self._rearm(unarmed)
-            machine = conn.machine
+            machine = conn.front
             if isinstance(event, _TERMINAL):
                 del routes[event.exchange_id]
                 conn.exchanges.discard(event.exchange_id)
@@ -795,7 +803,7 @@ class ClientDriver:
                 self._grants(now)
             else:
                 machine.receive(event, now=now)
-            if conn.outputs is None or conn.outputs:  # most body events produce nothing
+            if conn.auth is not None or conn.outputs:  # most body events produce nothing
                 self._act(conn, now)
             unarmed = conn  # re-armed once, when the events move on to another Conn
         if unarmed is not None:
@@ -906,21 +914,18 @@ def _immutable(config: Config) -> bool:
     )
 
 
-def _oauth_machine(
-    driver: ClientDriver, settings: Any, config: Config, cache: CallerCache
-) -> McpMachine:
-    """The machine of a Conn with ``Config.oauth`` (imported only then)."""
+def _authorizer(driver: ClientDriver, machine: McpMachine, config: Config) -> OAuthMachine:
+    """The authorizer in front of ``machine`` for a Conn with ``Config.oauth`` (imported
+    only then)."""
     from .oauth.machine import OAuthMachine
 
     if driver.random_bytes is None:
         raise CallerError("Config.oauth needs randomness: ClientDriver(random_bytes=...)")
     assert config.oauth is not None
     return OAuthMachine(
-        settings,
+        machine,
         oauth=config.oauth,
         random_bytes=driver.random_bytes,
         wall_clock=driver.wall_clock,
-        limits=driver.limits,
         exchange_ids=driver._exchange_ids,
-        cache=cache,
     )

@@ -382,11 +382,9 @@ class ConnFace:
 
     def _authorization_step(self) -> Callable[[str], Any] | None:
         """``Config.oauth.authorize`` of this Conn (only an OAuth Conn is asked)."""
-        from ..core.oauth.machine import OAuthMachine
-
-        machine = self.machine
-        assert isinstance(machine, OAuthMachine)  # the only machine that asks this
-        return machine.oauth.authorize
+        auth = self.view.auth
+        assert auth is not None  # the only Conn that asks this
+        return auth.oauth.authorize
 
     def _trace(self, traced: bool, tool: str | None = None) -> dict[str, Any]:
         """The ``trace=`` argument of an operation's start: the telemetry's carrier."""

@@ -31,6 +31,7 @@ from sansmcp.core.mcp import (
     Closed,
     Connected,
     ConnSettings,
+    McpMachine,
     OperationFailed,
     Output,
     StartExchange,
@@ -189,13 +190,17 @@ class Runner:
         self.cancelled: set[int] = set()
         self.outputs: list[Any] = []
         self.asked: list[str] = []
+        exchange_ids = iter(range(1, 1 << 30))
         self.machine = OAuthMachine(
-            ConnSettings(endpoint=parse_endpoint(url)),
+            McpMachine(
+                ConnSettings(endpoint=parse_endpoint(url)),
+                limits=Limits(**limits),
+                exchange_ids=exchange_ids,
+            ),
             oauth=self.oauth,
             random_bytes=counter_bytes(),
             wall_clock=wall_clock,
-            limits=Limits(**limits),
-            exchange_ids=iter(range(1, 1 << 30)),
+            exchange_ids=exchange_ids,
         )
         self.stall: set[str] = set()  # paths whose answer never comes
 

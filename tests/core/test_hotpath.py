@@ -306,16 +306,16 @@ def test_one_conn_calling_many_tools_keeps_their_schemas_under_the_bound(
     """A listing of many tools, each with a heavy output schema, and a caller calling
     each on one Conn: that Conn's compiled schemas (one per tool called, compiled at its
     first call) are bounded by max_compiled_schema_bytes beside the one in use."""
-    from sansmcp.core.mcp.operations import Operations
+    from sansmcp.core.mcp.toolset import Toolset
 
-    seen: list[Operations] = []
-    output_schema = Operations.output_schema
+    seen: list[Toolset] = []
+    output_schema = Toolset.output_schema
 
-    def spying(self: Operations, name: str) -> Schema | None:
+    def spying(self: Toolset, name: str) -> Schema | None:
         seen.append(self)
         return output_schema(self, name)
 
-    monkeypatch.setattr(Operations, "output_schema", spying)
+    monkeypatch.setattr(Toolset, "output_schema", spying)
     heavy = [{**TOTAL, "title": f"t{n}", "pattern": "(?:a{99}){99}"} for n in range(6)]
     limits = Limits(max_compiled_schemas=0, max_compiled_schema_bytes=3 << 20)
     server = schema_server("modern", [{"total": n} for n in range(6)])

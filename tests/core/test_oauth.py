@@ -616,13 +616,13 @@ def test_the_mcp_machines_own_deadlines_still_fire() -> None:
 
 
 def test_wanted_for_the_mcp_machines_own_outputs() -> None:
-    from sansmcp.core.mcp import CancelExchange, ConnSettings, McpMachine
-    from sansmcp.core.url import parse_endpoint
+    from sansmcp.core.mcp import CancelExchange
 
     runner = Runner(World())
     assert runner.machine.wanted(CancelExchange(exchange_id=5))
-    plain = McpMachine(ConnSettings(endpoint=parse_endpoint(MCP)))
-    assert plain.wanted(AuthorizationNeeded(auth_id=1, url="u")) is False
+    # (a plain McpMachine is never asked about an AuthorizationNeeded: only an
+    # authorizer emits one, and the driver delivers it at once, never holds it)
+    assert runner.machine.wanted(AuthorizationNeeded(auth_id=1, url="u")) is False
 
 
 def test_reauthorizing_for_the_same_scope_asks_it_once() -> None:

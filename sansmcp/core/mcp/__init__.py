@@ -9,6 +9,7 @@
 ``transport``      exchanges: roles, bodies, event streams, held answers, resends
 ``rules``          pure decisions, each tested by table
 ``notifications``  progress, server notifications, telemetry observations
+``toolset``        the tools a connection knows, their output schemas, the cache's hooks
 ``operations``     the operations as generator scripts
 ``state``          the phase table and the state snapshot type
 ``machine``        ``McpMachine``: the façade and the driver API
@@ -25,6 +26,7 @@ from .events import (
     OperationFailed,
     Output,
     StartExchange,
+    Terminal,
     ToolCalled,
     ToolsListed,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "RequestEnded",
     "RequestStarted",
     "StartExchange",
+    "Terminal",
     "ToolCalled",
     "ToolsListed",
     "usable_versions",

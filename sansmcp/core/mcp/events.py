@@ -2,7 +2,8 @@
 
 ``StartExchange`` / ``CancelExchange`` are commands for the driver (the adapter); the
 others are events (the observations -- progress, notifications, telemetry -- are defined
-in :mod:`.notifications`).  ``Output`` is their union, for an exhaustive ``match``.
+in :mod:`.notifications`).  ``Output`` is their union, for an exhaustive ``match``;
+``Terminal`` the union of the terminal events.
 
 The per-request ones (``StartExchange``, ``CancelExchange``, the terminal events) are
 read-only by contract, not ``frozen`` (see :mod:`sansmcp.core.http`: a frozen
@@ -30,6 +31,7 @@ __all__ = [
     "OperationFailed",
     "Output",
     "StartExchange",
+    "Terminal",
     "ToolCalled",
     "ToolsListed",
 ]
@@ -105,15 +107,15 @@ class Closed:
     pass
 
 
+# An operation's one last output (``isinstance(output, Terminal)`` works too): a new
+# terminal event is added here, and whoever waits for the end of an operation sees it.
+Terminal = Connected | ToolsListed | ToolCalled | OperationFailed | Closed
+
 Output = (
     StartExchange
     | CancelExchange
-    | Connected
-    | ToolsListed
-    | ToolCalled
+    | Terminal
     | InputRequired
-    | OperationFailed
-    | Closed
     | Progress
     | LogMessage
     | Notification

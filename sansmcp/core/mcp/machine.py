@@ -9,8 +9,8 @@ Theory of operation
 A caller runs one operation at a time -- :meth:`McpMachine.connect`,
 :meth:`~McpMachine.list_tools`, :meth:`~McpMachine.call_tool`,
 :meth:`~McpMachine.close` -- and drains outputs with :meth:`~McpMachine.next_output`
-(or, a driver, pops :attr:`~McpMachine.direct_outputs` itself when it is not None: the
-same outputs in the same order, for a machine whose ``next_output`` is this class's own):
+(or, a driver, pops :attr:`~McpMachine.outputs` itself: the same outputs in the same
+order):
 
 * :class:`StartExchange` / :class:`CancelExchange` -- HTTP work for the driver
   (the adapter), which answers with :data:`~sansmcp.core.http.ExchangeEvent`
@@ -58,7 +58,6 @@ from ..http import ExchangeEvent
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
 from ..messages import METHOD_NOT_FOUND
-from ..oauth.store import AuthorizationNeeded
 from ..tools import Tool
 from . import rules
 from .budget import Budget
@@ -75,11 +74,12 @@ from .events import (
     ToolsListed,
 )
 from .notifications import OBSERVATIONS, Observer
-from .operations import Ask, Operations, OpGen, Send, Sleep, invalidate_listings
+from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
+from .toolset import Toolset, invalidate_listings
 from .transport import FOREVER, Exchange, Reply, Role, Transport
 
 __all__ = ["McpMachine"]
@@ -132,6 +132,7 @@ class McpMachine:
             session=session,
             exchange_ids=exchange_ids,
         )
+        self._tools = toolset = Toolset(settings, limits, session, cache)
         self._ops = Operations(
             settings=settings,
             limits=limits,
@@ -141,17 +142,13 @@ class McpMachine:
             versions=versions,
             ids=ids,
             jitter=jitter,
-            cache=cache,
+            toolset=toolset,
         )
         # (not the operations' bound method: they own the transport -- a reference cycle)
         transport.on_list_changed = functools.partial(invalidate_listings, cache, session)
+        # the deque ``next_output`` pops, for a driver to drain without a call per output
+        self.outputs: deque[Output] = transport.outputs
         self._outputs = transport.outputs
-        # The deque ``next_output`` pops, for a driver to drain without a call per output;
-        # None when this class overrides ``next_output`` (it may filter or add outputs:
-        # the driver must ask it), so no subclass can be drained past its own method.
-        self.direct_outputs: deque[Output] | None = (
-            transport.outputs if type(self).next_output is McpMachine.next_output else None
-        )
         self._notices = transport.notices
         self._notices.deliver = settings.notifications
         self._observer = Observer(transport.outputs, session) if settings.observe else None
@@ -190,7 +187,7 @@ class McpMachine:
     @property
     def tools(self) -> Mapping[str, Tool]:
         """Tools listed on this connection, by name."""
-        return self._ops.tools
+        return self._tools.tools
 
     @property
     def protocol_version(self) -> str | None:
@@ -202,16 +199,16 @@ class McpMachine:
 
     @property
     def ttl_ms(self) -> int:
-        return self._ops.ttl_ms
+        return self._tools.ttl_ms
 
     @property
     def cache_scope(self) -> str | None:
-        return self._ops.cache_scope
+        return self._tools.cache_scope
 
     @property
     def tools_from_cache(self) -> bool:
         """This connection's tools came from the Client-wide cache (no listing sent)."""
-        return self._ops.tools_from_cache is True
+        return self._tools.tools_from_cache is True
 
     @property
     def bytes_received(self) -> int:
@@ -318,11 +315,11 @@ class McpMachine:
             parsed = parse_json_object_strict(arguments, max_depth=self.limits.max_json_depth)
         except JsonError as exc:
             raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
-        ops = self._ops
-        if ops.cache is not None:
-            ops.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
+        ops, toolset = self._ops, self._tools
+        if toolset.cache is not None:
+            toolset.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
         if self._session.era is _MODERN:
-            ops.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
+            toolset.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         if progress and self._phase is _IDLE:
             ops.progress = True
             self._t.listen_for_progress()
@@ -390,7 +387,7 @@ class McpMachine:
     def share_compiled(self, compiled: CompiledSchemas) -> None:
         """Compile the server's output schemas into ``compiled`` (the Client's, shared by
         its Conns: a schema the server sent before is not compiled again)."""
-        self._ops.compiled = compiled
+        self._tools.compiled = compiled
 
     def use_bearer_token(self, token: str | None) -> None:
         """Send ``token`` (None: none) as the bearer credential from the next request on."""
@@ -401,14 +398,12 @@ class McpMachine:
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
 
-    def wanted(self, output: Output | AuthorizationNeeded) -> bool:
+    def wanted(self, output: Output) -> bool:
         """Whether an output the driver set aside is still to be acted on: False for an
         exchange cancelled meanwhile or an ask whose operation or connection ended."""
         if isinstance(output, OBSERVATIONS):
             return True
         match output:
-            case AuthorizationNeeded():
-                return False  # only an OAuthMachine asks for it
             case StartExchange():
                 return output.exchange_id in self._t.exchanges
             case InputRequired():

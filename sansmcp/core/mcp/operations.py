@@ -5,11 +5,9 @@ for its reply (:class:`Send`), wait until a time (:class:`Sleep`), ask the embed
 (:class:`Ask`) -- and returns its terminal event, so negotiation, pagination, multi
 round-trip calls, stream resumption and session recovery read as straight-line code.
 The machine runs them (``McpMachine._resume``); the decisions they take are in
-:mod:`.rules`, the requests they send are built by :mod:`.requests`.  The Client-wide
-cache (:mod:`..cache`) is read and filled here, where the listing and the era are known.
-
-(A little over 600 lines: the scripts share one request primitive and one listing's
-state, and the cache's few hooks belong beside the listing they serve.)
+:mod:`.rules`, the requests they send are built by :mod:`.requests`, the tools they
+read and the listing they keep are the :class:`~.toolset.Toolset`'s.  The Client-wide
+cache's ``server/discover`` entries are read and filled here, where the era is known.
 """
 
 from __future__ import annotations
@@ -18,10 +16,10 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, assert_never
+from typing import Any, Final, assert_never
 
-from ..cache import DISCOVER_METHOD, CachedListing, CachedPage, CallerCache, scope_of, ttl_of
-from ..errors import CallerError, ConnectionFailed, ServerAnswered
+from ..cache import DISCOVER_METHOD, CachedPage, CallerCache, scope_of, ttl_of
+from ..errors import ConnectionFailed, ServerAnswered
 from ..fieldvalue import echoable
 from ..http import HttpRequest, header_value
 from ..limits import Limits
@@ -37,23 +35,18 @@ from ..messages import (
 )
 from ..results import parse_call_result
 from ..tools import (
-    HeaderParam,
     SkippedTool,
     Tool,
     encode_header_value,
-    header_params_of,
     param_headers,
 )
 from . import rules
-from .compiled import HELD_PER_STEP, CompiledSchemas, held_estimate
 from .events import Connected, ToolCalled, ToolsListed
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
+from .toolset import Toolset
 from .transport import Reply, Transport
-
-if TYPE_CHECKING:
-    from ..schema.validator import Schema
 
 __all__ = [
     "Ask",
@@ -119,16 +112,6 @@ class EraMismatch(Exception):
     """A remembered era hint the server's answer contradicts."""
 
 
-def invalidate_listings(cache: CallerCache | None, session: Session) -> None:
-    """Cached listings of ``session``'s endpoint the caller of ``cache`` could be served
-    are stale now.  A function of the two, not a method: the transport calls it on a
-    ``tools/list_changed`` (``functools.partial``), and a bound method of the operations,
-    which own the transport, would be a reference cycle outliving every closed Conn."""
-    version = session.protocol_version
-    if cache and version is not None:
-        cache.invalidate(version)
-
-
 class Operations:
     """The scripts of one connection, and the tool listing they keep."""
 
@@ -143,7 +126,7 @@ class Operations:
         versions: tuple[str, ...],
         ids: Iterator[int] | None,
         jitter: Callable[[], float] | None,
-        cache: CallerCache | None = None,
+        toolset: Toolset,
     ) -> None:
         self.settings = settings
         self.limits = limits
@@ -154,23 +137,8 @@ class Operations:
         self.can_answer = settings.capabilities is not None
         self._ids = ids if ids is not None else itertools.count(1)
         self._jitter = jitter or (lambda: 0.5)
-        self.tools: dict[str, Tool] = {}
-        self.ttl_ms = 0
-        self.cache_scope: str | None = None
-        # the Client-wide cache; whether this Conn's tools came from it (None: no listing)
-        self.cache = cache
-        self.tools_from_cache: bool | None = None
-        # compiled output schemas by tool name, each with the source it was compiled
-        # from and its estimate; valid for the listing ``_schemas_of`` (cleared when
-        # self.tools is replaced).  One is compiled at a tool's first call, not at the
-        # listing, but a caller calling many tools of one listing on one Conn (an agent
-        # trying each) would keep one per tool (a 29-byte pattern can hold ~36 MB): so their
-        # estimates (``held_estimate``) are bounded by ``Limits.max_compiled_schema_bytes``
-        # beside the one in use (the map is cleared before a schema would pass it)
-        self._output_schemas: dict[str, tuple[object, Schema, int]] = {}
-        self._schemas_of: dict[str, Tool] = self.tools
-        # the Client's compiled server schemas, by their bytes (None: compiled per Conn)
-        self.compiled: CompiledSchemas | None = None
+        self.toolset = toolset  # what the listing keeps, and the Client-wide cache's hooks
+        self.cache = toolset.cache
         # the call in hand asked for progress (its tools/call requests carry a token)
         self.progress = False
         self.server_logs = False  # the legacy server declared the logging capability
@@ -349,6 +317,12 @@ class Operations:
                 return
             version = chosen  # retry the probe once with the version the server named
 
+    def discovered_version(self, cache: CallerCache, probe: str) -> str | None:
+        """The version a fresh cached ``server/discover`` result (sent at ``probe``)
+        negotiates to, if there is one."""
+        hit = cache.discovery(probe, now=self.transport.now)
+        return None if hit is None else negotiate_version(self.versions, list(hit.supported))
+
     def initialize(self, version: str) -> OpGen:
         session = self.session
         legacy = [v for v in self.versions if v in LEGACY_VERSIONS]
@@ -430,52 +404,14 @@ class Operations:
                 yield from self.negotiate(use_hint=False)
             recovered = True
 
-    # ------------------------------------------------------------ the Client-wide cache
-
-    def cached_listing(self, now: float) -> CachedListing | None:
-        cache = self.cache
-        version = self.session.protocol_version
-        if not cache or version is None:
-            return None
-        limits = self.limits
-        return cache.listing(
-            version,
-            now=now,
-            max_pages=limits.max_tool_pages,
-            max_recorded_skips=limits.max_recorded_skips,
-        )
-
-    def adopt(self, hit: CachedListing) -> None:
-        self.tools = {tool.name: tool for tool in hit.tools}
-        self.ttl_ms = hit.ttl_ms
-        self.cache_scope = hit.cache_scope
-        self.tools_from_cache = True
-
-    def adopt_cached_tools(self, now: float) -> None:
-        """A Conn that has not listed takes its tools (``x-mcp-header`` parameters,
-        output schemas) from a fresh cached listing, if there is one."""
-        if self.tools_from_cache is None:
-            hit = self.cached_listing(now)
-            if hit is not None:
-                self.adopt(hit)
-
-    def invalidate_tools(self) -> None:
-        """Cached listings of this endpoint this caller could be served are stale now."""
-        invalidate_listings(self.cache, self.session)
-
-    def discovered_version(self, cache: CallerCache, probe: str) -> str | None:
-        """The version a fresh cached ``server/discover`` result (sent at ``probe``)
-        negotiates to, if there is one."""
-        hit = cache.discovery(probe, now=self.transport.now)
-        return None if hit is None else negotiate_version(self.versions, list(hit.supported))
-
     # ------------------------------------------------------------ tools/list
 
     def list_tools(self, fresh: bool = False) -> OpGen:
         if not fresh:
-            hit = self.cached_listing(self.transport.now)
+            toolset = self.toolset
+            hit = toolset.cached_listing(self.transport.now)
             if hit is not None:  # every page fresh: no request at all
-                self.adopt(hit)
+                toolset.adopt(hit)
                 return ToolsListed(
                     tools=hit.tools,
                     skipped=hit.skipped,
@@ -488,8 +424,8 @@ class Operations:
             tools=tuple(tools),
             skipped=tuple(skipped),
             skipped_count=skipped_count,
-            ttl_ms=self.ttl_ms,
-            cache_scope=self.cache_scope,
+            ttl_ms=self.toolset.ttl_ms,
+            cache_scope=self.toolset.cache_scope,
         )
 
     def list_pages(
@@ -527,7 +463,7 @@ class Operations:
             params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
             reply = yield from self.request("tools/list", params)
             if cursor is not None and reply.message is not None and "error" in reply.message:
-                self.invalidate_tools()  # a cursor turned invalid: every cached page goes
+                self.toolset.invalidate()  # a cursor turned invalid: every cached page goes
             result = self.result(reply)
             rules.result_kind(result, allow_input=False)
             raw_tools = result.get("tools")
@@ -580,69 +516,15 @@ class Operations:
                 pages.append((sent, cached, self.transport.now))
             if cursor is None:
                 break
-        self.tools = {tool.name: tool for tool in tools}
-        self.ttl_ms = ttl or 0
-        self.cache_scope = scope
-        self.tools_from_cache = False
-        version = self.session.protocol_version
-        if recording and self.cache is not None and version is not None:
-            self.cache.store_listing(version, pages, public=public)
+        self.toolset.listed(tools, ttl or 0, scope, pages if recording else None, public)
         return tools, skipped, skipped_count
 
     # ------------------------------------------------------------ tools/call
 
-    def header_params(self, name: str) -> tuple[HeaderParam, ...]:
-        tool = self.tools.get(name)
-        if tool is not None:
-            return tool.header_params
-        schema = self.settings.tool_schemas.get(name)
-        if schema is None:
-            return ()
-        try:
-            return header_params_of(schema)
-        except ValueError as exc:
-            raise CallerError(f"the schema given for tool {name!r} is unusable: {exc}") from None
-
-    def output_schema(self, name: str) -> Schema | None:
-        """The compiled output schema of tool ``name``, or None when none is known or
-        validation is off.  Compiled once per Client (``ServerAnswered`` or, for a
-        schema from ``Config.output_schemas``, ``CallerError`` when it is unusable)."""
-        settings = self.settings
-        if not settings.validate_structured_content:
-            return None
-        tool = self.tools.get(name)
-        source: object = None if tool is None else tool.output_schema
-        from_config = source is None
-        if from_config:
-            source = settings.output_schemas.get(name)
-            if source is None:
-                return None
-        kept = self._output_schemas
-        if self._schemas_of is not self.tools:
-            kept.clear()
-            self._schemas_of = self.tools
-        known = kept.get(name)
-        if known is not None and known[0] is source:
-            return known[1]
-        shared = None if from_config else self.compiled
-        schema = None if shared is None else shared.get(source)  # type: ignore[arg-type]
-        if schema is None:
-            from ..schema.output import compile_output  # lazy: most Conns never compile one
-
-            schema = compile_output(name, source, self.limits, from_config=from_config)  # type: ignore[arg-type]
-            if shared is not None:
-                shared.put(source, schema)  # type: ignore[arg-type]
-        # (a configured schema, the caller's own and parsed, is charged by its steps)
-        size = HELD_PER_STEP * schema.steps if from_config else held_estimate(source, schema)  # type: ignore[arg-type]
-        kept.pop(name, None)
-        if sum(entry[2] for entry in kept.values()) + size > self.limits.max_compiled_schema_bytes:
-            kept.clear()
-        kept[name] = (source, schema, size)
-        return schema
-
     def call_tool(self, name: str, arguments: bytes, parsed: Mapping[str, Any]) -> OpGen:
         limits = self.limits
-        self.output_schema(name)  # an unusable schema fails the call before it is sent
+        toolset = self.toolset
+        toolset.output_schema(name)  # an unusable schema fails the call before it is sent
         attempts = 0
         relisted = False
         inputs: Mapping[str, Any] | None = None
@@ -663,12 +545,12 @@ class Operations:
             modern = self.session.era is _MODERN
             if modern:
                 extra.append((b"mcp-name", encode_header_value(name)))
-                extra.extend(param_headers(self.header_params(name), parsed))
+                extra.extend(param_headers(toolset.header_params(name), parsed))
             if inputs is not None:
                 params["inputResponses"] = inputs
             if state is not None:
                 params["requestState"] = state
-            tool = self.tools.get(name)
+            tool = toolset.tools.get(name)
             reissue = self.settings.reissue_calls or (tool is not None and tool.idempotent)
             reply = yield from self.request(
                 "tools/call", params, arguments=arguments, extra=extra, reissue=reissue
@@ -682,16 +564,16 @@ class Operations:
                 and message["error"]["code"] == HEADER_MISMATCH
             ):
                 relisted = True
-                self.invalidate_tools()  # the listing the headers came from is stale
+                toolset.invalidate()  # the listing the headers came from is stale
                 yield from self.list_pages()
                 continue
             if (
                 message is not None
                 and "error" in message
                 and message["error"]["code"] in STALE_TOOL_CODES
-                and name in self.tools
+                and name in toolset.tools
             ):
-                self.invalidate_tools()
+                toolset.invalidate()
             result = self.result(reply)
             step = rules.next_call_step(
                 result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes
@@ -699,7 +581,7 @@ class Operations:
             match step:
                 case rules.Complete():
                     call = parse_call_result(result, modern=modern)
-                    schema = None if call.is_error else self.output_schema(name)
+                    schema = None if call.is_error else toolset.output_schema(name)
                     if schema is not None:
                         from ..schema.output import check_output
 

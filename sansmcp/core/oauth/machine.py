@@ -1,19 +1,23 @@
-"""The MCP machine of a Conn with ``Config.oauth``: a 401 / 403 runs an authorization.
+"""The authorizer of a Conn with ``Config.oauth``: a 401 / 403 runs an authorization.
 
 Theory of operation
 -------------------
-:class:`OAuthMachine` is an :class:`~sansmcp.core.mcp.McpMachine` whose operation,
-when it ends in ``Unauthorized`` (a 401, or a 403 ``insufficient_scope``), is not
-over: the failure is held back, an authorization (:func:`.flow.authorize`) runs,
-and with the new token the operation starts again from the top -- at most
-``Limits.max_auth_attempts`` authorizations per operation.  The authorization's
-fetches are ordinary :class:`~sansmcp.core.mcp.StartExchange` outputs that name
-their own ``origin`` (the authorization server): the driver sends them through the
-pool and the same dial guard as the MCP endpoint; a 3xx is never followed.  All
-fetches of one authorization share ``Limits.auth_timeout``; the person's step
-(:class:`~.store.AuthorizationNeeded`, delivered to the embedder) is outside it.
+:class:`OAuthMachine` stands in front of an :class:`~sansmcp.core.mcp.McpMachine` it
+holds (composed, as wsproto composes its handshake): the driver keeps it beside the
+machine and sends it what the machine would get -- the operations, HTTP events, timers
+-- and drains the outputs through it.  It passes the machine's outputs on (adding a DPoP
+proof to a request for the endpoint) but one: when an operation ends in
+``Unauthorized`` (a 401, or a 403 ``insufficient_scope``), the failure is held back, an
+authorization (:func:`.flow.authorize`) runs, and with the new token the machine runs
+the operation again from the top -- at most ``Limits.max_auth_attempts`` authorizations
+per operation.  The authorization's fetches are ordinary
+:class:`~sansmcp.core.mcp.StartExchange` outputs that name their own ``origin`` (the
+authorization server): the driver sends them through the pool and the same dial guard
+as the MCP endpoint; a 3xx is never followed.  All fetches of one authorization share
+``Limits.auth_timeout``; the person's step (:class:`~.store.AuthorizationNeeded`,
+delivered to the embedder) is outside it.
 
-A Conn without ``Config.oauth`` never meets this class: 401 and 403 raise as before.
+A Conn without ``Config.oauth`` has no authorizer: 401 and 403 raise as before.
 """
 
 from __future__ import annotations
@@ -21,9 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
 
-from ..cache import CallerCache
 from ..errors import AuthCause, CallerError, ConnectionFailed, McpError, Unauthorized
 from ..http import (
     DataReceived,
@@ -33,19 +35,14 @@ from ..http import (
     ResponseEnded,
     ResponseReceived,
 )
-from ..limits import Limits
 from ..mcp import (
     CancelExchange,
-    Closed,
-    Connected,
     McpMachine,
     OperationFailed,
     Output,
     StartExchange,
-    ToolCalled,
-    ToolsListed,
+    Terminal,
 )
-from ..mcp.settings import ConnSettings
 from . import dpop
 from .flow import (
     AskUser,
@@ -62,7 +59,9 @@ from .store import AuthorizationNeeded, OAuth, Tokens
 
 __all__ = ["OAuthMachine"]
 
-_TERMINAL = (Connected, ToolsListed, ToolCalled, OperationFailed, Closed)
+# an operation of the machine, run again once authorized: a function of the machine (a
+# closure over it would be a reference cycle) and the time
+Operation = Callable[[McpMachine, float], None]
 
 
 class _Clock:
@@ -78,42 +77,40 @@ class _Clock:
 
 
 def _connect(machine: McpMachine, now: float) -> None:
-    McpMachine.connect(machine, now=now)
+    machine.connect(now=now)
 
 
-class OAuthMachine(McpMachine):
-    """An MCP machine that authorizes (see the module docstring)."""
+class OAuthMachine:
+    """The authorizer in front of ``machine`` (see the module docstring); ``exchange_ids``
+    is the machine's own counter (its fetches are numbered among the machine's)."""
 
     def __init__(
         self,
-        settings: ConnSettings,
+        machine: McpMachine,
         *,
         oauth: OAuth,
         random_bytes: Callable[[int], bytes],
         wall_clock: Callable[[], float] | None = None,
-        limits: Limits | None = None,
         exchange_ids: Iterator[int],
-        cache: CallerCache | None = None,
     ) -> None:
-        super().__init__(settings, limits=limits, exchange_ids=exchange_ids, cache=cache)
+        self.machine = machine
         self._ids = exchange_ids
         self.oauth = oauth
+        self.limits = limits = machine.limits
         # the time last told, which the flow's context reads: through this clock, not a
-        # reader of the machine (a closure over it would be a reference cycle)
+        # reader of this object (a closure over it would be a reference cycle)
         self._clock = _Clock()
         self._ctx = Context(
             oauth=oauth,
-            endpoint=settings.endpoint,
-            limits=self.limits,
+            endpoint=machine.settings.endpoint,
+            limits=limits,
             random_bytes=random_bytes,
             now=self._clock.read,
         )
         if wall_clock is not None:
             self._ctx.wall_clock = wall_clock
         self._extra: deque[Output | AuthorizationNeeded] = deque()
-        # the operation to run again once authorized, a function of the machine (a closure
-        # over it would be a reference cycle)
-        self._replay: Callable[[McpMachine, float], None] | None = None
+        self._replay: Operation | None = None  # the operation to run again once authorized
         self._attempts = 0
         self._flow: Flow | None = None
         self._deadline: float | None = None  # of the authorization's fetches
@@ -146,15 +143,16 @@ class OAuthMachine(McpMachine):
             and token_type.lower() == "dpop"
         ):
             self._dpop_token = tokens.access_token
-            self.use_bearer_token(None)
+            self.machine.use_bearer_token(None)
         else:
             self._dpop_token = None
-            self.use_bearer_token(tokens.access_token)
+            self.machine.use_bearer_token(tokens.access_token)
 
     # ------------------------------------------------------------ operations
 
-    def _operation(self, run: Callable[[McpMachine, float], None], now: float) -> None:
-        run(self, now)  # CallerError / UsageError before anything is kept
+    def _operation(self, run: Operation, now: float) -> None:
+        self._clock.at = now
+        run(self.machine, now)  # CallerError / UsageError before anything is kept
         self._replay = run
         self._attempts = 0
 
@@ -163,9 +161,7 @@ class OAuthMachine(McpMachine):
 
     def list_tools(self, *, now: float, fresh: bool = False, timeout: float | None = None) -> None:
         self._operation(
-            lambda machine, at: McpMachine.list_tools(
-                machine, now=at, fresh=fresh, timeout=timeout
-            ),
+            lambda machine, at: machine.list_tools(now=at, fresh=fresh, timeout=timeout),
             now,
         )
 
@@ -179,8 +175,8 @@ class OAuthMachine(McpMachine):
         timeout: float | None = None,
     ) -> None:
         self._operation(
-            lambda machine, at: McpMachine.call_tool(
-                machine, name, arguments, now=at, progress=progress, timeout=timeout
+            lambda machine, at: machine.call_tool(
+                name, arguments, now=at, progress=progress, timeout=timeout
             ),
             now,
         )
@@ -188,7 +184,7 @@ class OAuthMachine(McpMachine):
     def complete_authorization(self, redirect: object, *, now: float) -> None:
         """Finish an authorization a person made later (``redirect``: the URL they came
         back with, or a mapping of ``code`` / ``state`` / ``iss``), then connect."""
-        self._clock.at = self._t.now = now
+        self._clock.at = now
         self._replay = _connect
         self._attempts = 1
         self._deadline = now + self.limits.auth_timeout
@@ -197,15 +193,18 @@ class OAuthMachine(McpMachine):
 
     @property
     def busy(self) -> bool:
-        return self._flow is not None or super().busy
+        return self._flow is not None or self.machine.busy
 
     # ------------------------------------------------------------ outputs
 
-    def next_output(self) -> Any:
+    def next_output(self) -> Output | AuthorizationNeeded | None:
+        """The next output to act on: this authorizer's own first, then the machine's,
+        screened (an ``Unauthorized`` held back for an authorization, DPoP added)."""
+        machine = self.machine
         while True:
             if self._extra:
                 return self._extra.popleft()
-            output = McpMachine.next_output(self)
+            output = machine.next_output()
             if (
                 isinstance(output, OperationFailed)
                 and isinstance(output.error, Unauthorized)
@@ -218,7 +217,7 @@ class OAuthMachine(McpMachine):
                 continue
             if self._dpop_token is not None and isinstance(output, StartExchange):
                 output = self._with_proof(output)  # the MCP machine's: to the endpoint
-            if isinstance(output, _TERMINAL):
+            if isinstance(output, Terminal):
                 self._replay = None
             return output
 
@@ -227,10 +226,10 @@ class OAuthMachine(McpMachine):
             return output.auth_id == self._asking
         if isinstance(output, StartExchange) and output.exchange_id == self._fetch_id:
             return True
-        return McpMachine.wanted(self, output)
+        return self.machine.wanted(output)
 
     def next_deadline(self) -> float | None:
-        own = McpMachine.next_deadline(self)
+        own = self.machine.next_deadline()
         if self._deadline is None:
             return own
         return self._deadline if own is None else min(own, self._deadline)
@@ -248,7 +247,7 @@ class OAuthMachine(McpMachine):
                 )
             )
             return
-        McpMachine.handle_timer(self, now=now)
+        self.machine.handle_timer(now=now)
 
     # ------------------------------------------------------------ DPoP (RFC 9449)
 
@@ -260,7 +259,7 @@ class OAuthMachine(McpMachine):
         value = dpop.proof(
             key,
             method=request.method.decode("ascii"),
-            url=self.settings.endpoint.url,
+            url=self.machine.settings.endpoint.url,
             wall_clock=self._ctx.wall_clock,
             random_bytes=self._ctx.random_bytes,
             access_token=token,
@@ -287,7 +286,7 @@ class OAuthMachine(McpMachine):
         self._attempts += 1
         replay = self._replay
         assert replay is not None
-        replay(self, self._now_of())
+        replay(self.machine, self._clock.at)
         return True
 
     # ------------------------------------------------------------ the authorization
@@ -310,12 +309,9 @@ class OAuthMachine(McpMachine):
                 )
             )
             return
-        self._deadline = self._now_of() + self.limits.auth_timeout
+        self._deadline = self._clock.at + self.limits.auth_timeout
         self._flow = authorize(self._ctx, error)
         self._step(None)
-
-    def _now_of(self) -> float:
-        return self._t.now
 
     def _step(self, value: object, failure: BaseException | None = None) -> None:
         flow = self._flow
@@ -329,7 +325,7 @@ class OAuthMachine(McpMachine):
             self._use(tokens)
             replay = self._replay
             assert replay is not None
-            replay(self, self._now_of())
+            replay(self.machine, self._clock.at)
             return
         except McpError as error:
             self._flow = None
@@ -345,7 +341,7 @@ class OAuthMachine(McpMachine):
         if isinstance(request, AskUser):
             self._asking = next(self._ask_ids)
             assert self._deadline is not None
-            self._remaining = max(self._deadline - self._now_of(), 0.0)
+            self._remaining = max(self._deadline - self._clock.at, 0.0)
             self._deadline = None  # the person's time is the embedder's
             self._extra.append(AuthorizationNeeded(auth_id=self._asking, url=request.url))
             return
@@ -361,7 +357,7 @@ class OAuthMachine(McpMachine):
             scheme=endpoint.origin.scheme.encode(),
             authority=endpoint.authority,
             target=endpoint.target,
-            headers=((b"user-agent", self.settings.user_agent.encode()), *fetch.headers),
+            headers=((b"user-agent", self.machine.settings.user_agent.encode()), *fetch.headers),
             body=fetch.body,
         )
         assert self._deadline is not None
@@ -394,20 +390,18 @@ class OAuthMachine(McpMachine):
             return
         self._asking = None
         self._deadline = now + self._remaining
-        self._t.now = now
         self._step(answer)
 
     def receive(self, event: ExchangeEvent, *, now: float) -> None:
+        self._clock.at = now
         if event.exchange_id != self._fetch_id:
             if self._dpop_key is not None and isinstance(event, ResponseReceived):
                 nonce = dpop.nonce_of(event.headers)
                 if nonce is not None:
                     self._rs_nonce = nonce
                     self._rs_nonce_fresh = event.status == 401
-            McpMachine.receive(self, event, now=now)
+            self.machine.receive(event, now=now)
             return
-        self._clock.at = now
-        self._t.now = now
         fetch = self._fetch
         assert fetch is not None
         if isinstance(event, ResponseReceived):
