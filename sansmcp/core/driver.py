@@ -106,8 +106,9 @@ from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
-from .tools import SkippedTool, Tool
+from .tools import Tool
 from .url import Origin
+from .view import ConnView
 from .wire import Wire, reader_fault
 
 __all__ = [
@@ -196,32 +197,6 @@ Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
 
 
 # ---------------------------------------------------------------- state
-
-
-class ConnView:
-    """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it):
-    the machine (``protocol_version``, ``ttl_ms``, ``cache_scope``), whether the Conn is
-    closed, what the last listing skipped, and the embedder's ``Config.on_notification``
-    (held for the adapter, which calls it; the driver never does)."""
-
-    __slots__ = (
-        "closed",
-        "conn_id",
-        "machine",
-        "on_notification",
-        "skipped_count",
-        "skipped_tools",
-    )
-
-    def __init__(self, conn_id: int, machine: McpMachine) -> None:
-        self.conn_id = conn_id
-        self.machine = machine
-        self.closed = False
-        self.on_notification: Callable[[Any], object] | None = None
-        self.skipped_tools: list[SkippedTool] = []
-        # every entry the last listing skipped; ``skipped_tools`` records the first
-        # ``Limits.max_recorded_skips`` of them
-        self.skipped_count = 0
 
 
 class _Conn:

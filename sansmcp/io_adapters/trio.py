@@ -38,7 +38,8 @@ from typing import Any, assert_never
 import trio
 
 from ..core.config import Config
-from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Phase, Resolve, Write
+from ..core.driver import CloseSocket, Connect, Deliver, Finished, Phase, Resolve, Write
+from ..core.view import ConnView
 from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, resolve
 
 __all__ = ["Client", "Conn", "connect"]
