@@ -62,7 +62,8 @@ class Client(ClientBase["Conn"]):
 
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``; waits (bounded)
-        for the dials to end and the sockets to close."""
+        for the dials to end and the sockets to close
+        (``Limits.client_close_timeout``)."""
         self._shut()
         waits: list[asyncio.Future[Any]] = list(self._tasks.values())
         for task in waits:
@@ -71,7 +72,7 @@ class Client(ClientBase["Conn"]):
             self._lost = asyncio.get_running_loop().create_future()
             waits.append(self._lost)
         if waits:
-            await asyncio.wait(waits, timeout=1.0)
+            await asyncio.wait(waits, timeout=self.limits.client_close_timeout)
         if self._timer is not None:  # (its handle holds _tick: a cycle through the loop)
             self._timer.cancel()
             self._timer, self._armed = None, math.inf
