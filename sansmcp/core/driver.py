@@ -105,8 +105,9 @@ from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
 from .timers import Timers
-from .tools import SkippedTool, Tool
+from .tools import Tool
 from .url import Origin
+from .view import ConnView
 from .wire import Wire, reader_fault
 
 if TYPE_CHECKING:
@@ -131,35 +132,6 @@ CLIENT_CLOSED = "this Client is closed"
 
 
 # ---------------------------------------------------------------- state
-
-
-class ConnView:
-    """What a runtime's ``Conn`` shows of its state (runtime-free; the driver keeps it):
-    the machine (``protocol_version``, ``ttl_ms``, ``cache_scope``), whether the Conn is
-    closed, what the last listing skipped, and the embedder's ``Config.on_notification``
-    (held for the adapter, which calls it; the driver never does); ``auth``, the
-    authorizer in front of the machine of a ``Config.oauth`` Conn (None for others)."""
-
-    __slots__ = (
-        "auth",
-        "closed",
-        "conn_id",
-        "machine",
-        "on_notification",
-        "skipped_count",
-        "skipped_tools",
-    )
-
-    def __init__(self, conn_id: int, machine: McpMachine, auth: OAuthMachine | None = None) -> None:
-        self.conn_id = conn_id
-        self.machine = machine
-        self.auth = auth
-        self.closed = False
-        self.on_notification: Callable[[Any], object] | None = None
-        self.skipped_tools: list[SkippedTool] = []
-        # every entry the last listing skipped; ``skipped_tools`` records the first
-        # ``Limits.max_recorded_skips`` of them
-        self.skipped_count = 0
 
 
 class _Conn:

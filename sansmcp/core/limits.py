@@ -101,6 +101,7 @@ _RULES: dict[str, _Rule] = {
     "list_timeout": _TIME,
     "call_timeout": _TIME,
     "close_timeout": _TIME,
+    "client_close_timeout": _TIME,
     "cancel_grace": _WAIT,
     "stream_end_wait": _WAIT,
     "max_response_bytes": _COUNT,
@@ -172,6 +173,9 @@ class Limits:
     list_timeout: float = 120.0  # > 0
     call_timeout: float = 120.0  # > 0
     close_timeout: float = 2.0  # > 0
+    # closing an asyncio Client: how long aclose waits for its dials to end and its
+    # sockets to close
+    client_close_timeout: float = 1.0  # > 0
     cancel_grace: float = 1.0  # >= 0
     # after an answer arrives on an event stream, how long to wait for that stream to end
     # (so its socket can carry the next request) before moving on anyway

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeVar, assert_never, cast
 
 from ..core.config import Config
-from ..core.driver import ClientDriver, ConnView, Deliver, Finished, Resolve
+from ..core.driver import ClientDriver, Deliver, Finished, Resolve
 from ..core.errors import CallerError
 from ..core.limits import Limits
 from ..core.mcp import (
     InputRequired,
     LogMessage,
+    McpMachine,
     Notification,
     Observation,
     Progress,
@@ -50,6 +51,7 @@ from ..core.net.pool import Pool
 from ..core.oauth.store import AuthorizationNeeded
 from ..core.results import CallResult
 from ..core.tools import SkippedTool, Tool
+from ..core.view import ConnView
 
 __all__ = [
     "ClientBase",
@@ -298,29 +300,33 @@ class ConnFace:
     def __init__(self, client: ClientFace[Any], view: ConnView) -> None:
         self.client = client
         self.view = view
-        self.machine = view.machine
         self._telemetry = client.telemetry
+
+    @property
+    def machine(self) -> McpMachine:
+        """The driver's machine of this Conn, for inspection only (read ``view``)."""
+        return self.view.machine
 
     @property
     def protocol_version(self) -> str | None:
         """The negotiated protocol revision."""
-        return self.machine.protocol_version
+        return self.view.protocol_version
 
     @property
     def tools_ttl_ms(self) -> int:
         """The last listing's ``ttlMs`` (0 when absent or negative)."""
-        return self.machine.ttl_ms
+        return self.view.ttl_ms
 
     @property
     def tools_cache_scope(self) -> str | None:
         """The last listing's ``cacheScope`` (None for legacy servers)."""
-        return self.machine.cache_scope
+        return self.view.cache_scope
 
     @property
     def tools_from_cache(self) -> bool:
         """This Conn's tools came from the Client's cache: its listing (or, on a Conn
         that only calls, the tools it sends headers for) cost no request."""
-        return self.machine.tools_from_cache
+        return self.view.tools_from_cache
 
     @property
     def skipped_tools(self) -> list[SkippedTool]:
@@ -335,7 +341,7 @@ class ConnFace:
     @property
     def notifications_dropped(self) -> int:
         """Notifications dropped past ``Limits.max_notifications`` (per request)."""
-        return self.machine.notifications_dropped
+        return self.view.notifications_dropped
 
     # what every runtime's operations share (runtime-free)
 
@@ -380,12 +386,6 @@ class ConnFace:
 
         return start
 
-    def _authorization_step(self) -> Callable[[str], Any] | None:
-        """``Config.oauth.authorize`` of this Conn (only an OAuth Conn is asked)."""
-        auth = self.view.auth
-        assert auth is not None  # the only Conn that asks this
-        return auth.oauth.authorize
-
     def _trace(self, traced: bool, tool: str | None = None) -> dict[str, Any]:
         """The ``trace=`` argument of an operation's start: the telemetry's carrier."""
         telemetry = self._telemetry
@@ -424,7 +424,7 @@ class ConnFace:
                             answers = cast("Mapping[str, Any] | None", answers)
                             driver.answer(conn_id, item.input_id, answers, now=client._now())
                     elif isinstance(item, AuthorizationNeeded):
-                        step, answer = self._authorization_step(), None
+                        step, answer = self.view.authorization_step(), None
                         if step is not None:
                             answer = yield Call(step, (item.url,))
                         driver.authorized(conn_id, item.auth_id, answer, now=client._now())

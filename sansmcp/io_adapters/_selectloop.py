@@ -58,7 +58,7 @@ __all__ = ["Bell", "SelectLoop", "Sink", "Workers", "hold", "retake", "unlocked"
 _R, _W = select.POLLIN, select.POLLOUT
 _BAD = select.POLLERR | select.POLLHUP | select.POLLNVAL  # shown as whatever is watched
 _SSL_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
-Phase = Literal["tcp", "tls"]
+ConnectPhase = Literal["tcp", "tls"]  # which step of a connect failed
 _Events = list[tuple[int, int]]  # (file descriptor, poll events)
 Wrap = Callable[[ssl.MemoryBIO, ssl.MemoryBIO], ssl.SSLObject]  # e.g. a context's wrap_bio
 
@@ -69,7 +69,7 @@ class Sink(Protocol):
 
     def connected(self, key: int, *, alpn: str | None, now: float) -> None: ...
 
-    def connect_failed(self, key: int, phase: Phase, exc: OSError, *, now: float) -> None:
+    def connect_failed(self, key: int, phase: ConnectPhase, exc: OSError, *, now: float) -> None:
         """The connect (``"tcp"``) or the TLS handshake (``"tls"``) failed; ``key`` is closed."""
 
     def received(self, key: int, data: bytes, *, now: float) -> None: ...

@@ -38,8 +38,9 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar, assert_never
 
 from ..core.config import Config
-from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Resolve, Write
+from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Write
 from ..core.driver import DialPhase as Phase
+from ..core.view import ConnView
 from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, resolve
 
 __all__ = ["Client", "Conn", "connect"]
@@ -62,7 +63,8 @@ class Client(ClientBase["Conn"]):
 
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``; waits (bounded)
-        for the dials to end and the sockets to close."""
+        for the dials to end and the sockets to close
+        (``Limits.client_close_timeout``)."""
         self._shut()
         waits: list[asyncio.Future[Any]] = list(self._tasks.values())
         for task in waits:
@@ -71,7 +73,7 @@ class Client(ClientBase["Conn"]):
             self._lost = asyncio.get_running_loop().create_future()
             waits.append(self._lost)
         if waits:
-            await asyncio.wait(waits, timeout=1.0)
+            await asyncio.wait(waits, timeout=self.limits.client_close_timeout)
         if self._timer is not None:  # (its handle holds _tick: a cycle through the loop)
             self._timer.cancel()
             self._timer, self._armed = None, math.inf

@@ -29,9 +29,10 @@ from collections.abc import Callable
 from typing import assert_never, cast
 
 from ..core.config import Config
-from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Resolve, Write
+from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Write
 from ..core.results import CallResult
 from ..core.tools import Tool
+from ..core.view import ConnView
 from ._common import Call, ClientFace, ConnFace, ProgressCallback, resolve_blocking
 from ._selectloop import Bell, SelectLoop, Workers
 from ._turns import Turns
@@ -176,7 +177,7 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
                 self._run(self.client._driver.close_conn)
         finally:  # out of the registry (its only place), unless its own thread runs an operation
             with self.client._lock:  # (misuse: that thread takes the Finished first)
-                if self.view.closed or not self.machine.busy:  # (closed: no more mail)
+                if self.view.closed or not self.view.busy:  # (closed: no more mail)
                     self.client._conns.pop(self.view.conn_id, None)
 
     def _run(

@@ -38,8 +38,9 @@ from typing import Any, assert_never
 import trio
 
 from ..core.config import Config
-from ..core.driver import CloseSocket, Connect, ConnView, Deliver, Finished, Resolve, Write
+from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Write
 from ..core.driver import DialPhase as Phase
+from ..core.view import ConnView
 from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, resolve
 
 __all__ = ["Client", "Conn", "connect"]
