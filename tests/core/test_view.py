@@ -22,5 +22,5 @@ def test_the_view_reads_each_figure_from_its_machine() -> None:
 
 
 def test_an_oauth_conns_view_names_its_authorization_step() -> None:
-    machine = Runner(World()).machine
-    assert ConnView(1, machine).authorization_step() is machine.oauth.authorize
+    auth = Runner(World()).machine
+    assert ConnView(1, auth.machine, auth).authorization_step() is auth.oauth.authorize
