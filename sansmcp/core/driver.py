@@ -640,22 +640,11 @@ class ClientDriver:
             self._fail(conn, start.exchange_id, _client_closed(), now)
             return
         origin = start.origin or conn.origin
-        if start.needs_room and not self._room(origin):
+        if start.needs_room and not self.pool.has_room_for_stream(origin):
             failure = ConnectionFailed("no socket to spare for the stream", cause="refused")
             self._fail(conn, start.exchange_id, failure, now)
             return
         self._serve(conn, start, self.pool.checkout(origin, now=now), now)
-
-    def _room(self, origin: Origin) -> bool:
-        """A stream re-opened to ``origin`` would still leave a socket for an operation:
-        fewer than the per-origin cap busy after it, and an idle socket for it to take
-        or room under the Client's cap."""
-        pool = self.pool
-        idle = pool.idle_count(origin)
-        busy = pool.origin_socket_count(origin) - idle
-        return busy + 1 < pool.max_sockets_per_origin and (
-            idle > 0 or pool.socket_count < self.limits.pool_max_sockets
-        )
 
     def _preempt(self, conn: _Conn, origin: Origin, now: float) -> None:
         """``conn`` waits for a socket to ``origin`` (its MCP server's, or an OAuth

@@ -331,6 +331,16 @@ class Pool:
         state = self._origins.get(origin)
         return 0 if state is None else len(state.idle)
 
+    def has_room_for_stream(self, origin: Origin) -> bool:
+        """A long-lived stream (a standalone GET) opened to ``origin`` would still leave a
+        socket for an operation: fewer than the per-origin cap busy after it, and an idle
+        socket for it to take or room under ``Limits.pool_max_sockets``."""
+        idle = self.idle_count(origin)
+        busy = self.origin_socket_count(origin) - idle
+        return busy + 1 < self._per_origin and (
+            idle > 0 or self._sockets < self._limits.pool_max_sockets
+        )
+
     def waiting(self) -> list[tuple[int, Origin]]:
         """The queued tickets and their origins, oldest first."""
         return sorted(self._tickets.items())
