@@ -678,9 +678,7 @@ class ClientDriver:
     def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
         sock.wire.start(start.exchange_id, start.request, now=now)
         if self.observe:
-            from .wire.h2 import H2Connection  # not at the top: only telemetry loads h2 for h1
-
-            conn.http = "2" if isinstance(sock.wire, H2Connection) else "1.1"
+            conn.http = sock.wire.http_version
         if start.preemptible:
             conn.listen_xid = start.exchange_id
             self._listeners.setdefault(conn.origin, {})[conn] = None
