@@ -961,7 +961,7 @@ def test_a_fault_in_the_dispatch_reaches_the_reader() -> None:
     view = net.open()
     net.ok("connect", view)
     (connect,) = net.sockets(Connect)
-    sock = net.driver._sockets[connect.socket_id]
+    sock = net.driver._sockets.by_id[connect.socket_id]
 
     def broken(data: bytes, *, now: float) -> None:
         raise RuntimeError("injected")
