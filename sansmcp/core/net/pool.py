@@ -332,9 +332,8 @@ class Pool:
         return 0 if state is None else len(state.idle)
 
     def has_room_for_stream(self, origin: Origin) -> bool:
-        """A long-lived stream (a standalone GET) opened to ``origin`` would still leave a
-        socket for an operation: fewer than the per-origin cap busy after it, and an idle
-        socket for it to take or room under ``Limits.pool_max_sockets``."""
+        """A long-lived stream to ``origin`` would leave a socket for an operation: fewer
+        than the per-origin cap busy after it, and an idle socket or room to dial one."""
         idle = self.idle_count(origin)
         busy = self.origin_socket_count(origin) - idle
         return busy + 1 < self._per_origin and (
