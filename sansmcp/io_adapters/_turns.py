@@ -3,9 +3,11 @@
 Theory of operation
 -------------------
 An owner keeps its state under one lock (an ``RLock`` held once at most, see
-:func:`~._selectloop.hold`) and has one poll step, :meth:`Turns._poll`, that blocks
-(``select``) with the lock let go, then feeds what it found to its machine, which
-posts mail to waiters.  :class:`Turns` decides who runs that step.  A waiter is
+:func:`~._selectloop.hold`) and has one poll step that blocks (``select``) with the
+lock let go, then feeds what it found to its machine, which posts mail to waiters.
+:class:`Turns`, which the owner holds, decides who runs that step; the owner gives it
+all it uses when it makes it: the lock, the clock, the poll step, ``wake`` and
+``release``.  A waiter is
 anything with a ``_mail`` (a deque the poll step appends to) and a ``_bell`` (a
 :class:`~._selectloop.Bell`); its thread runs a generator of steps with
 :meth:`Turns._perform`, holding the lock but to block: a step None takes the next
@@ -60,21 +62,24 @@ class Waiter(Protocol):
 
 
 class Turns:
-    """The turn-taking of an owner (a subclass) that provides ``_lock``, ``_now`` and
-    ``_poll`` and calls :meth:`_turns` once it has its lock; every method runs under it."""
+    """The turn-taking of an owner that made it (under its lock: every method runs under
+    it) with what it uses: ``lock``, an ``RLock`` held once at most; ``now``, the clock;
+    ``poll``, one poll step (under the lock: :meth:`_select`, then handle what it
+    returned); ``wake`` cuts a :meth:`_select` short (from any thread); ``release`` frees
+    what polling uses once the owner is closed; ``name`` names the watcher thread."""
 
-    _lock: Any  # an RLock, held once at most
-
-    def _now(self) -> float:  # pragma: no cover - the owner's
-        raise NotImplementedError
-
-    def _poll(self) -> None:  # pragma: no cover - the owner's
-        """One poll step (under the lock): :meth:`_select`, then handle what it returned."""
-        raise NotImplementedError
-
-    def _turns(self, wake: Callable[[], None], release: Callable[[], None], name: str) -> None:
-        """``wake`` cuts a :meth:`_select` short (from any thread); ``release`` frees what
-        polling uses once the owner is closed; ``name`` names the watcher thread."""
+    def __init__(
+        self,
+        lock: Any,
+        *,
+        now: Callable[[], float],
+        poll: Callable[[], None],
+        wake: Callable[[], None],
+        release: Callable[[], None],
+        name: str,
+    ) -> None:
+        self._lock = lock
+        self._now, self._poll = now, poll
         self._wake, self._release, self._watcher_name = wake, release, name
         self._leader: Waiter | Turns | None = None  # who has the turn (self: the watcher)
         self._followers: dict[Waiter, None] = {}  # waiting for mail or for the turn, in order
@@ -83,7 +88,7 @@ class Turns:
         self._armed = math.inf  # the soonest deadline other threads armed during that select
         self._freed = 0.0  # when a caller last left the turn
         self._over = False  # the owner is closed
-        self._watching = threading.Condition(self._lock)
+        self._watching = threading.Condition(lock)
         self._watcher: threading.Thread | None = None
 
     def _wait(self, waiter: Waiter) -> None:

@@ -5,7 +5,8 @@ Theory of operation
 The driver decides and is not thread-safe: every call into it, and :meth:`Client._pump`
 executing its commands on a :class:`~._selectloop.SelectLoop` (non-blocking sockets,
 sans-I/O TLS, buffered writes), runs under the Client's one lock, where nothing blocks.
-Reading is **turn-taking** (:mod:`._turns`), not a reader thread per socket: the
+Reading is **turn-taking** (:mod:`._turns`, a :class:`~._turns.Turns` the Client
+holds), not a reader thread per socket: the
 threads waiting for their Conn's mail take turns to run :meth:`Client._poll` (``select``
 until ``next_deadline()``, feed the driver, pump, fire the timers if that deadline or a
 sooner one armed meanwhile passed, pump), so a sequential caller reads its own socket
@@ -26,7 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import assert_never, cast
+from typing import Self, assert_never, cast
 
 from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Write
@@ -42,7 +43,7 @@ __all__ = ["Client", "Conn", "connect", "input_deadline"]
 RESOLVERS = 4  # resolver threads at most
 
 
-class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Client"]):
+class Client(ClientFace["Conn"]):
     __doc__ = ClientFace.__doc__
     _conn_type: type[Conn]
     _now = staticmethod(time.monotonic)
@@ -50,8 +51,18 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
     def _setup(self) -> None:
         self._lock = threading.RLock()  # held once at most (see _selectloop.hold)
         self._loop = SelectLoop(self._driver, self._now)
-        self._turns(self._loop.wake, self._loop.release, "sansmcp-watcher")
+        self._turns = Turns(
+            self._lock,
+            now=self._now,
+            poll=self._poll,
+            wake=self._loop.wake,
+            release=self._loop.release,
+            name="sansmcp-watcher",
+        )
         self._resolvers = Workers(RESOLVERS, "sansmcp-resolver")
+
+    def __enter__(self) -> Self:
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -61,7 +72,7 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
         with self._lock:
             self._shut()
             self._resolvers.close()
-            self._end_turns()
+            self._turns._end_turns()
 
     def connect(self, config: Config) -> contextlib.AbstractContextManager[Conn]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
@@ -78,6 +89,7 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
 
     def _pump(self) -> None:
         """Execute the driver's commands (under the lock); wake the leader's ``select`` if due."""
+        turns = self._turns
         while (command := self._driver.next_command()) is not None:
             match command:
                 case Write(socket_id=socket_id, data=data):
@@ -86,31 +98,31 @@ class Client(ClientFace["Conn"], Turns, contextlib.AbstractContextManager["Clien
                     if (conn := self._conns.get(command.conn_id)) is None:
                         continue  # closed by another thread while it ran: misuse
                     conn._mail.append(command)
-                    self._post(conn)
+                    turns._post(conn)
                 case Connect(socket_id=key, address=address, port=port, tls=tls):
                     context = None if tls is None else (self.tls_context(tls[1]), tls[0])
                     self._loop.dial(key, address, port, context)
-                    self._start_watching()
+                    turns._start_watching()
                 case Resolve():
                     self._resolvers.submit(resolve_blocking, self, command, self._lock)
                 case CloseSocket(socket_id=socket_id):
                     self._loop.close(socket_id)
                 case _:
                     assert_never(command)
-        if self._selecting:
-            self._nudge(self._driver.next_deadline(), self._loop.stirred)
+        if turns._selecting:
+            turns._nudge(self._driver.next_deadline(), self._loop.stirred)
 
     def _poll(self) -> None:
         """One turn's step: ``select`` until the next deadline, feed the driver, pump; fire the
         timers (only here) if it, or a sooner one armed meanwhile (``_armed``), passed."""
-        driver = self._driver
+        driver, turns = self._driver, self._turns
         deadline = driver.next_deadline()
-        events = self._select(self._loop.wait, deadline)
+        events = turns._select(self._loop.wait, deadline)
         now = self._loop.handle(events)
         if not events and deadline is not None:  # select may return a clock tick early
             now = max(now, deadline)
         self._pump()
-        if (deadline is not None and deadline <= now) or self._armed <= now:
+        if (deadline is not None and deadline <= now) or turns._armed <= now:
             driver.handle_timer(now=now)
             self._pump()
 
@@ -185,7 +197,7 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
     ) -> object:
         """The operation's steps under the lock, let go only to block (a callback, a turn)."""
         steps = self._operation(start, self._trace(traced, tool))
-        return self.client._perform(self, steps, self._call)
+        return self.client._turns._perform(self, steps, self._call)
 
     def _call(self, step: Call) -> object:
         """The embedder's callable (an input handler's deadline: :func:`input_deadline`)."""

@@ -80,7 +80,7 @@ class Conn(ConnBase):
 
 class Client(ClientBase["Conn"]):
     __doc__ = ClientBase.__doc__
-    _conn_type = Conn
+    _conn_type: type[Conn] = Conn
     _now = staticmethod(trio.current_time)
 
     def _setup(self) -> None:

@@ -197,7 +197,7 @@ def interrupt_main_when() -> Iterator[Callable[[Callable[[], bool]], list[Stopwa
 
 def in_select(client: sync.Client, proxy: Relay, marker: bytes) -> Callable[[], bool]:
     """The request carrying ``marker`` is on the wire and the main thread reads (selects)."""
-    return lambda: marker in proxy.from_client and client._selecting
+    return lambda: marker in proxy.from_client and client._turns._selecting
 
 
 @pytest.mark.parametrize("transport", ["h1", "h2c"])
@@ -281,7 +281,8 @@ def test_a_second_interrupt_while_the_lock_is_re_taken_escapes_as_itself(
     url = proxy.url()
     client = sync.Client(allow_loopback=True)
     lock = SecondInterrupt()
-    client._lock, client._watching = lock, threading.Condition(lock)  # type: ignore[assignment]
+    client._lock = client._turns._lock = lock  # type: ignore[assignment]
+    client._turns._watching = threading.Condition(lock)
     real_wait = client._loop.wait
     first = threading.Event()  # set: the next select in the main thread is interrupted
 
