@@ -1,4 +1,4 @@
-"""The blocking adapter's runtime on its own (``sansmcp.io_adapters._selectloop``): real
+"""The blocking adapter's runtime on its own (``sansmcp.io_adapters.blocking._selectloop``): real
 loopback sockets and trustme TLS, a recording sink, no driver.
 
 Connect refused, a TLS handshake the client refuses, ALPN, partial writes to a peer
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from sansmcp.io_adapters._common import READ_SIZE
-from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, unlocked
+from sansmcp.io_adapters.blocking._selectloop import Bell, SelectLoop, Workers, hold, unlocked
 from tests.tiers import examples
 
 WAIT = 30.0  # s: a safety net on anything here (a loaded machine), never a speed assertion

@@ -23,6 +23,7 @@ import pytest
 from sansmcp import Config, ConnectionFailed, Limits
 from sansmcp.core.url import parse_endpoint
 from sansmcp.io_adapters import sync
+from sansmcp.io_adapters.blocking import sync as blocking
 
 from ..timing import Span, Stopwatch, assert_span_within, assert_within
 from .conftest import MODES, REPO, Launcher, Relay, Server
@@ -356,7 +357,7 @@ def test_the_default_client_is_one_per_process(plain: Server) -> None:
         with pytest.raises(ConnectionFailed) as failed, sync.connect(Config(url=plain.url())):
             pass
         assert failed.value.cause == "refused_address"  # the default guard: no loopback
-        seen.append(sync._default_client)
+        seen.append(blocking._default_client)  # (the code's module: the public one re-exports)
 
     threads = [threading.Thread(target=first) for _ in range(8)]
     for thread in threads:

@@ -1,4 +1,4 @@
-"""The blocking adapter's turn-taking on its own (``sansmcp.io_adapters._turns``): real
+"""The blocking adapter's turn-taking on its own (``sansmcp.io_adapters.blocking._turns``): real
 threads, no driver, no socket.
 
 The owner here is a fake whose poll step blocks on an event (its "select") and then
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from sansmcp.io_adapters._selectloop import Bell
-from sansmcp.io_adapters._turns import GRACE, Turns
+from sansmcp.io_adapters.blocking._selectloop import Bell
+from sansmcp.io_adapters.blocking._turns import GRACE, Turns
 
 from .test_selectloop import Flaky
 

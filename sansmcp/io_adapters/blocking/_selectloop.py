@@ -51,7 +51,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
-from ._common import READ_SIZE, numeric_socket  # (the loop knows no driver)
+from .._common import READ_SIZE, numeric_socket  # (the loop knows no driver)
 
 __all__ = ["Bell", "SelectLoop", "Sink", "Workers", "hold", "retake", "unlocked"]
 

@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any, Protocol, TypeVar, cast
 
-from ._common import Steps
+from .._common import Steps
 from ._selectloop import Bell, hold, retake, unlocked
 
 __all__ = ["GRACE", "Turns", "Waiter"]
