@@ -208,8 +208,10 @@ class ClientFace(Runtime, Generic[ConnT]):
 
     ``limits`` bounds everything (:class:`~sansmcp.core.limits.Limits`);
     ``allow_loopback`` / ``allow_private`` widen the address guard.
-    ``ssl_context`` (default: the system's trust store, TLS >= 1.2) verifies every
-    server; its ALPN protocols are set to ``h2`` and ``http/1.1`` on each dial.
+    ``ssl_context`` verifies every server; by default sansmcp's own (the system's trust
+    store, TLS >= 1.2, ALPN ``h2`` and ``http/1.1``).  A caller's context is used as
+    given and never changed: HTTP/2 over TLS needs ``h2`` in the ALPN protocols set on it
+    (``set_alpn_protocols(["h2", "http/1.1"])``); without ALPN the server speaks HTTP/1.1.
     ``http2_prior_knowledge`` speaks h2c to ``http://`` origins (tests).
     ``resolver(host, port)`` replaces DNS (tests); every address it returns is still
     vetted by the guard.  ``input_handler`` answers what servers ask for
@@ -250,7 +252,8 @@ class ClientFace(Runtime, Generic[ConnT]):
             random_bytes=os.urandom,  # what secrets.token_bytes calls, without importing secrets
             wall_clock=time.time,
         )
-        self._ssl = ssl_context
+        self._ssl = ssl_context  # the caller's: used as given, never changed
+        self._own_tls: dict[tuple[str, ...], ssl.SSLContext] = {}  # ours, by ALPN offer
         self._resolver = resolver
         self.input_handler = input_handler
         self._conns: dict[int, ConnT] = {}  # their mailboxes, by conn id (of _conn_type)
@@ -267,12 +270,20 @@ class ClientFace(Runtime, Generic[ConnT]):
         return self._driver.pool
 
     def tls_context(self, alpn: tuple[str, ...]) -> ssl.SSLContext:
-        """The SSL context, built once (loading the system CA store costs ~35 ms)."""
-        if self._ssl is None:
-            self._ssl = ssl.create_default_context()
-            self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
-        self._ssl.set_alpn_protocols(list(alpn))
-        return self._ssl
+        """The SSL context of a dial whose ALPN offer is ``alpn``: the caller's
+        ``ssl_context`` as given -- never changed, so what it offers is what its owner
+        set on it (a context may be shared, and ALPN, once set, cannot be read back nor
+        restored) -- else sansmcp's own, built once per offer (loading the system CA
+        store costs ~35 ms) with its ALPN set then, once."""
+        if self._ssl is not None:
+            return self._ssl
+        context = self._own_tls.get(alpn)
+        if context is None:
+            context = ssl.create_default_context()
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.set_alpn_protocols(list(alpn))
+            self._own_tls[alpn] = context
+        return context
 
     def _shut(self) -> None:
         """The driver closed (every Conn's work fails ``ConnectionFailed``), what it emits
