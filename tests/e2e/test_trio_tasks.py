@@ -1,5 +1,5 @@
 """The trio adapter's tasks: owned by the Client's nursery, none outliving it, none
-killing the run; its one timer armed with any deadline the driver may give.
+killing the run (the far deadlines its timer takes: ``test_adapter_io.py``).
 
 Real sockets on loopback (the hostile suite's HTTP/1.1 server in a thread).  A trio
 system task that raises ends the whole run (``TrioInternalError``), and one still
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from sansmcp import Config, ConnectionFailed, Limits
+from sansmcp import Config, ConnectionFailed
 from sansmcp.io_adapters import trio as trio_adapter
 from tests.hostile.server_h1 import H1Server
 from tests.hostile.serving import ServerThread
@@ -120,35 +120,3 @@ def test_the_block_s_own_exception_leaves_it_unchanged() -> None:
 
     with ServerThread(H1Server()) as server, pytest.raises(KeyError, match="own"):
         _run(main, f"http://127.0.0.1:{server.port}/mcp")
-
-
-FAR = 1e308  # seconds: a deadline of now + FAR is as far as a float goes (or overflows to inf)
-
-
-def test_the_timer_takes_the_farthest_deadlines_the_driver_gives() -> None:
-    """``Limits`` at their largest finite times: every deadline the driver arms is about
-    1e308 (or inf, overflowed); trio's timer takes them and the calls go through."""
-    limits = Limits(
-        dial_timeout=FAR,
-        connect_timeout=FAR,
-        list_timeout=FAR,
-        call_timeout=FAR,
-        close_timeout=FAR,
-        pool_idle_timeout=FAR,
-    )
-
-    async def main(url: str) -> list[str]:
-        texts = []
-        async with (
-            trio_adapter.Client(allow_loopback=True, limits=limits) as client,
-            client.connect(Config(url=url)) as conn,
-        ):
-            deadline = client._driver.next_deadline()
-            assert deadline is not None and deadline > 1e307
-            for timeout in (None, FAR):
-                result = await conn.call_tool("echo", b'{"text": "hi"}', timeout=timeout)
-                texts.append(str(result.content[0].text))
-        return texts
-
-    with ServerThread(H1Server()) as server:
-        assert _run(main, f"http://127.0.0.1:{server.port}/mcp") == ['{"text": "hi"}'] * 2

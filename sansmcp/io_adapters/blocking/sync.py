@@ -114,13 +114,14 @@ class Client(ClientFace["Conn"]):
 
     def _poll(self) -> None:
         """One turn's step: ``select`` until the next deadline, feed the driver, pump; fire the
-        timers (only here) if it, or a sooner one armed meanwhile (``_armed``), passed."""
+        timers (only here) if it, or a sooner one armed meanwhile (``_armed``), passed.  A
+        deadline further than the loop's ``MAX_WAIT`` takes more than one step."""
         driver, turns = self._driver, self._turns
         deadline = driver.next_deadline()
         events = turns._select(self._loop.wait, deadline)
         now = self._loop.handle(events)
-        if not events and deadline is not None:  # select may return a clock tick early
-            now = max(now, deadline)
+        if not events and deadline is not None and not self._loop.cut:
+            now = max(now, deadline)  # select may return a clock tick early
         self._pump()
         if (deadline is not None and deadline <= now) or turns._armed <= now:
             driver.handle_timer(now=now)
