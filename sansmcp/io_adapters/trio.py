@@ -103,15 +103,11 @@ class Client(ClientBase["Conn"]):
         self._entered = 0  # ``async with`` blocks open (the outermost owns the nursery)
 
     async def __aenter__(self) -> Self:
-        self._entered += 1
-        if self._entered == 1:
-            try:
-                owner = trio.open_nursery()
-                self._nursery = await owner.__aenter__()
-            except BaseException:
-                self._entered -= 1
-                raise
+        if not self._entered:
+            owner = trio.open_nursery()
+            self._nursery = await owner.__aenter__()
             self._owner = owner
+        self._entered += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
