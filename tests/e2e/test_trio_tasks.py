@@ -120,3 +120,22 @@ def test_the_block_s_own_exception_leaves_it_unchanged() -> None:
 
     with ServerThread(H1Server()) as server, pytest.raises(KeyError, match="own"):
         _run(main, f"http://127.0.0.1:{server.port}/mcp")
+
+
+def test_a_client_entered_twice_keeps_one_nursery_until_the_outer_block_ends() -> None:
+    """The inner block closes the Client (as ever); the outer one owns the nursery, which
+    ends with it."""
+
+    async def main(url: str) -> tuple[bool, bool, list[str]]:
+        root = trio.lowlevel.current_root_task()
+        async with trio_adapter.Client(allow_loopback=True) as client:
+            nursery = client._nursery
+            async with client, client.connect(Config(url=url)) as conn:
+                await conn.call_tool("echo", b'{"text": "hi"}')
+                same = client._nursery is nursery
+            still = client._nursery is nursery and client._driver.closed
+        return same, still, _ours(root)
+
+    with ServerThread(H1Server()) as server:
+        same, still, left = _run(main, f"http://127.0.0.1:{server.port}/mcp")
+    assert same and still and left == []
