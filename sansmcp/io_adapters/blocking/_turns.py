@@ -26,7 +26,9 @@ One watcher thread (:meth:`Turns._start_watching`) takes the turn once no one ha
 wanted it for ``GRACE`` s, so what comes between work items is polled for, and yields
 it to the first thread that wants it (it polls until a follower waits).  It never dies
 of an exception.  :meth:`Turns._end_turns` (the owner closed) ends the watcher and
-calls the owner's ``release`` now if no one has the turn, else once the leader leaves.
+calls the owner's ``release`` now if no one has the turn, else once the leader leaves;
+then it lets go of what the owner gave it (its poll step may hold the owner, which holds
+its :class:`Turns`: a reference cycle until then).
 
 **Interrupts.**  A ``KeyboardInterrupt`` may land wherever a thread blocks: the lock is
 re-taken with :func:`~._selectloop.hold`, the turn left or the follower unlisted, the
@@ -179,7 +181,7 @@ class Turns:
         self._over = True
         self._watching.notify()
         if self._leader is None:
-            self._release()
+            self._let_go()
         else:
             self._wake()
 
@@ -196,11 +198,17 @@ class Turns:
             interrupt = None if self._lock._is_owned() else hold(self._lock)
             self._leader, self._selecting, self._freed = None, False, self._now()
             if self._over:
-                self._release()
+                self._let_go()
             if self._followers:
                 self._pass_turn()
             if interrupt is not None:
                 raise interrupt
+
+    def _let_go(self) -> None:
+        """Closed, the turn free: ``release``, then drop the owner's poll step and release
+        (they may hold the owner: no reference cycle through them outlives its close)."""
+        release, self._poll, self._release = self._release, _spent, _spent
+        release()
 
     def _pass_turn(self) -> None:
         if self._leader is None and self._followers:  # to the first waiting thread
@@ -218,3 +226,7 @@ class Turns:
                         self._take_turn(self)
                 else:
                     self._watching.wait(GRACE - calm if free else GRACE)
+
+
+def _spent() -> None:
+    """What a closed :class:`Turns` keeps in place of its owner's poll step and release."""
