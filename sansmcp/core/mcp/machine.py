@@ -96,8 +96,6 @@ _LEGACY: Final = Era.LEGACY
 _MODERN: Final = Era.MODERN
 
 
-TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})  # W3C trace context
-
 
 class McpMachine:
     """One MCP connection's protocol state, sans I/O.
@@ -124,13 +122,16 @@ class McpMachine:
         versions = usable_versions(settings.protocol_versions)
         self._session = session = Session()
         self._budget = budget = Budget(limits)
-        requests = Requests(settings, session)
+        self._requests = requests = Requests(settings, session)
         self._t = transport = Transport(
             limits=limits,
             budget=budget,
             requests=requests,
             session=session,
             exchange_ids=exchange_ids,
+            # (not the operations' bound method: they own the transport -- a reference cycle)
+            on_list_changed=functools.partial(invalidate_listings, cache, session),
+            deliver_notices=settings.notifications,
         )
         self._tools = toolset = Toolset(settings, limits, session, cache)
         self._ops = Operations(
@@ -144,13 +145,10 @@ class McpMachine:
             jitter=jitter,
             toolset=toolset,
         )
-        # (not the operations' bound method: they own the transport -- a reference cycle)
-        transport.on_list_changed = functools.partial(invalidate_listings, cache, session)
         # the deque ``next_output`` pops, for a driver to drain without a call per output
         self.outputs: deque[Output] = transport.outputs
         self._outputs = transport.outputs
         self._notices = transport.notices
-        self._notices.deliver = settings.notifications
         self._observer = Observer(transport.outputs, session) if settings.observe else None
         self._phase = _IDLE
         # the operation in hand
@@ -231,15 +229,9 @@ class McpMachine:
         self._t.yield_listen(exchange_id)
 
     def propagate(self, meta: Mapping[str, str] | None) -> None:
-        """The next operation's requests carry ``meta``'s trace context (``TRACE_KEYS``) in
-        ``_meta``, unless ``Config.meta`` carries a ``traceparent`` of its own, which wins.
-        Any other key of the embedder's carrier (``progressToken``, a protocol key, one
-        ``Config.meta`` has) is dropped: it would duplicate or forge one of ours."""
-        own = self.settings.meta
-        kept = None
-        if meta is not None and "traceparent" not in own:
-            kept = {k: v for k, v in meta.items() if k in TRACE_KEYS and k not in own} or None
-        self._t.requests.op_meta = kept
+        """The next operation's requests carry ``meta``'s trace context
+        (:meth:`.requests.Requests.use_trace` says which keys)."""
+        self._requests.use_trace(meta)
 
     @property
     def state(self) -> MachineState:
@@ -321,10 +313,9 @@ class McpMachine:
         if self._session.era is _MODERN:
             toolset.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         if progress and self._phase is _IDLE:
-            ops.progress = True
             self._t.listen_for_progress()
         self._start(
-            ops.recovering(lambda: ops.call_tool(name, arguments, parsed)),
+            ops.recovering(lambda: ops.call_tool(name, arguments, parsed), progress=progress),
             "call_timeout",
             limit,
             now,
@@ -352,10 +343,7 @@ class McpMachine:
         if self._observer is not None:
             self._observer.ended("cancelled", now)
         self._abandon_op()
-        t.listen = None
-        for exchange in list(t.exchanges.values()):
-            if exchange.role is not _SIDE:
-                t.cancel(exchange)
+        t.abandon()
         self._enter(_CLOSING)
         self._close_deadline = now + self.limits.close_timeout
         self._close_progress()
@@ -387,13 +375,12 @@ class McpMachine:
     def share_compiled(self, compiled: CompiledSchemas) -> None:
         """Compile the server's output schemas into ``compiled`` (the Client's, shared by
         its Conns: a schema the server sent before is not compiled again)."""
-        self._tools.compiled = compiled
+        self._tools.share_compiled(compiled)
 
     def use_bearer_token(self, token: str | None) -> None:
         """Send ``token`` (None: none) as the bearer credential from the next request on."""
         self.settings = dataclasses.replace(self.settings, bearer_token=token)
-        self._t.requests.settings = self.settings
-        self._t.requests.forget_headers()
+        self._requests.use_settings(self.settings)
 
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
@@ -453,8 +440,7 @@ class McpMachine:
         phase = self._phase
         if phase is _CLOSING:
             if now >= self._close_deadline:
-                for exchange in list(t.exchanges.values()):
-                    t.cancel(exchange)
+                t.cancel_all()
                 self._closed()
             else:
                 self._close_progress()
@@ -520,8 +506,7 @@ class McpMachine:
             gen.close()
             self._outputs.append(OperationFailed(error=exhausted))
             return
-        if t.listen is not None:
-            t.listen.server_requests = 0  # Limits.max_server_requests: per operation
+        t.begin_operation()
         self._gen = gen
         self._enter(_RUNNING)
         self._op_bound = bound
@@ -552,18 +537,17 @@ class McpMachine:
             match instruction:
                 case Send():
                     rpc_id = instruction.rpc_id
-                    if rpc_id is not None:
-                        self._notices.begin(rpc_id, self._ops.progress)
                     if self._observer is not None:
                         self._observer.sent(rpc_id, instruction.method, instruction.tool, t.now)
-                    deadline = min(self._op_deadline, t.now + instruction.cap)
                     self._op_cap_bound = instruction.cap_bound
                     self._op_cap = instruction.cap
-                    t.op = t.open(instruction.request, instruction.rpc_id, deadline, _OP)
-                    if instruction.method == "tools/list":
-                        from ..listing import parse_page  # lazy: msgspec on the first listing
-
-                        t.op.parse = parse_page
+                    t.send(
+                        instruction.request,
+                        rpc_id,
+                        min(self._op_deadline, t.now + instruction.cap),
+                        instruction.parse,
+                        instruction.progress,
+                    )
                     return
                 case Sleep():
                     if instruction.until <= t.now:
@@ -595,12 +579,9 @@ class McpMachine:
         if self._phase is _RUNNING:
             self._enter(_IDLE)
         self._gen = None
-        self._t.op = None
         self._sleep_until = None
-        self._t.held = None
-        self._ops.progress = False
-        self._notices.end()
-        self._t.requests.op_meta = None
+        self._t.end_operation()
+        self._requests.use_trace(None)
         for input_id, exchange in list(self._asks.items()) if self._asks else ():
             if exchange is None or exchange.role is not _LISTEN:
                 del self._asks[input_id]
@@ -618,7 +599,6 @@ class McpMachine:
         if self._phase is _CLOSING:
             self._closed()
             return
-        self._t.op = None
         if self._observer is not None and reply.broken is None:
             self._observer.replied(reply.message)
         self._resume(reply)
@@ -630,7 +610,6 @@ class McpMachine:
 
     def _closed(self) -> None:
         self._enter(_IDLE)
-        self._t.op = None
         self._outputs.append(Closed())
 
     def _close_progress(self) -> None:
@@ -645,7 +624,7 @@ class McpMachine:
         if session.era is _LEGACY and session.session_id is not None:
             request = t.requests.legacy(b"DELETE", b"")
             session.session_id = None  # ended by us: a second close sends no second DELETE
-            t.op = t.open(request, None, self._close_deadline, _OP)
+            t.send(request, None, self._close_deadline)
             return
         self._closed()
 

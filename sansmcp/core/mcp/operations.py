@@ -32,6 +32,7 @@ from ..messages import (
     classify_probe,
     is_modern,
     negotiate_version,
+    parse_message,
 )
 from ..results import parse_call_result
 from ..tools import (
@@ -46,7 +47,7 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
 from .toolset import Toolset
-from .transport import Reply, Transport
+from .transport import Decoder, Reply, Transport
 
 __all__ = [
     "Ask",
@@ -63,7 +64,8 @@ __all__ = [
 @dataclass(slots=True)
 class Send:
     """Send ``request`` and wait for its reply, at most ``cap`` s (``Limits.<cap_bound>``);
-    ``method`` / ``tool`` name a JSON-RPC request (for progress and telemetry)."""
+    ``method`` / ``tool`` name a JSON-RPC request (for telemetry); ``parse`` decodes its
+    answer; ``progress``: the operation wants progress (routed to this request)."""
 
     request: HttpRequest
     rpc_id: int | None
@@ -71,6 +73,8 @@ class Send:
     cap_bound: str
     method: str = ""
     tool: str | None = None
+    parse: Decoder = parse_message
+    progress: bool = False
 
 
 @dataclass(slots=True)
@@ -139,7 +143,8 @@ class Operations:
         self._jitter = jitter or (lambda: 0.5)
         self.toolset = toolset  # what the listing keeps, and the Client-wide cache's hooks
         self.cache = toolset.cache
-        # the call in hand asked for progress (its tools/call requests carry a token)
+        # the call in hand asked for progress (its tools/call requests carry a token);
+        # set for the operation's life by ``recovering``
         self.progress = False
         self.server_logs = False  # the legacy server declared the logging capability
         # the legacy session's standalone stream opens for input, notifications or progress
@@ -155,8 +160,10 @@ class Operations:
         arguments: bytes | None = None,
         extra: Sequence[tuple[bytes, bytes]] = (),
         reissue: bool = True,
+        parse: Decoder = parse_message,
     ) -> Generator[Instruction, Any, Reply]:
-        """Send one JSON-RPC request and return the reply for it.
+        """Send one JSON-RPC request and return the reply for it (its answer decoded
+        with ``parse``).
 
         Handles stream breaks (legacy resumption with ``Last-Event-ID``; modern
         re-issue with a new id when ``reissue``), legacy session expiry
@@ -170,7 +177,8 @@ class Operations:
         retries = 0
         last_id: bytes | None = None
         retry_ms: int | None = None
-        progress = is_call and self.progress
+        wants_progress = self.progress
+        progress = is_call and wants_progress
         tool: str | None = params.get("name") if is_call else None
         rpc_id = next(self._ids)
         request = self.requests.rpc(
@@ -178,7 +186,9 @@ class Operations:
         )
         sent_session = session.session_id
         while True:
-            reply: Reply = yield Send(request, rpc_id, cap, cap_bound, method, tool)
+            reply: Reply = yield Send(
+                request, rpc_id, cap, cap_bound, method, tool, parse, wants_progress
+            )
             if reply.broken is None:
                 break
             retries = rules.count_break(retries, reply.progressed, limits.max_stream_retries)
@@ -382,27 +392,32 @@ class Operations:
             self.transport.open_listen(self.listens)
             return
 
-    def recovering(self, make: Callable[[], OpGen]) -> OpGen:
+    def recovering(self, make: Callable[[], OpGen], *, progress: bool = False) -> OpGen:
         """Run an operation; re-initialize once on legacy session expiry, and
-        re-negotiate once when a modern era hint proves wrong, restarting it."""
-        recovered = False
-        while True:
-            try:
-                return (yield from make())
-            except SessionExpired:
-                if recovered:
-                    raise ConnectionFailed(
-                        "the server expired the new session at once (HTTP 404)",
-                        cause="session_expired",
-                        status=404,
-                    ) from None
-                assert self.session.protocol_version is not None
-                yield from self.initialize(self.session.protocol_version)
-            except EraMismatch:
-                if recovered:  # pragma: no cover - a re-negotiated connection is never hinted
-                    raise
-                yield from self.negotiate(use_hint=False)
-            recovered = True
+        re-negotiate once when a modern era hint proves wrong, restarting it.
+        ``progress``: the caller asked for progress, for the operation's life."""
+        self.progress = progress
+        try:
+            recovered = False
+            while True:
+                try:
+                    return (yield from make())
+                except SessionExpired:
+                    if recovered:
+                        raise ConnectionFailed(
+                            "the server expired the new session at once (HTTP 404)",
+                            cause="session_expired",
+                            status=404,
+                        ) from None
+                    assert self.session.protocol_version is not None
+                    yield from self.initialize(self.session.protocol_version)
+                except EraMismatch:
+                    if recovered:  # pragma: no cover - a re-negotiated connection is never hinted
+                        raise
+                    yield from self.negotiate(use_hint=False)
+                recovered = True
+        finally:
+            self.progress = False  # ended, failed or abandoned (closed)
 
     # ------------------------------------------------------------ tools/list
 
@@ -431,7 +446,7 @@ class Operations:
     def list_pages(
         self,
     ) -> Generator[Instruction, Any, tuple[list[Tool], list[SkippedTool], int]]:
-        from ..listing import validate_entry  # lazy: msgspec on the first listing
+        from ..listing import parse_page, validate_entry  # lazy: msgspec on the first listing
 
         limits = self.limits
         modern = self.session.era is _MODERN
@@ -461,7 +476,7 @@ class Operations:
                     limit=limits.max_tool_pages,
                 )
             params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
-            reply = yield from self.request("tools/list", params)
+            reply = yield from self.request("tools/list", params, parse=parse_page)
             if cursor is not None and reply.message is not None and "error" in reply.message:
                 self.toolset.invalidate()  # a cursor turned invalid: every cached page goes
             result = self.result(reply)

@@ -59,13 +59,13 @@ from .notifications import Notices
 from .requests import Requests
 from .session import Era, Session
 
-__all__ = ["FOREVER", "Body", "Exchange", "Reply", "Role", "Transport"]
+__all__ = ["FOREVER", "Body", "Decoder", "Exchange", "Reply", "Role", "Transport"]
 
 LIST_CHANGED = "notifications/tools/list_changed"
 
-
-def _nothing() -> None:  # pragma: no cover - the machine sets its own hook at once
-    pass
+#: How a request's answer is parsed (a JSON body or one event's text): ``parse_message``,
+#: or ``listing.parse_page`` for a ``tools/list`` request (its ``Send`` says which).
+Decoder = Callable[[bytearray | str, Limits], Any]
 
 
 # The deadline of a standalone stream the server accepted: it lives as long as the session.
@@ -166,6 +166,7 @@ class Exchange:
         rpc_id: int | None,
         deadline: float,
         role: Role,
+        parse: Decoder = parse_message,
     ) -> None:
         self.exchange_id = exchange_id
         self.request = request
@@ -183,13 +184,17 @@ class Exchange:
         self.message: dict[str, Any] | None = None
         self.progressed = False
         self.server_requests = 0
-        self.parse = parse_message  # listing.parse_page for a tools/list request
+        self.parse = parse
 
 
 class Transport:
     """The exchanges of one connection and the outputs that start and cancel them.
 
     ``now`` is set by the machine on every input (the time of the event in hand).
+    ``on_list_changed`` is called when the server says its tool list changed (the
+    machine's cache hook); ``deliver_notices``: notifications other than progress are
+    wanted.  The machine brackets each operation with :meth:`begin_operation` and
+    :meth:`end_operation` and sends its requests with :meth:`send`.
     """
 
     __slots__ = (
@@ -223,6 +228,8 @@ class Transport:
         requests: Requests,
         session: Session,
         exchange_ids: Iterator[int] | None,
+        on_list_changed: Callable[[], None],
+        deliver_notices: bool,
     ) -> None:
         self.limits = limits
         self.budget = budget
@@ -242,12 +249,13 @@ class Transport:
         self.listen: Exchange | None = None
         self.listen_opens = 0
         self.listen_last_id: bytes | None = None
-        # called when the server says its tool list changed (the machine's cache hook)
-        self.on_list_changed: Callable[[], None] = _nothing
+        self.on_list_changed = on_list_changed
         self.listen_tried = False  # this session's stream was opened once already
         self.listen_yielded = False  # it gave its socket to an operation: re-open it after
         self.listen_yield_wanted = False  # to give it up as soon as its head arrives
-        self.notices = Notices(self.outputs, limit=limits.max_notifications, deliver=False)
+        self.notices = Notices(
+            self.outputs, limit=limits.max_notifications, deliver=deliver_notices
+        )
 
     # ------------------------------------------------------------ exchanges
 
@@ -259,8 +267,9 @@ class Transport:
         role: Role,
         *,
         needs_room: bool = False,
+        parse: Decoder = parse_message,
     ) -> Exchange:
-        exchange = Exchange(next(self._exchange_ids), request, rpc_id, deadline, role)
+        exchange = Exchange(next(self._exchange_ids), request, rpc_id, deadline, role, parse)
         self.exchanges[exchange.exchange_id] = exchange
         self.outputs.append(
             StartExchange(
@@ -272,6 +281,50 @@ class Transport:
             )
         )
         return exchange
+
+    # ------------------------------------------------------------ the operation's exchanges
+
+    def begin_operation(self) -> None:
+        """An operation starts: the standalone stream's count of server requests
+        (``Limits.max_server_requests``) starts again."""
+        if self.listen is not None:
+            self.listen.server_requests = 0
+
+    def send(
+        self,
+        request: HttpRequest,
+        rpc_id: int | None,
+        deadline: float,
+        parse: Decoder = parse_message,
+        progress: bool = False,
+    ) -> None:
+        """Send the operation's request (the one it waits for), its answer parsed with
+        ``parse``; a JSON-RPC request's notifications count from here (``progress``: its
+        progress is wanted).  A :class:`Reply` for it ends it (``op`` is None again)."""
+        if rpc_id is not None:
+            self.notices.begin(rpc_id, progress)
+        self.op = self.open(request, rpc_id, deadline, _OP, parse=parse)
+
+    def end_operation(self) -> None:
+        """The operation ended: its exchange and held answer are forgotten (a cancelled
+        one was cancelled already), its progress is no longer ours."""
+        self.op = None
+        self.held = None
+        self.notices.end()
+
+    def abandon(self) -> None:
+        """The connection closes: every exchange but the side ones (answers and notices
+        already sent, which finish) is cancelled; the standalone stream is not re-opened."""
+        self.listen = None
+        for exchange in list(self.exchanges.values()):
+            if exchange.role is not _SIDE:
+                self.cancel(exchange)
+
+    def cancel_all(self) -> None:
+        """The close ran out of time: everything still out is cancelled."""
+        for exchange in list(self.exchanges.values()):
+            self.cancel(exchange)
+        self.op = None
 
     def side(self, request: HttpRequest, wait: float) -> None:
         """Send ``request`` and forget it (its answer is drained, at most ``wait`` s)."""
@@ -409,6 +462,7 @@ class Transport:
         self.exchanges.pop(exchange.exchange_id, None)
         if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
             return self._ended_aside(exchange)
+        self.op = None  # the operation's exchange ended: whatever it brought, it is done
         status = exchange.status or 0
         if exchange.kind is _SSE:
             assert exchange.sse is not None
@@ -456,12 +510,14 @@ class Transport:
     ) -> Reply | ConnectionFailed | None:
         if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
             return self._ended_aside(exchange)
+        self.op = None  # the operation's exchange failed (a resend is the next one)
         limit = self.limits.max_stream_retries
         if rules.resend_refused(error.cause, exchange.status is not None, exchange.refusals, limit):
             # The server never processed it (GOAWAY, REFUSED_STREAM): send it again.
-            retry = self.open(exchange.request, exchange.rpc_id, exchange.deadline, _OP)
+            retry = self.open(
+                exchange.request, exchange.rpc_id, exchange.deadline, _OP, parse=exchange.parse
+            )
             retry.refusals = exchange.refusals + 1
-            retry.parse = exchange.parse
             self.op = retry
             return None
         if exchange.kind is _SSE and exchange.message is None and error.cause not in _FINAL:
