@@ -96,7 +96,6 @@ _LEGACY: Final = Era.LEGACY
 _MODERN: Final = Era.MODERN
 
 
-
 class McpMachine:
     """One MCP connection's protocol state, sans I/O.
 
