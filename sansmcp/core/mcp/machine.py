@@ -223,8 +223,8 @@ class McpMachine:
     def yield_listen(self, exchange_id: int, *, now: float) -> None:
         """The driver needs the socket of the standalone stream ``exchange_id`` for an
         operation (a cap is reached): the stream is cancelled, and re-opened after this
-        connection's next operation when a socket is to spare."""
-        self._t.now = now
+        connection's next operation when a socket is to spare.  (``now``: every input
+        brings the time; this one needs none.)"""
         self._t.yield_listen(exchange_id)
 
     def propagate(self, meta: Mapping[str, str] | None) -> None:
@@ -261,7 +261,7 @@ class McpMachine:
     # ------------------------------------------------------------ public commands
 
     def connect(self, *, now: float) -> None:
-        self._start(self._ops.connect(), "connect_timeout", self.limits.connect_timeout, now)
+        self._start(self._ops.connect(now), "connect_timeout", self.limits.connect_timeout, now)
 
     def list_tools(self, *, now: float, fresh: bool = False, timeout: float | None = None) -> None:
         """List the tools: from the Client-wide cache when every page is fresh there
@@ -270,7 +270,8 @@ class McpMachine:
         self._require_connected()
         limit = _deadline(timeout, self.limits.list_timeout)
         ops = self._ops
-        self._start(ops.recovering(lambda: ops.list_tools(fresh)), "list_timeout", limit, now)
+        gen = ops.recovering(lambda at: ops.list_tools(fresh, at), now)
+        self._start(gen, "list_timeout", limit, now)
 
     def call_tool(
         self,
@@ -312,9 +313,11 @@ class McpMachine:
         if self._session.era is _MODERN:
             toolset.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         if progress and self._phase is _IDLE:
-            self._t.listen_for_progress()
+            self._t.listen_for_progress(now)
         self._start(
-            ops.recovering(lambda: ops.call_tool(name, arguments, parsed), progress=progress),
+            ops.recovering(
+                lambda _: ops.call_tool(name, arguments, parsed), now, progress=progress
+            ),
             "call_timeout",
             limit,
             now,
@@ -326,7 +329,6 @@ class McpMachine:
         Ends with :class:`Closed` (failures of the DELETE are ignored).
         """
         t = self._t
-        t.now = now
         if self._phase is _CLOSING:
             return
         # Server requests the embedder was still asked about are declined now, so that
@@ -335,6 +337,7 @@ class McpMachine:
             if exchange is not None:
                 self._answer_server(
                     self._ask_server_ids[input_id],
+                    now,
                     error={"code": -32600, "message": "the client closed the connection"},
                 )
         self._asks.clear()
@@ -353,20 +356,19 @@ class McpMachine:
         ``answers`` comes from the embedder's handler: anything but None or a mapping of
         string keys to JSON values is a ``CallerError``, raised before anything changes.
         """
-        self._t.now = now
         if input_id not in self._asks:
             return  # the operation ended meanwhile
         answers = rules.checked_answers(answers)
         exchange = self._asks.pop(input_id)
         if exchange is None:
-            self._resume(answers)
+            self._resume(now, answers)
             return
         server_id = self._ask_server_ids.pop(input_id)
         if answers is not None and isinstance(answers.get("request"), Mapping):
-            self._answer_server(server_id, result=answers["request"])
+            self._answer_server(server_id, now, result=answers["request"])
         else:
             self._answer_server(
-                server_id, error={"code": -32600, "message": "declined by the user"}
+                server_id, now, error={"code": -32600, "message": "declined by the user"}
             )
 
     # ------------------------------------------------------------ driver interface
@@ -429,9 +431,8 @@ class McpMachine:
 
     def handle_timer(self, *, now: float) -> None:
         t = self._t
-        t.now = now
         if t.held is not None and now >= t.held_until:
-            self._reply(t.release_held())
+            self._reply(t.release_held(now), now)
             return
         for exchange in list(t.exchanges.values()):
             if exchange.role is not _OP and now >= exchange.deadline:
@@ -447,38 +448,37 @@ class McpMachine:
         if phase is _IDLE:
             return
         if now >= self._op_deadline:
-            self._fail_timeout(self._op_bound, self._op_limit)
+            self._fail_timeout(self._op_bound, self._op_limit, now)
             return
         op = t.op
         if op is not None and now >= op.deadline:
-            self._fail_timeout(self._op_cap_bound, self._op_cap)
+            self._fail_timeout(self._op_cap_bound, self._op_cap, now)
             return
         if self._sleep_until is not None and now >= self._sleep_until:
             self._sleep_until = None
-            self._resume(None)
+            self._resume(now)
 
     def receive(self, event: ExchangeEvent, *, now: float) -> None:
         """Feed one event of an exchange this machine started."""
         t = self._t
-        t.now = now
         exchange = t.exchanges.get(event.exchange_id)
         if exchange is None:
             return  # cancelled already
         try:
-            outcome = t.receive(exchange, event)
+            outcome = t.receive(exchange, event, now)
         except McpError as error:
-            self._serve_asked()  # the requests that came before the bad part
-            self._bad_response(exchange, error)
+            self._serve_asked(now)  # the requests that came before the bad part
+            self._bad_response(exchange, error, now)
         else:
             if t.asked:
-                self._serve_asked()
+                self._serve_asked(now)
             match outcome:
                 case None:
                     pass
                 case Reply():
-                    self._reply(outcome)
+                    self._reply(outcome, now)
                 case ConnectionFailed():
-                    self._op_error(outcome)
+                    self._op_error(outcome, now)
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(outcome)
         if self._phase is _CLOSING:
@@ -499,7 +499,6 @@ class McpMachine:
         if self._phase is not _IDLE:
             raise LocalProtocolError("an operation is already running on this connection")
         t = self._t
-        t.now = now
         exhausted = self._budget.exhausted
         if exhausted is not None:
             gen.close()
@@ -511,9 +510,11 @@ class McpMachine:
         self._op_bound = bound
         self._op_limit = limit
         self._op_deadline = now + limit
-        self._resume(None)
+        self._resume(now)
 
-    def _resume(self, value: Any = None, error: BaseException | None = None) -> None:
+    def _resume(self, now: float, value: Any = None, error: BaseException | None = None) -> None:
+        """Run the operation's script at ``now`` until it waits (or ends), sending it
+        ``value`` (or throwing ``error`` into it)."""
         gen = self._gen
         assert gen is not None
         t = self._t
@@ -521,12 +522,12 @@ class McpMachine:
             try:
                 instruction = gen.throw(error) if error is not None else gen.send(value)
             except StopIteration as stop:
-                self._end_op(stop.value)
+                self._end_op(stop.value, now)
                 return
             except McpError as failure:
                 # kept as a value: its traceback's frames (this one's ``error``, a driver's
                 # caller holding what refers to it) would make a reference cycle of it
-                self._end_op(OperationFailed(error=failure.with_traceback(None)))
+                self._end_op(OperationFailed(error=failure.with_traceback(None)), now)
                 return
             finally:
                 if error is not None:  # thrown in, handled or not: the same, for its frames
@@ -537,19 +538,19 @@ class McpMachine:
                 case Send():
                     rpc_id = instruction.rpc_id
                     if self._observer is not None:
-                        self._observer.sent(rpc_id, instruction.method, instruction.tool, t.now)
+                        self._observer.sent(rpc_id, instruction.method, instruction.tool, now)
                     self._op_cap_bound = instruction.cap_bound
                     self._op_cap = instruction.cap
                     t.send(
                         instruction.request,
                         rpc_id,
-                        min(self._op_deadline, t.now + instruction.cap),
+                        min(self._op_deadline, now + instruction.cap),
                         instruction.parse,
                         instruction.progress,
                     )
                     return
                 case Sleep():
-                    if instruction.until <= t.now:
+                    if instruction.until <= now:
                         continue
                     self._sleep_until = instruction.until
                     return
@@ -565,11 +566,11 @@ class McpMachine:
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(instruction)
 
-    def _end_op(self, outcome: Output) -> None:
+    def _end_op(self, outcome: Output, now: float) -> None:
         self._drop_op()
-        self._t.reopen_yielded()
+        self._t.reopen_yielded(now)
         if self._observer is not None:
-            self._observer.ended(outcome, self._t.now)
+            self._observer.ended(outcome, now)
         self._outputs.append(outcome)
 
     def _drop_op(self) -> None:
@@ -586,21 +587,21 @@ class McpMachine:
                 del self._asks[input_id]
                 self._ask_server_ids.pop(input_id, None)
 
-    def _op_error(self, error: McpError) -> None:
+    def _op_error(self, error: McpError, now: float) -> None:
         self._t.cancel_op()
         # An OP exchange exists only while an operation runs or the close's DELETE is out.
         if self._phase is _CLOSING:
             self._closed()
         else:
-            self._resume(error=error)
+            self._resume(now, error=error)
 
-    def _reply(self, reply: Reply) -> None:
+    def _reply(self, reply: Reply, now: float) -> None:
         if self._phase is _CLOSING:
             self._closed()
             return
         if self._observer is not None and reply.broken is None:
             self._observer.replied(reply.message)
-        self._resume(reply)
+        self._resume(now, reply)
 
     def _abandon_op(self) -> None:
         if self._gen is not None:
@@ -627,50 +628,51 @@ class McpMachine:
             return
         self._closed()
 
-    def _fail_timeout(self, bound: str, limit: float) -> None:
+    def _fail_timeout(self, bound: str, limit: float, now: float) -> None:
         op = self._t.cancel_op()
         if op is not None and self._session.era is _LEGACY and op.rpc_id is not None:
             request = self._t.requests.legacy_rpc(
                 None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
             )
-            self._t.side(request, self.limits.cancel_grace)
+            self._t.side(request, self.limits.cancel_grace, now)
         self._abandon_op()
-        self._t.reopen_yielded()
+        self._t.reopen_yielded(now)
         failed = OperationFailed(error=rules.timeout(bound, limit))
         if self._observer is not None:
-            self._observer.ended(failed, self._t.now)
+            self._observer.ended(failed, now)
         self._outputs.append(failed)
 
     # ------------------------------------------------------------ bad responses, server requests
 
-    def _bad_response(self, exchange: Exchange, error: McpError) -> None:
+    def _bad_response(self, exchange: Exchange, error: McpError, now: float) -> None:
         """``exchange`` sent something unusable: it is cancelled; the operation fails if
         it waited for it or a connection budget is spent."""
         t = self._t
         t.cancel(exchange)
         spent = self._budget.spent(error)
         if exchange.role is _OP or (spent and self._phase is _RUNNING):
-            self._op_error(error)
+            self._op_error(error, now)
         # A held answer's stream (DRAIN) is not parsed: only a connection budget fails it,
         # and that failed the operation above.
 
-    def _serve_asked(self) -> None:
+    def _serve_asked(self, now: float) -> None:
         asked = self._t.asked
         for exchange, request in asked:
-            self._on_server_request(exchange, request)
+            self._on_server_request(exchange, request, now)
         asked.clear()
 
-    def _on_server_request(self, exchange: Exchange, request: dict[str, Any]) -> None:
+    def _on_server_request(self, exchange: Exchange, request: dict[str, Any], now: float) -> None:
         if self._session.era is not _LEGACY:
             return  # a modern server must not send requests; nothing may answer them
         server_id = request["id"]
         method = request["method"]
         if method == "ping":
-            self._answer_server(server_id, result={})
+            self._answer_server(server_id, now, result={})
             return
         if not self._ops.can_answer:
             self._answer_server(
                 server_id,
+                now,
                 error={"code": METHOD_NOT_FOUND, "message": f"client does not support {method}"},
             )
             return
@@ -688,9 +690,11 @@ class McpMachine:
             )
         )
 
-    def _answer_server(self, server_id: Any, *, result: Any = None, error: Any = None) -> None:
-        t = self._t
-        t.side(t.requests.answer(server_id, result=result, error=error), self.limits.dial_timeout)
+    def _answer_server(
+        self, server_id: Any, now: float, *, result: Any = None, error: Any = None
+    ) -> None:
+        request = self._requests.answer(server_id, result=result, error=error)
+        self._t.side(request, self.limits.dial_timeout, now)
 
 
 def _deadline(timeout: float | None, ceiling: float) -> float:

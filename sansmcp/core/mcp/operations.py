@@ -113,7 +113,11 @@ class SessionExpired(Exception):
 
 
 class EraMismatch(Exception):
-    """A remembered era hint the server's answer contradicts."""
+    """A remembered era hint the server's answer (which came at ``at``) contradicts."""
+
+    def __init__(self, at: float) -> None:
+        super().__init__(at)
+        self.at = at
 
 
 class Operations:
@@ -207,14 +211,14 @@ class Operations:
             if last_id is None:
                 raise reply.broken
             if retry_ms:
-                yield Sleep(self.transport.now + retry_ms / 1000)
+                yield Sleep(reply.at + retry_ms / 1000)
             request = self.requests.legacy(b"GET", b"", [(b"last-event-id", last_id)])
         if session.era is _LEGACY and reply.status == 404 and sent_session is not None:
             raise SessionExpired()
         if session.hinted and session.era is _MODERN:
             verdict = classify_probe(reply.status, reply.message, method=method)
             if verdict is _V_LEGACY or verdict is _V_RETRY_VERSION:
-                raise EraMismatch()
+                raise EraMismatch(reply.at)
             session.hinted = False  # the hint held
         return reply
 
@@ -235,15 +239,16 @@ class Operations:
 
     # ------------------------------------------------------------ negotiation
 
-    def connect(self) -> OpGen:
+    def connect(self, now: float) -> OpGen:
         try:
-            yield from self.negotiate(use_hint=True)
-        except EraMismatch:  # a legacy hint the server's answer to initialize contradicts
-            yield from self.negotiate(use_hint=False)
+            yield from self.negotiate(now, use_hint=True)
+        except EraMismatch as mismatch:  # a legacy hint the answer to initialize contradicts
+            yield from self.negotiate(mismatch.at, use_hint=False)
         assert self.session.protocol_version is not None
         return Connected(protocol_version=self.session.protocol_version)
 
-    def negotiate(self, *, use_hint: bool) -> OpGen:
+    def negotiate(self, now: float, *, use_hint: bool) -> Generator[Instruction, Any, float]:
+        """Find the era and version (from ``now``); return the time of the last reply."""
         session = self.session
         self.transport.stop_listen()
         session.reset()
@@ -254,36 +259,33 @@ class Operations:
         cache = self.cache
         if modern and cache:
             if use_hint:  # a fresh server/discover result: the era is known, no probe
-                hint = self.discovered_version(cache, modern[0]) or hint
+                hint = self.discovered_version(cache, modern[0], now) or hint
             else:  # the server contradicted what it was said to be
                 cache.invalidate(modern[0], DISCOVER_METHOD)
         if hint is not None and hint in versions:
             if is_modern(hint):
                 session.modern_at(hint)
                 session.hinted = True
-                return
+                return now
             # A remembered legacy era: initialize at once, no server/discover probe.  With
             # modern versions allowed, an answer that is not a usable legacy initialize
             # result contradicts the hint and re-probes (EraMismatch).
             session.hinted = bool(modern)
-            yield from self.initialize(hint)
-            return
+            return (yield from self.initialize(hint))
         if not modern:
-            yield from self.initialize(legacy[0])
-            return
+            return (yield from self.initialize(legacy[0]))
         retried = False
         version = modern[0]
         while True:
             session.probe_version = version
             reply = yield from self.request("server/discover", {})
+            now = reply.at
             verdict = classify_probe(reply.status, reply.message, method="server/discover")
             match verdict:
                 case Verdict.MODERN:
                     assert reply.message is not None
                     if self.cache is not None:
-                        self.cache.store_discovery(
-                            version, reply.message["result"], now=self.transport.now
-                        )
+                        self.cache.store_discovery(version, reply.message["result"], now=now)
                     supported = reply.message["result"].get("supportedVersions")
                     chosen = negotiate_version(versions, supported)
                 case Verdict.RETRY_VERSION:
@@ -303,8 +305,7 @@ class Operations:
                             f"protocol_versions excludes ({', '.join(versions)})",
                             reason="unsupported_version",
                         )
-                    yield from self.initialize(legacy[0])
-                    return
+                    return (yield from self.initialize(legacy[0]))
                 case Verdict.FAILED:
                     raise ConnectionFailed(
                         f"the server answered HTTP {reply.status} to server/discover",
@@ -320,20 +321,20 @@ class Operations:
                     reason="unsupported_version",
                 )
             if not is_modern(chosen):
-                yield from self.initialize(chosen)
-                return
+                return (yield from self.initialize(chosen))
             if verdict is Verdict.MODERN:
                 session.modern_at(chosen)
-                return
+                return now
             version = chosen  # retry the probe once with the version the server named
 
-    def discovered_version(self, cache: CallerCache, probe: str) -> str | None:
+    def discovered_version(self, cache: CallerCache, probe: str, now: float) -> str | None:
         """The version a fresh cached ``server/discover`` result (sent at ``probe``)
         negotiates to, if there is one."""
-        hit = cache.discovery(probe, now=self.transport.now)
+        hit = cache.discovery(probe, now=now)
         return None if hit is None else negotiate_version(self.versions, list(hit.supported))
 
-    def initialize(self, version: str) -> OpGen:
+    def initialize(self, version: str) -> Generator[Instruction, Any, float]:
+        """Initialize a legacy session at ``version``; return the time of the last reply."""
         session = self.session
         legacy = [v for v in self.versions if v in LEGACY_VERSIONS]
         retried = False
@@ -349,7 +350,7 @@ class Operations:
             message = reply.message
             if session.hinted:
                 if not rules.initialize_result(message, legacy):
-                    raise EraMismatch()
+                    raise EraMismatch(reply.at)
                 session.hinted = False  # the hint held
             if message is not None and "error" in message and not retried:
                 data = message["error"].get("data")
@@ -385,23 +386,27 @@ class Operations:
                     cause="http_status",
                     status=done.status,
                 )
+            now = done.at
             level = self.settings.log_level
             if level is not None and self.server_logs:
                 # once per session; an error answer (an unknown level...) is not fatal
-                yield from self.request("logging/setLevel", {"level": level})
-            self.transport.open_listen(self.listens)
-            return
+                now = (yield from self.request("logging/setLevel", {"level": level})).at
+            self.transport.open_listen(self.listens, now)
+            return now
 
-    def recovering(self, make: Callable[[], OpGen], *, progress: bool = False) -> OpGen:
-        """Run an operation; re-initialize once on legacy session expiry, and
-        re-negotiate once when a modern era hint proves wrong, restarting it.
-        ``progress``: the caller asked for progress, for the operation's life."""
+    def recovering(
+        self, make: Callable[[float], OpGen], now: float, *, progress: bool = False
+    ) -> OpGen:
+        """Run an operation (``make(now)``, started at ``now``); re-initialize once on
+        legacy session expiry, and re-negotiate once when a modern era hint proves wrong,
+        restarting it (at the time of the last reply).  ``progress``: the caller asked
+        for progress, for the operation's life."""
         self.progress = progress
         try:
             recovered = False
             while True:
                 try:
-                    return (yield from make())
+                    return (yield from make(now))
                 except SessionExpired:
                     if recovered:
                         raise ConnectionFailed(
@@ -410,21 +415,21 @@ class Operations:
                             status=404,
                         ) from None
                     assert self.session.protocol_version is not None
-                    yield from self.initialize(self.session.protocol_version)
-                except EraMismatch:
+                    now = yield from self.initialize(self.session.protocol_version)
+                except EraMismatch as mismatch:
                     if recovered:  # pragma: no cover - a re-negotiated connection is never hinted
                         raise
-                    yield from self.negotiate(use_hint=False)
+                    now = yield from self.negotiate(mismatch.at, use_hint=False)
                 recovered = True
         finally:
             self.progress = False  # ended, failed or abandoned (closed)
 
     # ------------------------------------------------------------ tools/list
 
-    def list_tools(self, fresh: bool = False) -> OpGen:
+    def list_tools(self, fresh: bool, now: float) -> OpGen:
         if not fresh:
             toolset = self.toolset
-            hit = toolset.cached_listing(self.transport.now)
+            hit = toolset.cached_listing(now)
             if hit is not None:  # every page fresh: no request at all
                 toolset.adopt(hit)
                 return ToolsListed(
@@ -528,7 +533,7 @@ class Operations:
                     next_cursor=cursor,
                     ttl_ms=page_ttl,
                 )
-                pages.append((sent, cached, self.transport.now))
+                pages.append((sent, cached, reply.at))
             if cursor is None:
                 break
         self.toolset.listed(tools, ttl or 0, scope, pages if recording else None, public)
@@ -617,6 +622,6 @@ class Operations:
                     inputs = None
                     delay = rules.backoff_delay(shed, self._jitter())
                     shed += 1
-                    yield Sleep(self.transport.now + delay)
+                    yield Sleep(reply.at + delay)
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(step)

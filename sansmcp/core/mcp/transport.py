@@ -107,9 +107,11 @@ _HEAD_UNUSABLE: Final = rules.Head.UNUSABLE
 
 class Reply:
     """What the operation's request got: its status, headers and JSON-RPC response, or
-    (``broken``) how its event stream broke and where it may resume."""
+    (``broken``) how its event stream broke and where it may resume; ``at``: when it
+    reached the operation (the time of the input that brought it)."""
 
     __slots__ = (
+        "at",
         "broken",
         "headers",
         "last_event_id",
@@ -124,6 +126,7 @@ class Reply:
         status: int,
         headers: Headers,
         message: dict[str, Any] | None,
+        at: float,
         broken: ConnectionFailed | None = None,
         last_event_id: bytes | None = None,
         retry_ms: int | None = None,
@@ -132,6 +135,7 @@ class Reply:
         self.status = status
         self.headers = headers
         self.message = message
+        self.at = at
         self.broken = broken
         self.last_event_id = last_event_id
         self.retry_ms = retry_ms
@@ -190,7 +194,8 @@ class Exchange:
 class Transport:
     """The exchanges of one connection and the outputs that start and cancel them.
 
-    ``now`` is set by the machine on every input (the time of the event in hand).
+    There is no clock here: each input that needs the time brings it (``now``, the
+    time of the event in hand), and each :class:`Reply` carries it on (``at``).
     ``on_list_changed`` is called when the server says its tool list changed (the
     machine's cache hook); ``deliver_notices``: notifications other than progress are
     wanted.  The machine brackets each operation with :meth:`begin_operation` and
@@ -212,7 +217,6 @@ class Transport:
         "listen_yield_wanted",
         "listen_yielded",
         "notices",
-        "now",
         "on_list_changed",
         "op",
         "outputs",
@@ -238,7 +242,6 @@ class Transport:
         self._exchange_ids = exchange_ids if exchange_ids is not None else itertools.count(1)
         self.outputs: deque[Output] = deque()
         self.exchanges: dict[int, Exchange] = {}
-        self.now = 0.0
         self.op: Exchange | None = None
         self.held: tuple[Exchange, Reply] | None = None
         self.held_until = 0.0
@@ -326,9 +329,9 @@ class Transport:
             self.cancel(exchange)
         self.op = None
 
-    def side(self, request: HttpRequest, wait: float) -> None:
+    def side(self, request: HttpRequest, wait: float, now: float) -> None:
         """Send ``request`` and forget it (its answer is drained, at most ``wait`` s)."""
-        self.open(request, None, self.now + wait, _SIDE)
+        self.open(request, None, now + wait, _SIDE)
 
     def cancel(self, exchange: Exchange) -> None:
         if exchange is self.listen:
@@ -345,30 +348,35 @@ class Transport:
             self.op = None
         return op
 
-    def release_held(self) -> Reply:
+    def release_held(self, now: float) -> Reply:
+        """The held answer goes to the operation (at ``now``)."""
         assert self.held is not None
         reply = self.held[1]
+        reply.at = now
         self.held = None
         return reply
 
     # ------------------------------------------------------------ events in
 
-    def receive(self, exchange: Exchange, event: ExchangeEvent) -> Reply | ConnectionFailed | None:
-        """Take one event of ``exchange``; see the module docstring for what comes back."""
+    def receive(
+        self, exchange: Exchange, event: ExchangeEvent, now: float
+    ) -> Reply | ConnectionFailed | None:
+        """Take one event of ``exchange`` (at ``now``); see the module docstring for what
+        comes back."""
         match event:
             case DataReceived():
                 self.budget.charge(len(event.data) + event.overhead)
-                self._on_data(exchange, event.data)
+                self._on_data(exchange, event.data, now)
                 return None
             case ResponseReceived():
                 self.budget.count_response(event.raw_size)
                 self._on_head(exchange, event.status, event.headers)
                 return None
             case ResponseEnded():
-                return self._on_end(exchange)
+                return self._on_end(exchange, now)
             case ExchangeFailed():
                 self.exchanges.pop(exchange.exchange_id, None)
-                return self._on_failed(exchange, event.error)
+                return self._on_failed(exchange, event.error, now)
             case InformationalReceived() | TrailersReceived():
                 self.budget.charge(event.raw_size)
                 return None
@@ -412,7 +420,7 @@ class Transport:
         else:  # pragma: no cover - the enum is exhausted above (mypy checks it)
             assert_never(head)
 
-    def _on_data(self, exchange: Exchange, data: bytes) -> None:
+    def _on_data(self, exchange: Exchange, data: bytes, now: float) -> None:
         kind = exchange.kind
         if kind is _JSON:
             exchange.body += data
@@ -442,26 +450,26 @@ class Transport:
                 exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
             for sse_event in events:
                 exchange.progressed = True
-                self._on_message_text(exchange, sse_event.data)
+                self._on_message_text(exchange, sse_event.data, now)
 
     def _holds(self, exchange: Exchange) -> bool:
         held = self.held
         return held is not None and held[0] is exchange
 
-    def _ended_aside(self, exchange: Exchange) -> Reply | None:
+    def _ended_aside(self, exchange: Exchange, now: float) -> Reply | None:
         """An exchange that is not the operation's waiting one ended (or failed): the
         standalone stream re-opens; a stream whose answer is held gives the answer up."""
         if exchange is self.listen:
-            self._reopen_listen(exchange)
+            self._reopen_listen(exchange, now)
             return None
         if self._holds(exchange):
-            return self.release_held()
+            return self.release_held(now)
         return None
 
-    def _on_end(self, exchange: Exchange) -> Reply | None:
+    def _on_end(self, exchange: Exchange, now: float) -> Reply | None:
         self.exchanges.pop(exchange.exchange_id, None)
         if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
-            return self._ended_aside(exchange)
+            return self._ended_aside(exchange, now)
         self.op = None  # the operation's exchange ended: whatever it brought, it is done
         status = exchange.status or 0
         if exchange.kind is _SSE:
@@ -474,6 +482,7 @@ class Transport:
                     "the server ended the event stream without a response",
                     cause="stream_broken",
                 ),
+                now,
             )
         if exchange.rpc_id is not None and exchange.kind is _JSON:
             body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
@@ -500,16 +509,16 @@ class Transport:
                     "the server's response holds no JSON-RPC response to our request",
                     cause="not_jsonrpc",
                 )
-            return Reply(status, exchange.headers, message)
+            return Reply(status, exchange.headers, message, now)
         # No body read: a notification's answer, a DELETE's, or an error status (a 2xx
         # answer to a request was JSON or an event stream, or its head failed it).
-        return Reply(status, exchange.headers, None)
+        return Reply(status, exchange.headers, None, now)
 
     def _on_failed(
-        self, exchange: Exchange, error: ConnectionFailed
+        self, exchange: Exchange, error: ConnectionFailed, now: float
     ) -> Reply | ConnectionFailed | None:
         if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
-            return self._ended_aside(exchange)
+            return self._ended_aside(exchange, now)
         self.op = None  # the operation's exchange failed (a resend is the next one)
         limit = self.limits.max_stream_retries
         if rules.resend_refused(error.cause, exchange.status is not None, exchange.refusals, limit):
@@ -521,22 +530,23 @@ class Transport:
             self.op = retry
             return None
         if exchange.kind is _SSE and exchange.message is None and error.cause not in _FINAL:
-            return self._stream_broken(exchange, error)
+            return self._stream_broken(exchange, error, now)
         return error
 
-    def _stream_broken(self, exchange: Exchange, error: ConnectionFailed) -> Reply:
+    def _stream_broken(self, exchange: Exchange, error: ConnectionFailed, now: float) -> Reply:
         assert exchange.sse is not None
         return Reply(
             exchange.status or 0,
             exchange.headers,
             None,
+            now,
             broken=error,
             last_event_id=exchange.last_id,
             retry_ms=exchange.sse.retry_ms,
             progressed=exchange.progressed,
         )
 
-    def _on_message_text(self, exchange: Exchange, text: str) -> None:
+    def _on_message_text(self, exchange: Exchange, text: str, now: float) -> None:
         role = exchange.role
         if role is _DRAIN:
             return  # answered already: later events are ignored unparsed
@@ -564,13 +574,12 @@ class Transport:
         for other in others:
             self._from_server(exchange, other)
         if message is not None:
-            now = self.now
             limits = self.limits
             exchange.message = message
             exchange.role = _DRAIN
             exchange.deadline = now + limits.cancel_grace
             self.op = None
-            self.held = (exchange, Reply(exchange.status or 200, exchange.headers, message))
+            self.held = (exchange, Reply(exchange.status or 200, exchange.headers, message, now))
             self.held_until = now + min(limits.stream_end_wait, limits.cancel_grace)
 
     def _from_server(self, exchange: Exchange, item: dict[str, Any]) -> None:
@@ -597,7 +606,7 @@ class Transport:
 
     # ------------------------------------------------------------ the standalone stream
 
-    def open_listen(self, can_answer: bool) -> None:
+    def open_listen(self, can_answer: bool, now: float) -> None:
         """A new legacy session: open its one standalone GET stream, if it may have one."""
         self.stop_listen()
         self.listen_opens = 0
@@ -605,14 +614,14 @@ class Transport:
         self.listen_tried = False
         self.listen_yielded = False
         if can_answer and self.session.session_id is not None:
-            self._start_listen()
+            self._start_listen(now)
 
-    def listen_for_progress(self) -> None:
+    def listen_for_progress(self, now: float) -> None:
         """A call asks for progress: a legacy session that never opened its standalone
         stream opens it now (a server may send progress there)."""
         session = self.session
         if not self.listen_tried and session.era is Era.LEGACY and session.session_id is not None:
-            self._start_listen()
+            self._start_listen(now)
 
     def stop_listen(self) -> None:
         if self.listen is not None:
@@ -630,23 +639,23 @@ class Transport:
             self.cancel(listen)
             self.listen_yielded = True
 
-    def reopen_yielded(self) -> None:
+    def reopen_yielded(self, now: float) -> None:
         """An operation ended: a stream that yielded its socket is opened again (not
         counted as a re-open), when the driver finds a socket to spare for it."""
         if self.listen_yielded and self.listen is None and self.session.session_id is not None:
-            self._start_listen(needs_room=True)
+            self._start_listen(now, needs_room=True)
 
-    def _start_listen(self, *, needs_room: bool = False) -> None:
+    def _start_listen(self, now: float, *, needs_room: bool = False) -> None:
         self.listen_tried = True
         self.listen_yield_wanted = False
         extra = [] if self.listen_last_id is None else [(b"last-event-id", self.listen_last_id)]
         request = self.requests.legacy(b"GET", b"", extra)
         # Until its head arrives the stream is bounded like any request; then it is kept.
         self.listen = self.open(
-            request, None, self.now + self.limits.dial_timeout, _LISTEN, needs_room=needs_room
+            request, None, now + self.limits.dial_timeout, _LISTEN, needs_room=needs_room
         )
 
-    def _reopen_listen(self, ended: Exchange) -> None:
+    def _reopen_listen(self, ended: Exchange, now: float) -> None:
         """The server ended the session's stream: open it again, at most
         ``Limits.max_stream_retries`` times per session (resuming from its last event id)."""
         self.listen = None
@@ -656,4 +665,4 @@ class Transport:
         if self.listen_opens >= self.limits.max_stream_retries:
             return
         self.listen_opens += 1
-        self._start_listen()
+        self._start_listen(now)
