@@ -73,6 +73,7 @@ from .events import (
     ToolCalled,
     ToolsListed,
 )
+from .exchange import FOREVER, Exchange, Reply, Role
 from .notifications import OBSERVATIONS, Observer
 from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
@@ -80,7 +81,7 @@ from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
 from .toolset import Toolset, invalidate_listings
-from .transport import FOREVER, Exchange, Reply, Role, Transport
+from .transport import Transport
 
 __all__ = ["McpMachine"]
 

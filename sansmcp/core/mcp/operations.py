@@ -43,11 +43,12 @@ from ..tools import (
 )
 from . import rules
 from .events import Connected, ToolCalled, ToolsListed
+from .exchange import Decoder, Reply
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
 from .toolset import Toolset
-from .transport import Decoder, Reply, Transport
+from .transport import Transport
 
 __all__ = [
     "Ask",

@@ -1,6 +1,7 @@
 """The exchanges of one connection: roles, bodies, event streams, held answers, resends.
 
-Every HTTP exchange the machine starts is an :class:`Exchange` with a :class:`Role`:
+Every HTTP exchange the machine starts is an :class:`~.exchange.Exchange` with a
+:class:`~.exchange.Role`:
 
 * ``OP`` -- the current operation waits for its reply (``Transport.op``);
 * ``SIDE`` -- fire and forget (answers to server requests, cancellations);
@@ -8,7 +9,7 @@ Every HTTP exchange the machine starts is an :class:`Exchange` with a :class:`Ro
 * ``LISTEN`` -- the legacy session's one standalone GET stream, carrying server requests.
 
 :meth:`Transport.receive` takes one ``ExchangeEvent`` and returns what the machine
-must act on: a :class:`Reply` for the operation, a ``ConnectionFailed`` that fails
+must act on: a :class:`~.exchange.Reply` for the operation, a ``ConnectionFailed`` that fails
 the operation's exchange, or None.  Server requests found on a stream are queued in
 :attr:`Transport.asked` for the machine, which decides how each is answered.  A bad
 response raises ``McpError`` (the machine cancels the exchange).  Every byte is
@@ -29,14 +30,12 @@ the server sent passes :func:`~sansmcp.core.fieldvalue.echoable` before it is ke
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Final, assert_never
 
 from ..errors import ConnectionFailed, budget_exceeded
-from ..fieldvalue import echoable
 from ..http import (
     DataReceived,
     ExchangeEvent,
@@ -51,48 +50,23 @@ from ..http import (
 from ..jsonvalue import JsonError
 from ..limits import Limits
 from ..messages import BATCH_VERSION, match_response, parse_message
-from ..sse import SseError, SseParser
+from ..sse import SseParser
 from . import rules
 from .budget import Budget
 from .events import CancelExchange, Output, StartExchange
+from .exchange import FOREVER, Body, Decoder, Exchange, Reply, Role
 from .notifications import Notices
 from .requests import Requests
 from .session import Era, Session
 
-__all__ = ["FOREVER", "Body", "Decoder", "Exchange", "Reply", "Role", "Transport"]
+__all__ = ["Transport"]
 
 LIST_CHANGED = "notifications/tools/list_changed"
 
-#: How a request's answer is parsed (a JSON body or one event's text): ``parse_message``,
-#: or ``listing.parse_page`` for a ``tools/list`` request (its ``Send`` says which).
-Decoder = Callable[[bytearray | str, Limits], Any]
-
-
-# The deadline of a standalone stream the server accepted: it lives as long as the session.
-FOREVER = float("inf")
-
-
-class Role(enum.Enum):
-    OP = "op"  # the current operation waits for it
-    SIDE = "side"  # fire and forget (answers to server requests, cancellations)
-    DRAIN = "drain"  # answered already; read to the end so the socket can be reused
-    LISTEN = "listen"  # the legacy session's standalone GET stream, carrying server requests
-
-
-class Body(enum.Enum):
-    JSON = "json"
-    SSE = "sse"
-    OTHER = "other"
-
-
-# Enum members as module constants: on Python 3.11 each ``Enum.MEMBER`` lookup runs
-# EnumType.__getattr__'s hook (a bound wrapper per access), which the per-event path
-# should not pay.
-_JSON: Final = Body.JSON
-_OTHER: Final = Body.OTHER
-_SSE: Final = Body.SSE
 # An event stream that failed for these is not resumed: a bound, or the Client closing.
 _FINAL = frozenset({"budget", "client_closed"})
+_JSON: Final = Body.JSON
+_SSE: Final = Body.SSE
 _DRAIN: Final = Role.DRAIN
 _LISTEN: Final = Role.LISTEN
 _OP: Final = Role.OP
@@ -103,92 +77,6 @@ _HEAD_REDIRECT: Final = rules.Head.REDIRECT
 _HEAD_SSE: Final = rules.Head.SSE
 _HEAD_UNAUTHORIZED: Final = rules.Head.UNAUTHORIZED
 _HEAD_UNUSABLE: Final = rules.Head.UNUSABLE
-
-
-class Reply:
-    """What the operation's request got: its status, headers and JSON-RPC response, or
-    (``broken``) how its event stream broke and where it may resume; ``at``: when it
-    reached the operation (the time of the input that brought it)."""
-
-    __slots__ = (
-        "at",
-        "broken",
-        "headers",
-        "last_event_id",
-        "message",
-        "progressed",
-        "retry_ms",
-        "status",
-    )
-
-    def __init__(
-        self,
-        status: int,
-        headers: Headers,
-        message: dict[str, Any] | None,
-        at: float,
-        broken: ConnectionFailed | None = None,
-        last_event_id: bytes | None = None,
-        retry_ms: int | None = None,
-        progressed: bool = False,
-    ) -> None:
-        self.status = status
-        self.headers = headers
-        self.message = message
-        self.at = at
-        self.broken = broken
-        self.last_event_id = last_event_id
-        self.retry_ms = retry_ms
-        self.progressed = progressed
-
-
-class Exchange:
-    __slots__ = (
-        "body",
-        "deadline",
-        "exchange_id",
-        "headers",
-        "judged_id",
-        "kind",
-        "last_id",
-        "message",
-        "parse",
-        "progressed",
-        "refusals",
-        "request",
-        "role",
-        "rpc_id",
-        "server_requests",
-        "sse",
-        "status",
-    )
-
-    def __init__(
-        self,
-        exchange_id: int,
-        request: HttpRequest,
-        rpc_id: int | None,
-        deadline: float,
-        role: Role,
-        parse: Decoder = parse_message,
-    ) -> None:
-        self.exchange_id = exchange_id
-        self.request = request
-        self.refusals = 0
-        self.rpc_id = rpc_id
-        self.deadline = deadline
-        self.role = role
-        self.status: int | None = None
-        self.headers: Headers = ()
-        self.kind = _OTHER
-        self.body = bytearray()
-        self.sse: SseParser | None = None
-        self.last_id: bytes | None = None  # the last event id that passed ``echoable``
-        self.judged_id: str | None = None  # the parser's last id judged by ``echoable``
-        self.message: dict[str, Any] | None = None
-        self.progressed = False
-        self.server_requests = 0
-        self.parse = parse
 
 
 class Transport:
@@ -421,36 +309,8 @@ class Transport:
             assert_never(head)
 
     def _on_data(self, exchange: Exchange, data: bytes, now: float) -> None:
-        kind = exchange.kind
-        if kind is _JSON:
-            exchange.body += data
-        elif kind is _SSE:
-            sse = exchange.sse
-            assert sse is not None
-            try:
-                events = sse.feed(data)
-            except SseError as exc:
-                if exc.reason == "text":  # its decoded text: 3 x the budget at most
-                    raise budget_exceeded(
-                        f"{exc} (3 x Limits.max_response_bytes)",
-                        "max_response_bytes",
-                        exc.limit,
-                        exc.observed,
-                    ) from None
-                # defensive: the parser's byte limit is max_response_bytes, which the
-                # budget enforces on these bytes first
-                raise ConnectionFailed(  # pragma: no cover - the budget refuses them first
-                    f"the server sent an unusable event stream: {exc}", cause="framing"
-                ) from None
-            last_id = sse.last_event_id
-            if last_id is not None and last_id is not exchange.judged_id:
-                # Judged once per id the parser decoded, not once per body chunk.  An id we
-                # could not send back as Last-Event-ID is treated as absent.
-                exchange.judged_id = last_id
-                exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
-            for sse_event in events:
-                exchange.progressed = True
-                self._on_message_text(exchange, sse_event.data, now)
+        for sse_event in exchange.feed(data, self.limits):
+            self._on_message_text(exchange, sse_event.data, now)
 
     def _holds(self, exchange: Exchange) -> bool:
         held = self.held
@@ -484,31 +344,10 @@ class Transport:
                 ),
                 now,
             )
-        if exchange.rpc_id is not None and exchange.kind is _JSON:
-            body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
-            try:
-                parsed = exchange.parse(body, self.limits)
-                message, _ = match_response(
-                    parsed,
-                    exchange.rpc_id,
-                    batch_allowed=self.session.protocol_version == BATCH_VERSION,
-                    idless_ok=status >= 400,
-                )
-            except (JsonError, ConnectionFailed) as exc:
-                if isinstance(exc, ConnectionFailed) and exc.cause == "budget":
-                    raise
-                if status >= 300:
-                    message = None  # an error status with an unreadable body
-                else:
-                    raise ConnectionFailed(
-                        f"the server's response is not a JSON-RPC response: {exc}",
-                        cause="not_jsonrpc",
-                    ) from None
-            if message is None and 200 <= status < 300:
-                raise ConnectionFailed(
-                    "the server's response holds no JSON-RPC response to our request",
-                    cause="not_jsonrpc",
-                )
+        rpc_id = exchange.rpc_id
+        if rpc_id is not None and exchange.kind is _JSON:
+            batch_allowed = self.session.protocol_version == BATCH_VERSION
+            message = exchange.json_answer(rpc_id, self.limits, batch_allowed)
             return Reply(status, exchange.headers, message, now)
         # No body read: a notification's answer, a DELETE's, or an error status (a 2xx
         # answer to a request was JSON or an event stream, or its head failed it).
