@@ -1,8 +1,9 @@
 """The MCP client machine: one per ``Conn``, pure, driven by HTTP messages and ``now``.
 
-(A little over ~600 lines on purpose: the façade keeps each operation's whole life --
-start, waits, replies, timeouts, close -- on one screen, and the observation hooks added
-for progress and telemetry are a None check each at those same points.)
+(The façade keeps each operation's whole life -- start, waits, replies, timeouts, close
+-- on one screen; what each step does to the exchanges is the transport's, what it
+asks the embedder the asks'.  The observation hooks added for progress and telemetry
+are a None check each at those same points.)
 
 Theory of operation
 -------------------
@@ -26,12 +27,15 @@ order):
 
 The machine is a façade over composed parts: the :class:`~.session.Session` (era
 table), the request builder (:mod:`.requests`), the :class:`~.budget.Budget`, the
-:class:`~.transport.Transport` (exchanges, streams, held answers, resends) and the
+:class:`~.transport.Transport` (exchanges, streams, held answers, resends), the
+embedder's pending :class:`~.asks.Asks`, the :class:`~.toolset.Toolset` and the
 operation scripts (:mod:`.operations`), which decide with the pure functions of
-:mod:`.rules`.  What it keeps itself is the operation in hand -- its :class:`Phase`
-(a transition table; a move it does not list is a ``LocalProtocolError``), its
-deadline and waits -- and the embedder's pending asks.  :attr:`McpMachine.state`
-is a snapshot of all of it on one screen.
+:mod:`.rules`.  It calls their methods and never writes their fields.  What it keeps
+itself is the operation in hand -- its :class:`Phase` (a transition table; a move it
+does not list is a ``LocalProtocolError``), its script, deadline and waits.
+:attr:`McpMachine.state` is a snapshot of all of it on one screen.  There is no clock
+anywhere: every input brings its ``now``, passed down with the call, and a reply the
+transport hands a script carries the time it came (``Reply.at``).
 
 The machine owns the deadlines: :meth:`~McpMachine.next_deadline` says when the
 driver must call :meth:`~McpMachine.handle_timer`.  Server requests on a legacy
@@ -47,19 +51,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, assert_never
 
 from ..cache import CallerCache
-from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
+from ..errors import ConnectionFailed, LocalProtocolError, McpError
 from ..http import ExchangeEvent
-from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
-from ..messages import METHOD_NOT_FOUND
 from ..tools import Tool
 from . import rules
+from .asks import Asks
 from .budget import Budget
 from .compiled import CompiledSchemas
 from .events import (
@@ -160,10 +162,10 @@ class McpMachine:
         self._op_cap = 0.0
         self._sleep_until: float | None = None
         self._close_deadline = 0.0
-        # input id -> exchange (a server request) or None (multi round-trip)
-        self._asks: dict[int, Exchange | None] = {}
-        self._ask_server_ids: dict[int, Any] = {}
-        self._input_ids = itertools.count(1)
+        can_answer = settings.capabilities is not None
+        self._asks = Asks(
+            transport, requests, session, can_answer=can_answer, wait=limits.dial_timeout
+        )
 
     # ------------------------------------------------------------ what it knows
 
@@ -269,7 +271,7 @@ class McpMachine:
         (no request), else from the server; ``fresh`` always asks the server.
         ``timeout`` (seconds) shortens ``Limits.list_timeout`` for this listing."""
         self._require_connected()
-        limit = _deadline(timeout, self.limits.list_timeout)
+        limit = rules.op_timeout(timeout, self.limits.list_timeout)
         ops = self._ops
         gen = ops.recovering(lambda at: ops.list_tools(fresh, at), now)
         self._start(gen, "list_timeout", limit, now)
@@ -292,22 +294,8 @@ class McpMachine:
         number > 0.
         """
         self._require_connected()
-        limit = _deadline(timeout, self.limits.call_timeout)
-        if not isinstance(name, str) or not name:
-            raise CallerError("tool name must be a non-empty string")
-        if not isinstance(arguments, bytes | bytearray | memoryview):
-            # checked here, before the operation starts: a str got as far as building the
-            # request and raised TypeError there, leaving the Conn busy for good
-            raise CallerError(
-                f"tool arguments must be bytes (one JSON object), not {type(arguments).__name__}"
-            )
-        arguments = bytes(arguments)
-        if not arguments.strip():
-            arguments = b"{}"
-        try:
-            parsed = parse_json_object_strict(arguments, max_depth=self.limits.max_json_depth)
-        except JsonError as exc:
-            raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
+        limit = rules.op_timeout(timeout, self.limits.call_timeout)
+        arguments, parsed = rules.checked_call(name, arguments, self.limits.max_json_depth)
         ops, toolset = self._ops, self._tools
         if toolset.cache is not None:
             toolset.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
@@ -334,15 +322,7 @@ class McpMachine:
             return
         # Server requests the embedder was still asked about are declined now, so that
         # every server request gets its answer before the connection ends.
-        for input_id, exchange in list(self._asks.items()):
-            if exchange is not None:
-                self._answer_server(
-                    self._ask_server_ids[input_id],
-                    now,
-                    error={"code": -32600, "message": "the client closed the connection"},
-                )
-        self._asks.clear()
-        self._ask_server_ids.clear()
+        self._asks.decline_all(now)
         if self._observer is not None:
             self._observer.ended("cancelled", now)
         self._abandon_op()
@@ -357,20 +337,8 @@ class McpMachine:
         ``answers`` comes from the embedder's handler: anything but None or a mapping of
         string keys to JSON values is a ``CallerError``, raised before anything changes.
         """
-        if input_id not in self._asks:
-            return  # the operation ended meanwhile
-        answers = rules.checked_answers(answers)
-        exchange = self._asks.pop(input_id)
-        if exchange is None:
+        if self._asks.answer(input_id, answers, now):  # the operation's own ask
             self._resume(now, answers)
-            return
-        server_id = self._ask_server_ids.pop(input_id)
-        if answers is not None and isinstance(answers.get("request"), Mapping):
-            self._answer_server(server_id, now, result=answers["request"])
-        else:
-            self._answer_server(
-                server_id, now, error={"code": -32600, "message": "declined by the user"}
-            )
 
     # ------------------------------------------------------------ driver interface
 
@@ -410,7 +378,6 @@ class McpMachine:
                 assert_never(output)
 
     def next_deadline(self) -> float | None:
-        t = self._t
         phase = self._phase
         # FOREVER (a kept standalone stream) is no deadline; it starts the search
         first = (
@@ -420,24 +387,17 @@ class McpMachine:
             if phase is _RUNNING
             else FOREVER
         )
-        for exchange in t.exchanges.values():
-            if exchange.deadline < first:
-                first = exchange.deadline
-        if phase is _RUNNING:
-            if self._sleep_until is not None and self._sleep_until < first:
-                first = self._sleep_until
-            if t.held is not None and t.held_until < first:
-                first = t.held_until
+        if phase is _RUNNING and self._sleep_until is not None and self._sleep_until < first:
+            first = self._sleep_until
+        first = self._t.next_deadline(first)
         return None if first == FOREVER else first
 
     def handle_timer(self, *, now: float) -> None:
         t = self._t
-        if t.held is not None and now >= t.held_until:
-            self._reply(t.release_held(now), now)
+        held = t.expire(now)
+        if held is not None:
+            self._reply(held, now)
             return
-        for exchange in list(t.exchanges.values()):
-            if exchange.role is not _OP and now >= exchange.deadline:
-                t.cancel(exchange)  # a standalone stream without a head in time: dropped
         phase = self._phase
         if phase is _CLOSING:
             if now >= self._close_deadline:
@@ -468,11 +428,11 @@ class McpMachine:
         try:
             outcome = t.receive(exchange, event, now)
         except McpError as error:
-            self._serve_asked(now)  # the requests that came before the bad part
+            self._asks.serve(now)  # the requests that came before the bad part
             self._bad_response(exchange, error, now)
         else:
             if t.asked:
-                self._serve_asked(now)
+                self._asks.serve(now)
             match outcome:
                 case None:
                     pass
@@ -556,13 +516,7 @@ class McpMachine:
                     self._sleep_until = instruction.until
                     return
                 case Ask():
-                    input_id = next(self._input_ids)
-                    self._asks[input_id] = None
-                    self._outputs.append(
-                        InputRequired(
-                            input_id=input_id, requests=instruction.requests, server_request=False
-                        )
-                    )
+                    self._asks.ask(instruction.requests)
                     return
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(instruction)
@@ -583,10 +537,7 @@ class McpMachine:
         self._sleep_until = None
         self._t.end_operation()
         self._requests.use_trace(None)
-        for input_id, exchange in list(self._asks.items()) if self._asks else ():
-            if exchange is None or exchange.role is not _LISTEN:
-                del self._asks[input_id]
-                self._ask_server_ids.pop(input_id, None)
+        self._asks.end_operation()
 
     def _op_error(self, error: McpError, now: float) -> None:
         self._t.cancel_op()
@@ -616,26 +567,11 @@ class McpMachine:
     def _close_progress(self) -> None:
         """Closing: answers and notices already sent are finished first (bounded by
         ``close_timeout``), then a legacy session gets its DELETE, then :class:`Closed`."""
-        t = self._t
-        if self._phase is not _CLOSING or t.op is not None:
-            return
-        if any(exchange.role is _SIDE for exchange in t.exchanges.values()):
-            return
-        session = self._session
-        if session.era is _LEGACY and session.session_id is not None:
-            request = t.requests.legacy(b"DELETE", b"")
-            session.session_id = None  # ended by us: a second close sends no second DELETE
-            t.send(request, None, self._close_deadline)
-            return
-        self._closed()
+        if self._phase is _CLOSING and self._t.close_step(self._close_deadline):
+            self._closed()
 
     def _fail_timeout(self, bound: str, limit: float, now: float) -> None:
-        op = self._t.cancel_op()
-        if op is not None and self._session.era is _LEGACY and op.rpc_id is not None:
-            request = self._t.requests.legacy_rpc(
-                None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
-            )
-            self._t.side(request, self.limits.cancel_grace, now)
+        self._t.abort_op(self.limits.cancel_grace, now)
         self._abandon_op()
         self._t.reopen_yielded(now)
         failed = OperationFailed(error=rules.timeout(bound, limit))
@@ -655,53 +591,3 @@ class McpMachine:
             self._op_error(error, now)
         # A held answer's stream (DRAIN) is not parsed: only a connection budget fails it,
         # and that failed the operation above.
-
-    def _serve_asked(self, now: float) -> None:
-        asked = self._t.asked
-        for exchange, request in asked:
-            self._on_server_request(exchange, request, now)
-        asked.clear()
-
-    def _on_server_request(self, exchange: Exchange, request: dict[str, Any], now: float) -> None:
-        if self._session.era is not _LEGACY:
-            return  # a modern server must not send requests; nothing may answer them
-        server_id = request["id"]
-        method = request["method"]
-        if method == "ping":
-            self._answer_server(server_id, now, result={})
-            return
-        if not self._ops.can_answer:
-            self._answer_server(
-                server_id,
-                now,
-                error={"code": METHOD_NOT_FOUND, "message": f"client does not support {method}"},
-            )
-            return
-        input_id = next(self._input_ids)
-        self._asks[input_id] = exchange
-        self._ask_server_ids[input_id] = server_id
-        params = request.get("params")
-        self._outputs.append(
-            InputRequired(
-                input_id=input_id,
-                requests={
-                    "request": {"method": method, "params": params if params is not None else {}}
-                },
-                server_request=True,
-            )
-        )
-
-    def _answer_server(
-        self, server_id: Any, now: float, *, result: Any = None, error: Any = None
-    ) -> None:
-        request = self._requests.answer(server_id, result=result, error=error)
-        self._t.side(request, self.limits.dial_timeout, now)
-
-
-def _deadline(timeout: float | None, ceiling: float) -> float:
-    """An operation's own deadline: ``timeout`` seconds, never past the ``Limits`` ceiling."""
-    if timeout is None:
-        return ceiling
-    if type(timeout) not in (int, float) or not 0 < timeout < float("inf"):
-        raise CallerError(f"timeout must be a number of seconds > 0, not {timeout!r}")
-    return float(min(timeout, ceiling))  # (an int past float range compares, then clamps)

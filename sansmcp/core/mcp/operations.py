@@ -223,21 +223,6 @@ class Operations:
             session.hinted = False  # the hint held
         return reply
 
-    def result(self, reply: Reply) -> dict[str, Any]:
-        message = reply.message
-        if message is None:
-            raise ConnectionFailed(
-                f"the server answered HTTP {reply.status} without a JSON-RPC response",
-                cause="http_status",
-                status=reply.status,
-            )
-        if "error" in message:
-            raise rules.server_error(message)
-        result = message["result"]
-        if not isinstance(result, dict):
-            raise ServerAnswered("the server's result is not an object", reason="malformed_result")
-        return result
-
     # ------------------------------------------------------------ negotiation
 
     def connect(self, now: float) -> OpGen:
@@ -361,7 +346,7 @@ class Operations:
                     retried = True
                     version = other
                     continue
-            result = self.result(reply)
+            result = rules.result_of(reply.status, reply.message)
             self.server_logs = rules.declares(result, "logging")
             chosen = result.get("protocolVersion")
             if not isinstance(chosen, str) or chosen not in legacy:
@@ -485,7 +470,7 @@ class Operations:
             reply = yield from self.request("tools/list", params, parse=parse_page)
             if cursor is not None and reply.message is not None and "error" in reply.message:
                 self.toolset.invalidate()  # a cursor turned invalid: every cached page goes
-            result = self.result(reply)
+            result = rules.result_of(reply.status, reply.message)
             rules.result_kind(result, allow_input=False)
             raw_tools = result.get("tools")
             if not isinstance(raw_tools, list):
@@ -595,7 +580,7 @@ class Operations:
                 and name in toolset.tools
             ):
                 toolset.invalidate()
-            result = self.result(reply)
+            result = rules.result_of(reply.status, reply.message)
             step = rules.next_call_step(
                 result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes
             )

@@ -67,6 +67,7 @@ LIST_CHANGED = "notifications/tools/list_changed"
 _FINAL = frozenset({"budget", "client_closed"})
 _JSON: Final = Body.JSON
 _SSE: Final = Body.SSE
+_LEGACY: Final = Era.LEGACY
 _DRAIN: Final = Role.DRAIN
 _LISTEN: Final = Role.LISTEN
 _OP: Final = Role.OP
@@ -173,6 +174,33 @@ class Transport:
         )
         return exchange
 
+    def side(self, request: HttpRequest, wait: float, now: float) -> None:
+        """Send ``request`` and forget it (its answer is drained, at most ``wait`` s)."""
+        self.open(request, None, now + wait, _SIDE)
+
+    def cancel(self, exchange: Exchange) -> None:
+        if exchange is self.listen:
+            self.listen = None  # given up (garbled, over a bound, closing): never re-opened
+            self.listen_yield_wanted = False
+        if self.exchanges.pop(exchange.exchange_id, None) is not None:
+            self.outputs.append(CancelExchange(exchange_id=exchange.exchange_id))
+
+    def cancel_op(self) -> Exchange | None:
+        """Cancel the operation's exchange, if any; return it."""
+        op = self.op
+        if op is not None:
+            self.cancel(op)
+            self.op = None
+        return op
+
+    def release_held(self, now: float) -> Reply:
+        """The held answer goes to the operation (at ``now``)."""
+        assert self.held is not None
+        reply = self.held[1]
+        reply.at = now
+        self.held = None
+        return reply
+
     # ------------------------------------------------------------ the operation's exchanges
 
     def begin_operation(self) -> None:
@@ -217,32 +245,53 @@ class Transport:
             self.cancel(exchange)
         self.op = None
 
-    def side(self, request: HttpRequest, wait: float, now: float) -> None:
-        """Send ``request`` and forget it (its answer is drained, at most ``wait`` s)."""
-        self.open(request, None, now + wait, _SIDE)
+    def abort_op(self, wait: float, now: float) -> None:
+        """The operation ran out of time: its exchange is cancelled, and a legacy server
+        is told so (``notifications/cancelled``, its answer drained at most ``wait`` s)."""
+        op = self.cancel_op()
+        if op is not None and self.session.era is _LEGACY and op.rpc_id is not None:
+            request = self.requests.legacy_rpc(
+                None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
+            )
+            self.side(request, wait, now)
 
-    def cancel(self, exchange: Exchange) -> None:
-        if exchange is self.listen:
-            self.listen = None  # given up (garbled, over a bound, closing): never re-opened
-            self.listen_yield_wanted = False
-        if self.exchanges.pop(exchange.exchange_id, None) is not None:
-            self.outputs.append(CancelExchange(exchange_id=exchange.exchange_id))
+    def close_step(self, deadline: float) -> bool:
+        """Closing (the operation abandoned): True once nothing is left to wait for.
+        Answers and notices already sent finish first; then a legacy session gets its
+        ``DELETE`` (by ``deadline``, once), which is waited for in turn."""
+        if self.op is not None or any(e.role is _SIDE for e in self.exchanges.values()):
+            return False
+        session = self.session
+        if session.era is _LEGACY and session.session_id is not None:
+            request = self.requests.legacy(b"DELETE", b"")
+            session.session_id = None  # ended by us: a second close sends no second DELETE
+            self.send(request, None, deadline)
+            return False
+        return True
 
-    def cancel_op(self) -> Exchange | None:
-        """Cancel the operation's exchange, if any; return it."""
-        op = self.op
-        if op is not None:
-            self.cancel(op)
-            self.op = None
-        return op
+    # ------------------------------------------------------------ time
 
-    def release_held(self, now: float) -> Reply:
-        """The held answer goes to the operation (at ``now``)."""
-        assert self.held is not None
-        reply = self.held[1]
-        reply.at = now
-        self.held = None
-        return reply
+    def next_deadline(self, first: float) -> float:
+        """The earliest of ``first``, the exchanges' deadlines and the held answer's
+        release (an answer is held only while an operation runs)."""
+        for exchange in self.exchanges.values():
+            if exchange.deadline < first:
+                first = exchange.deadline
+        if self.held is not None and self.held_until < first:
+            first = self.held_until
+        return first
+
+    def expire(self, now: float) -> Reply | None:
+        """Time passed to ``now``: a held answer whose wait is over is released and
+        returned (nothing else happens); else the exchanges the operation does not wait
+        for that are past their deadline are cancelled (a standalone stream without a
+        head in time: dropped)."""
+        if self.held is not None and now >= self.held_until:
+            return self.release_held(now)
+        for exchange in list(self.exchanges.values()):
+            if exchange.role is not _OP and now >= exchange.deadline:
+                self.cancel(exchange)
+        return None
 
     # ------------------------------------------------------------ events in
 
@@ -459,7 +508,7 @@ class Transport:
         """A call asks for progress: a legacy session that never opened its standalone
         stream opens it now (a server may send progress there)."""
         session = self.session
-        if not self.listen_tried and session.era is Era.LEGACY and session.session_id is not None:
+        if not self.listen_tried and session.era is _LEGACY and session.session_id is not None:
             self._start_listen(now)
 
     def stop_listen(self) -> None:
