@@ -29,8 +29,8 @@ The machine is a façade over composed parts: the :class:`~.session.Session` (er
 table), the request builder (:mod:`.requests`), the :class:`~.budget.Budget`, the
 :class:`~.transport.Transport` (exchanges, streams, held answers, resends), the
 embedder's pending :class:`~.asks.Asks`, the :class:`~.toolset.Toolset` and the
-operation scripts (:mod:`.operations`), which decide with the pure functions of
-:mod:`.rules`.  It calls their methods and never writes their fields.  What it keeps
+operation scripts (:mod:`.operations`, :mod:`.toolops`), which decide with the pure
+functions of :mod:`.rules`.  It calls their methods and never writes their fields.  What it keeps
 itself is the operation in hand -- its :class:`Phase` (a transition table; a move it
 does not list is a ``LocalProtocolError``), its script, deadline and waits.
 :attr:`McpMachine.state` is a snapshot of all of it on one screen.  There is no clock
@@ -82,6 +82,7 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
+from .toolops import ToolOps
 from .toolset import Toolset, invalidate_listings
 from .transport import Transport
 
@@ -136,7 +137,7 @@ class McpMachine:
             deliver_notices=settings.notifications,
         )
         self._tools = toolset = Toolset(settings, limits, session, cache)
-        self._ops = Operations(
+        self._ops = ops = Operations(
             settings=settings,
             limits=limits,
             session=session,
@@ -144,9 +145,9 @@ class McpMachine:
             transport=transport,
             versions=versions,
             ids=ids,
-            jitter=jitter,
-            toolset=toolset,
+            cache=cache,
         )
+        self._tool_ops = ToolOps(ops, toolset, jitter)
         # the deque ``next_output`` pops, for a driver to drain without a call per output
         self.outputs: deque[Output] = transport.outputs
         self._outputs = transport.outputs
@@ -272,8 +273,8 @@ class McpMachine:
         ``timeout`` (seconds) shortens ``Limits.list_timeout`` for this listing."""
         self._require_connected()
         limit = rules.op_timeout(timeout, self.limits.list_timeout)
-        ops = self._ops
-        gen = ops.recovering(lambda at: ops.list_tools(fresh, at), now)
+        tools = self._tool_ops  # (not self: the script would hold the machine -- a cycle)
+        gen = self._ops.recovering(lambda at: tools.list_tools(fresh, at), now)
         self._start(gen, "list_timeout", limit, now)
 
     def call_tool(
@@ -296,21 +297,17 @@ class McpMachine:
         self._require_connected()
         limit = rules.op_timeout(timeout, self.limits.call_timeout)
         arguments, parsed = rules.checked_call(name, arguments, self.limits.max_json_depth)
-        ops, toolset = self._ops, self._tools
+        tools, toolset = self._tool_ops, self._tools
         if toolset.cache is not None:
             toolset.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
         if self._session.era is _MODERN:
             toolset.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         if progress and self._phase is _IDLE:
             self._t.listen_for_progress(now)
-        self._start(
-            ops.recovering(
-                lambda _: ops.call_tool(name, arguments, parsed), now, progress=progress
-            ),
-            "call_timeout",
-            limit,
-            now,
+        gen = self._ops.recovering(
+            lambda _: tools.call_tool(name, arguments, parsed), now, progress=progress
         )
+        self._start(gen, "call_timeout", limit, now)
 
     def close(self, *, now: float) -> None:
         """End the connection: abandon everything in flight; legacy sessions get a DELETE.
