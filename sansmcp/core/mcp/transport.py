@@ -17,6 +17,11 @@ charged to the :class:`~.budget.Budget` as it arrives.
 
 An answer that arrives on an event stream is *held* until that stream ends (so its
 socket can carry the next request) or ``min(stream_end_wait, cancel_grace)`` passes.
+The transport keeps these times and its exchanges' deadlines itself
+(:meth:`Transport.next_deadline`, :meth:`Transport.expire`), and the exchange side of
+an operation's life: its request (:meth:`Transport.send`), its timeout
+(:meth:`Transport.abort_op`), its end, and a close (:meth:`Transport.abandon`,
+:meth:`Transport.close_step`).  It has no clock: each input brings its ``now``.
 
 Notifications found on a stream (the operation's, or the standalone one) go to
 :attr:`Transport.notices` (:mod:`.notifications`), which routes and bounds them.
@@ -264,7 +269,7 @@ class Transport:
         session = self.session
         if session.era is _LEGACY and session.session_id is not None:
             request = self.requests.legacy(b"DELETE", b"")
-            session.session_id = None  # ended by us: a second close sends no second DELETE
+            session.ended()  # a second close sends no second DELETE
             self.send(request, None, deadline)
             return False
         return True
