@@ -1,8 +1,9 @@
 """The MCP client machine: one per ``Conn``, pure, driven by HTTP messages and ``now``.
 
-(A little over ~600 lines on purpose: the façade keeps each operation's whole life --
-start, waits, replies, timeouts, close -- on one screen, and the observation hooks added
-for progress and telemetry are a None check each at those same points.)
+(The façade keeps each operation's whole life -- start, waits, replies, timeouts, close
+-- on one screen; what each step does to the exchanges is the transport's, what it
+asks the embedder the asks'.  The observation hooks added for progress and telemetry
+are a None check each at those same points.)
 
 Theory of operation
 -------------------
@@ -26,12 +27,15 @@ order):
 
 The machine is a façade over composed parts: the :class:`~.session.Session` (era
 table), the request builder (:mod:`.requests`), the :class:`~.budget.Budget`, the
-:class:`~.transport.Transport` (exchanges, streams, held answers, resends) and the
-operation scripts (:mod:`.operations`), which decide with the pure functions of
-:mod:`.rules`.  What it keeps itself is the operation in hand -- its :class:`Phase`
-(a transition table; a move it does not list is a ``LocalProtocolError``), its
-deadline and waits -- and the embedder's pending asks.  :attr:`McpMachine.state`
-is a snapshot of all of it on one screen.
+:class:`~.transport.Transport` (exchanges, streams, held answers, resends), the
+embedder's pending :class:`~.asks.Asks`, the :class:`~.toolset.Toolset` and the
+operation scripts (:mod:`.operations`, :mod:`.toolops`), which decide with the pure
+functions of :mod:`.rules`.  It calls their methods and never writes their fields.  What it keeps
+itself is the operation in hand -- its :class:`Phase` (a transition table; a move it
+does not list is a ``LocalProtocolError``), its script, deadline and waits.
+:attr:`McpMachine.state` is a snapshot of all of it on one screen.  There is no clock
+anywhere: every input brings its ``now``, passed down with the call, and a reply the
+transport hands a script carries the time it came (``Reply.at``).
 
 The machine owns the deadlines: :meth:`~McpMachine.next_deadline` says when the
 driver must call :meth:`~McpMachine.handle_timer`.  Server requests on a legacy
@@ -47,19 +51,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, assert_never
 
 from ..cache import CallerCache
-from ..errors import CallerError, ConnectionFailed, LocalProtocolError, McpError
+from ..errors import ConnectionFailed, LocalProtocolError, McpError
 from ..http import ExchangeEvent
-from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
-from ..messages import METHOD_NOT_FOUND
 from ..tools import Tool
 from . import rules
+from .asks import Asks
 from .budget import Budget
 from .compiled import CompiledSchemas
 from .events import (
@@ -73,14 +75,16 @@ from .events import (
     ToolCalled,
     ToolsListed,
 )
+from .exchange import FOREVER, Exchange, Reply, Role
 from .notifications import OBSERVATIONS, Observer
 from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
+from .toolops import ToolOps
 from .toolset import Toolset, invalidate_listings
-from .transport import FOREVER, Exchange, Reply, Role, Transport
+from .transport import Transport
 
 __all__ = ["McpMachine"]
 
@@ -94,9 +98,6 @@ _OP: Final = Role.OP
 _SIDE: Final = Role.SIDE
 _LEGACY: Final = Era.LEGACY
 _MODERN: Final = Era.MODERN
-
-
-TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})  # W3C trace context
 
 
 class McpMachine:
@@ -124,16 +125,19 @@ class McpMachine:
         versions = usable_versions(settings.protocol_versions)
         self._session = session = Session()
         self._budget = budget = Budget(limits)
-        requests = Requests(settings, session)
+        self._requests = requests = Requests(settings, session)
         self._t = transport = Transport(
             limits=limits,
             budget=budget,
             requests=requests,
             session=session,
             exchange_ids=exchange_ids,
+            # (not the operations' bound method: they own the transport -- a reference cycle)
+            on_list_changed=functools.partial(invalidate_listings, cache, session),
+            deliver_notices=settings.notifications,
         )
         self._tools = toolset = Toolset(settings, limits, session, cache)
-        self._ops = Operations(
+        self._ops = ops = Operations(
             settings=settings,
             limits=limits,
             session=session,
@@ -141,16 +145,13 @@ class McpMachine:
             transport=transport,
             versions=versions,
             ids=ids,
-            jitter=jitter,
-            toolset=toolset,
+            cache=cache,
         )
-        # (not the operations' bound method: they own the transport -- a reference cycle)
-        transport.on_list_changed = functools.partial(invalidate_listings, cache, session)
+        self._tool_ops = ToolOps(ops, toolset, jitter)
         # the deque ``next_output`` pops, for a driver to drain without a call per output
         self.outputs: deque[Output] = transport.outputs
         self._outputs = transport.outputs
         self._notices = transport.notices
-        self._notices.deliver = settings.notifications
         self._observer = Observer(transport.outputs, session) if settings.observe else None
         self._phase = _IDLE
         # the operation in hand
@@ -162,10 +163,10 @@ class McpMachine:
         self._op_cap = 0.0
         self._sleep_until: float | None = None
         self._close_deadline = 0.0
-        # input id -> exchange (a server request) or None (multi round-trip)
-        self._asks: dict[int, Exchange | None] = {}
-        self._ask_server_ids: dict[int, Any] = {}
-        self._input_ids = itertools.count(1)
+        can_answer = settings.capabilities is not None
+        self._asks = Asks(
+            transport, requests, session, can_answer=can_answer, wait=limits.dial_timeout
+        )
 
     # ------------------------------------------------------------ what it knows
 
@@ -226,20 +227,14 @@ class McpMachine:
     def yield_listen(self, exchange_id: int, *, now: float) -> None:
         """The driver needs the socket of the standalone stream ``exchange_id`` for an
         operation (a cap is reached): the stream is cancelled, and re-opened after this
-        connection's next operation when a socket is to spare."""
-        self._t.now = now
+        connection's next operation when a socket is to spare.  (``now``: every input
+        brings the time; this one needs none.)"""
         self._t.yield_listen(exchange_id)
 
     def propagate(self, meta: Mapping[str, str] | None) -> None:
-        """The next operation's requests carry ``meta``'s trace context (``TRACE_KEYS``) in
-        ``_meta``, unless ``Config.meta`` carries a ``traceparent`` of its own, which wins.
-        Any other key of the embedder's carrier (``progressToken``, a protocol key, one
-        ``Config.meta`` has) is dropped: it would duplicate or forge one of ours."""
-        own = self.settings.meta
-        kept = None
-        if meta is not None and "traceparent" not in own:
-            kept = {k: v for k, v in meta.items() if k in TRACE_KEYS and k not in own} or None
-        self._t.requests.op_meta = kept
+        """The next operation's requests carry ``meta``'s trace context
+        (:meth:`.requests.Requests.use_trace` says which keys)."""
+        self._requests.use_trace(meta)
 
     @property
     def state(self) -> MachineState:
@@ -270,16 +265,17 @@ class McpMachine:
     # ------------------------------------------------------------ public commands
 
     def connect(self, *, now: float) -> None:
-        self._start(self._ops.connect(), "connect_timeout", self.limits.connect_timeout, now)
+        self._start(self._ops.connect(now), "connect_timeout", self.limits.connect_timeout, now)
 
     def list_tools(self, *, now: float, fresh: bool = False, timeout: float | None = None) -> None:
         """List the tools: from the Client-wide cache when every page is fresh there
         (no request), else from the server; ``fresh`` always asks the server.
         ``timeout`` (seconds) shortens ``Limits.list_timeout`` for this listing."""
         self._require_connected()
-        limit = _deadline(timeout, self.limits.list_timeout)
-        ops = self._ops
-        self._start(ops.recovering(lambda: ops.list_tools(fresh)), "list_timeout", limit, now)
+        limit = rules.op_timeout(timeout, self.limits.list_timeout)
+        tools = self._tool_ops  # (not self: the script would hold the machine -- a cycle)
+        gen = self._ops.recovering(lambda at: tools.list_tools(fresh, at), now)
+        self._start(gen, "list_timeout", limit, now)
 
     def call_tool(
         self,
@@ -299,36 +295,19 @@ class McpMachine:
         number > 0.
         """
         self._require_connected()
-        limit = _deadline(timeout, self.limits.call_timeout)
-        if not isinstance(name, str) or not name:
-            raise CallerError("tool name must be a non-empty string")
-        if not isinstance(arguments, bytes | bytearray | memoryview):
-            # checked here, before the operation starts: a str got as far as building the
-            # request and raised TypeError there, leaving the Conn busy for good
-            raise CallerError(
-                f"tool arguments must be bytes (one JSON object), not {type(arguments).__name__}"
-            )
-        arguments = bytes(arguments)
-        if not arguments.strip():
-            arguments = b"{}"
-        try:
-            parsed = parse_json_object_strict(arguments, max_depth=self.limits.max_json_depth)
-        except JsonError as exc:
-            raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
-        ops, toolset = self._ops, self._tools
+        limit = rules.op_timeout(timeout, self.limits.call_timeout)
+        arguments, parsed = rules.checked_call(name, arguments, self.limits.max_json_depth)
+        tools, toolset = self._tool_ops, self._tools
         if toolset.cache is not None:
             toolset.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
         if self._session.era is _MODERN:
             toolset.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
         if progress and self._phase is _IDLE:
-            ops.progress = True
-            self._t.listen_for_progress()
-        self._start(
-            ops.recovering(lambda: ops.call_tool(name, arguments, parsed)),
-            "call_timeout",
-            limit,
-            now,
+            self._t.listen_for_progress(now)
+        gen = self._ops.recovering(
+            lambda _: tools.call_tool(name, arguments, parsed), now, progress=progress
         )
+        self._start(gen, "call_timeout", limit, now)
 
     def close(self, *, now: float) -> None:
         """End the connection: abandon everything in flight; legacy sessions get a DELETE.
@@ -336,26 +315,15 @@ class McpMachine:
         Ends with :class:`Closed` (failures of the DELETE are ignored).
         """
         t = self._t
-        t.now = now
         if self._phase is _CLOSING:
             return
         # Server requests the embedder was still asked about are declined now, so that
         # every server request gets its answer before the connection ends.
-        for input_id, exchange in list(self._asks.items()):
-            if exchange is not None:
-                self._answer_server(
-                    self._ask_server_ids[input_id],
-                    error={"code": -32600, "message": "the client closed the connection"},
-                )
-        self._asks.clear()
-        self._ask_server_ids.clear()
+        self._asks.decline_all(now)
         if self._observer is not None:
             self._observer.ended("cancelled", now)
         self._abandon_op()
-        t.listen = None
-        for exchange in list(t.exchanges.values()):
-            if exchange.role is not _SIDE:
-                t.cancel(exchange)
+        t.abandon()
         self._enter(_CLOSING)
         self._close_deadline = now + self.limits.close_timeout
         self._close_progress()
@@ -366,34 +334,20 @@ class McpMachine:
         ``answers`` comes from the embedder's handler: anything but None or a mapping of
         string keys to JSON values is a ``CallerError``, raised before anything changes.
         """
-        self._t.now = now
-        if input_id not in self._asks:
-            return  # the operation ended meanwhile
-        answers = rules.checked_answers(answers)
-        exchange = self._asks.pop(input_id)
-        if exchange is None:
-            self._resume(answers)
-            return
-        server_id = self._ask_server_ids.pop(input_id)
-        if answers is not None and isinstance(answers.get("request"), Mapping):
-            self._answer_server(server_id, result=answers["request"])
-        else:
-            self._answer_server(
-                server_id, error={"code": -32600, "message": "declined by the user"}
-            )
+        if self._asks.answer(input_id, answers, now):  # the operation's own ask
+            self._resume(now, answers)
 
     # ------------------------------------------------------------ driver interface
 
     def share_compiled(self, compiled: CompiledSchemas) -> None:
         """Compile the server's output schemas into ``compiled`` (the Client's, shared by
         its Conns: a schema the server sent before is not compiled again)."""
-        self._tools.compiled = compiled
+        self._tools.share_compiled(compiled)
 
     def use_bearer_token(self, token: str | None) -> None:
         """Send ``token`` (None: none) as the bearer credential from the next request on."""
         self.settings = dataclasses.replace(self.settings, bearer_token=token)
-        self._t.requests.settings = self.settings
-        self._t.requests.forget_headers()
+        self._requests.use_settings(self.settings)
 
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
@@ -421,7 +375,6 @@ class McpMachine:
                 assert_never(output)
 
     def next_deadline(self) -> float | None:
-        t = self._t
         phase = self._phase
         # FOREVER (a kept standalone stream) is no deadline; it starts the search
         first = (
@@ -431,30 +384,21 @@ class McpMachine:
             if phase is _RUNNING
             else FOREVER
         )
-        for exchange in t.exchanges.values():
-            if exchange.deadline < first:
-                first = exchange.deadline
-        if phase is _RUNNING:
-            if self._sleep_until is not None and self._sleep_until < first:
-                first = self._sleep_until
-            if t.held is not None and t.held_until < first:
-                first = t.held_until
+        if phase is _RUNNING and self._sleep_until is not None and self._sleep_until < first:
+            first = self._sleep_until
+        first = self._t.next_deadline(first)
         return None if first == FOREVER else first
 
     def handle_timer(self, *, now: float) -> None:
         t = self._t
-        t.now = now
-        if t.held is not None and now >= t.held_until:
-            self._reply(t.release_held())
+        held = t.expire(now)
+        if held is not None:
+            self._reply(held, now)
             return
-        for exchange in list(t.exchanges.values()):
-            if exchange.role is not _OP and now >= exchange.deadline:
-                t.cancel(exchange)  # a standalone stream without a head in time: dropped
         phase = self._phase
         if phase is _CLOSING:
             if now >= self._close_deadline:
-                for exchange in list(t.exchanges.values()):
-                    t.cancel(exchange)
+                t.cancel_all()
                 self._closed()
             else:
                 self._close_progress()
@@ -462,38 +406,37 @@ class McpMachine:
         if phase is _IDLE:
             return
         if now >= self._op_deadline:
-            self._fail_timeout(self._op_bound, self._op_limit)
+            self._fail_timeout(self._op_bound, self._op_limit, now)
             return
         op = t.op
         if op is not None and now >= op.deadline:
-            self._fail_timeout(self._op_cap_bound, self._op_cap)
+            self._fail_timeout(self._op_cap_bound, self._op_cap, now)
             return
         if self._sleep_until is not None and now >= self._sleep_until:
             self._sleep_until = None
-            self._resume(None)
+            self._resume(now)
 
     def receive(self, event: ExchangeEvent, *, now: float) -> None:
         """Feed one event of an exchange this machine started."""
         t = self._t
-        t.now = now
         exchange = t.exchanges.get(event.exchange_id)
         if exchange is None:
             return  # cancelled already
         try:
-            outcome = t.receive(exchange, event)
+            outcome = t.receive(exchange, event, now)
         except McpError as error:
-            self._serve_asked()  # the requests that came before the bad part
-            self._bad_response(exchange, error)
+            self._asks.serve(now)  # the requests that came before the bad part
+            self._bad_response(exchange, error, now)
         else:
             if t.asked:
-                self._serve_asked()
+                self._asks.serve(now)
             match outcome:
                 case None:
                     pass
                 case Reply():
-                    self._reply(outcome)
+                    self._reply(outcome, now)
                 case ConnectionFailed():
-                    self._op_error(outcome)
+                    self._op_error(outcome, now)
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(outcome)
         if self._phase is _CLOSING:
@@ -514,22 +457,22 @@ class McpMachine:
         if self._phase is not _IDLE:
             raise LocalProtocolError("an operation is already running on this connection")
         t = self._t
-        t.now = now
         exhausted = self._budget.exhausted
         if exhausted is not None:
             gen.close()
             self._outputs.append(OperationFailed(error=exhausted))
             return
-        if t.listen is not None:
-            t.listen.server_requests = 0  # Limits.max_server_requests: per operation
+        t.begin_operation()
         self._gen = gen
         self._enter(_RUNNING)
         self._op_bound = bound
         self._op_limit = limit
         self._op_deadline = now + limit
-        self._resume(None)
+        self._resume(now)
 
-    def _resume(self, value: Any = None, error: BaseException | None = None) -> None:
+    def _resume(self, now: float, value: Any = None, error: BaseException | None = None) -> None:
+        """Run the operation's script at ``now`` until it waits (or ends), sending it
+        ``value`` (or throwing ``error`` into it)."""
         gen = self._gen
         assert gen is not None
         t = self._t
@@ -537,12 +480,12 @@ class McpMachine:
             try:
                 instruction = gen.throw(error) if error is not None else gen.send(value)
             except StopIteration as stop:
-                self._end_op(stop.value)
+                self._end_op(stop.value, now)
                 return
             except McpError as failure:
                 # kept as a value: its traceback's frames (this one's ``error``, a driver's
                 # caller holding what refers to it) would make a reference cycle of it
-                self._end_op(OperationFailed(error=failure.with_traceback(None)))
+                self._end_op(OperationFailed(error=failure.with_traceback(None)), now)
                 return
             finally:
                 if error is not None:  # thrown in, handled or not: the same, for its frames
@@ -552,41 +495,34 @@ class McpMachine:
             match instruction:
                 case Send():
                     rpc_id = instruction.rpc_id
-                    if rpc_id is not None:
-                        self._notices.begin(rpc_id, self._ops.progress)
                     if self._observer is not None:
-                        self._observer.sent(rpc_id, instruction.method, instruction.tool, t.now)
-                    deadline = min(self._op_deadline, t.now + instruction.cap)
+                        self._observer.sent(rpc_id, instruction.method, instruction.tool, now)
                     self._op_cap_bound = instruction.cap_bound
                     self._op_cap = instruction.cap
-                    t.op = t.open(instruction.request, instruction.rpc_id, deadline, _OP)
-                    if instruction.method == "tools/list":
-                        from ..listing import parse_page  # lazy: msgspec on the first listing
-
-                        t.op.parse = parse_page
+                    t.send(
+                        instruction.request,
+                        rpc_id,
+                        min(self._op_deadline, now + instruction.cap),
+                        instruction.parse,
+                        instruction.progress,
+                    )
                     return
                 case Sleep():
-                    if instruction.until <= t.now:
+                    if instruction.until <= now:
                         continue
                     self._sleep_until = instruction.until
                     return
                 case Ask():
-                    input_id = next(self._input_ids)
-                    self._asks[input_id] = None
-                    self._outputs.append(
-                        InputRequired(
-                            input_id=input_id, requests=instruction.requests, server_request=False
-                        )
-                    )
+                    self._asks.ask(instruction.requests)
                     return
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(instruction)
 
-    def _end_op(self, outcome: Output) -> None:
+    def _end_op(self, outcome: Output, now: float) -> None:
         self._drop_op()
-        self._t.reopen_yielded()
+        self._t.reopen_yielded(now)
         if self._observer is not None:
-            self._observer.ended(outcome, self._t.now)
+            self._observer.ended(outcome, now)
         self._outputs.append(outcome)
 
     def _drop_op(self) -> None:
@@ -595,33 +531,26 @@ class McpMachine:
         if self._phase is _RUNNING:
             self._enter(_IDLE)
         self._gen = None
-        self._t.op = None
         self._sleep_until = None
-        self._t.held = None
-        self._ops.progress = False
-        self._notices.end()
-        self._t.requests.op_meta = None
-        for input_id, exchange in list(self._asks.items()) if self._asks else ():
-            if exchange is None or exchange.role is not _LISTEN:
-                del self._asks[input_id]
-                self._ask_server_ids.pop(input_id, None)
+        self._t.end_operation()
+        self._requests.use_trace(None)
+        self._asks.end_operation()
 
-    def _op_error(self, error: McpError) -> None:
+    def _op_error(self, error: McpError, now: float) -> None:
         self._t.cancel_op()
         # An OP exchange exists only while an operation runs or the close's DELETE is out.
         if self._phase is _CLOSING:
             self._closed()
         else:
-            self._resume(error=error)
+            self._resume(now, error=error)
 
-    def _reply(self, reply: Reply) -> None:
+    def _reply(self, reply: Reply, now: float) -> None:
         if self._phase is _CLOSING:
             self._closed()
             return
-        self._t.op = None
         if self._observer is not None and reply.broken is None:
             self._observer.replied(reply.message)
-        self._resume(reply)
+        self._resume(now, reply)
 
     def _abandon_op(self) -> None:
         if self._gen is not None:
@@ -630,95 +559,32 @@ class McpMachine:
 
     def _closed(self) -> None:
         self._enter(_IDLE)
-        self._t.op = None
         self._outputs.append(Closed())
 
     def _close_progress(self) -> None:
         """Closing: answers and notices already sent are finished first (bounded by
         ``close_timeout``), then a legacy session gets its DELETE, then :class:`Closed`."""
-        t = self._t
-        if self._phase is not _CLOSING or t.op is not None:
-            return
-        if any(exchange.role is _SIDE for exchange in t.exchanges.values()):
-            return
-        session = self._session
-        if session.era is _LEGACY and session.session_id is not None:
-            request = t.requests.legacy(b"DELETE", b"")
-            session.session_id = None  # ended by us: a second close sends no second DELETE
-            t.op = t.open(request, None, self._close_deadline, _OP)
-            return
-        self._closed()
+        if self._phase is _CLOSING and self._t.close_step(self._close_deadline):
+            self._closed()
 
-    def _fail_timeout(self, bound: str, limit: float) -> None:
-        op = self._t.cancel_op()
-        if op is not None and self._session.era is _LEGACY and op.rpc_id is not None:
-            request = self._t.requests.legacy_rpc(
-                None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
-            )
-            self._t.side(request, self.limits.cancel_grace)
+    def _fail_timeout(self, bound: str, limit: float, now: float) -> None:
+        self._t.abort_op(self.limits.cancel_grace, now)
         self._abandon_op()
-        self._t.reopen_yielded()
+        self._t.reopen_yielded(now)
         failed = OperationFailed(error=rules.timeout(bound, limit))
         if self._observer is not None:
-            self._observer.ended(failed, self._t.now)
+            self._observer.ended(failed, now)
         self._outputs.append(failed)
 
     # ------------------------------------------------------------ bad responses, server requests
 
-    def _bad_response(self, exchange: Exchange, error: McpError) -> None:
+    def _bad_response(self, exchange: Exchange, error: McpError, now: float) -> None:
         """``exchange`` sent something unusable: it is cancelled; the operation fails if
         it waited for it or a connection budget is spent."""
         t = self._t
         t.cancel(exchange)
         spent = self._budget.spent(error)
         if exchange.role is _OP or (spent and self._phase is _RUNNING):
-            self._op_error(error)
+            self._op_error(error, now)
         # A held answer's stream (DRAIN) is not parsed: only a connection budget fails it,
         # and that failed the operation above.
-
-    def _serve_asked(self) -> None:
-        asked = self._t.asked
-        for exchange, request in asked:
-            self._on_server_request(exchange, request)
-        asked.clear()
-
-    def _on_server_request(self, exchange: Exchange, request: dict[str, Any]) -> None:
-        if self._session.era is not _LEGACY:
-            return  # a modern server must not send requests; nothing may answer them
-        server_id = request["id"]
-        method = request["method"]
-        if method == "ping":
-            self._answer_server(server_id, result={})
-            return
-        if not self._ops.can_answer:
-            self._answer_server(
-                server_id,
-                error={"code": METHOD_NOT_FOUND, "message": f"client does not support {method}"},
-            )
-            return
-        input_id = next(self._input_ids)
-        self._asks[input_id] = exchange
-        self._ask_server_ids[input_id] = server_id
-        params = request.get("params")
-        self._outputs.append(
-            InputRequired(
-                input_id=input_id,
-                requests={
-                    "request": {"method": method, "params": params if params is not None else {}}
-                },
-                server_request=True,
-            )
-        )
-
-    def _answer_server(self, server_id: Any, *, result: Any = None, error: Any = None) -> None:
-        t = self._t
-        t.side(t.requests.answer(server_id, result=result, error=error), self.limits.dial_timeout)
-
-
-def _deadline(timeout: float | None, ceiling: float) -> float:
-    """An operation's own deadline: ``timeout`` seconds, never past the ``Limits`` ceiling."""
-    if timeout is None:
-        return ceiling
-    if type(timeout) not in (int, float) or not 0 < timeout < float("inf"):
-        raise CallerError(f"timeout must be a number of seconds > 0, not {timeout!r}")
-    return float(min(timeout, ceiling))  # (an int past float range compares, then clamps)

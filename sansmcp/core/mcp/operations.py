@@ -1,30 +1,36 @@
-"""The operations as generator scripts: connect, list tools, call a tool.
+"""The operations as generator scripts: the request primitive and the session's scripts.
 
 Each operation is a generator that yields what it needs -- send a request and wait
 for its reply (:class:`Send`), wait until a time (:class:`Sleep`), ask the embedder
 (:class:`Ask`) -- and returns its terminal event, so negotiation, pagination, multi
 round-trip calls, stream resumption and session recovery read as straight-line code.
 The machine runs them (``McpMachine._resume``); the decisions they take are in
-:mod:`.rules`, the requests they send are built by :mod:`.requests`, the tools they
-read and the listing they keep are the :class:`~.toolset.Toolset`'s.  The Client-wide
+:mod:`.rules`, the requests they send are built by :mod:`.requests`.
+
+Here: :meth:`Operations.request` (one JSON-RPC request: stream resumption, re-issue,
+session expiry, a wrong era hint), connect (negotiation, ``initialize``) and
+:meth:`Operations.recovering`, under which every later operation runs.  The Client-wide
 cache's ``server/discover`` entries are read and filled here, where the era is known.
+The tool scripts are :mod:`.toolops`'; a new kind of operation is a script of its own
+beside them, written on :meth:`Operations.request`.
+
+A script learns the time from its start (``now``) and from each reply (``Reply.at``):
+there is no clock to read.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, assert_never
 
-from ..cache import DISCOVER_METHOD, CachedPage, CallerCache, scope_of, ttl_of
+from ..cache import DISCOVER_METHOD, CallerCache
 from ..errors import ConnectionFailed, ServerAnswered
 from ..fieldvalue import echoable
 from ..http import HttpRequest, header_value
 from ..limits import Limits
 from ..messages import (
-    HEADER_MISMATCH,
     INVALID_PARAMS,
     LEGACY_VERSIONS,
     METHOD_NOT_FOUND,
@@ -32,21 +38,15 @@ from ..messages import (
     classify_probe,
     is_modern,
     negotiate_version,
-)
-from ..results import parse_call_result
-from ..tools import (
-    SkippedTool,
-    Tool,
-    encode_header_value,
-    param_headers,
+    parse_message,
 )
 from . import rules
-from .events import Connected, ToolCalled, ToolsListed
+from .events import Connected
+from .exchange import Decoder, Reply
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
-from .toolset import Toolset
-from .transport import Reply, Transport
+from .transport import Transport
 
 __all__ = [
     "Ask",
@@ -63,7 +63,8 @@ __all__ = [
 @dataclass(slots=True)
 class Send:
     """Send ``request`` and wait for its reply, at most ``cap`` s (``Limits.<cap_bound>``);
-    ``method`` / ``tool`` name a JSON-RPC request (for progress and telemetry)."""
+    ``method`` / ``tool`` name a JSON-RPC request (for telemetry); ``parse`` decodes its
+    answer; ``progress``: the operation wants progress (routed to this request)."""
 
     request: HttpRequest
     rpc_id: int | None
@@ -71,6 +72,8 @@ class Send:
     cap_bound: str
     method: str = ""
     tool: str | None = None
+    parse: Decoder = parse_message
+    progress: bool = False
 
 
 @dataclass(slots=True)
@@ -109,11 +112,15 @@ class SessionExpired(Exception):
 
 
 class EraMismatch(Exception):
-    """A remembered era hint the server's answer contradicts."""
+    """A remembered era hint the server's answer (which came at ``at``) contradicts."""
+
+    def __init__(self, at: float) -> None:
+        super().__init__(at)
+        self.at = at
 
 
 class Operations:
-    """The scripts of one connection, and the tool listing they keep."""
+    """The request primitive and the session scripts of one connection."""
 
     def __init__(
         self,
@@ -125,8 +132,7 @@ class Operations:
         transport: Transport,
         versions: tuple[str, ...],
         ids: Iterator[int] | None,
-        jitter: Callable[[], float] | None,
-        toolset: Toolset,
+        cache: CallerCache | None,
     ) -> None:
         self.settings = settings
         self.limits = limits
@@ -136,10 +142,9 @@ class Operations:
         self.versions = versions
         self.can_answer = settings.capabilities is not None
         self._ids = ids if ids is not None else itertools.count(1)
-        self._jitter = jitter or (lambda: 0.5)
-        self.toolset = toolset  # what the listing keeps, and the Client-wide cache's hooks
-        self.cache = toolset.cache
-        # the call in hand asked for progress (its tools/call requests carry a token)
+        self.cache = cache  # the Client-wide cache (server/discover entries)
+        # the call in hand asked for progress (its tools/call requests carry a token);
+        # set for the operation's life by ``recovering``
         self.progress = False
         self.server_logs = False  # the legacy server declared the logging capability
         # the legacy session's standalone stream opens for input, notifications or progress
@@ -155,8 +160,10 @@ class Operations:
         arguments: bytes | None = None,
         extra: Sequence[tuple[bytes, bytes]] = (),
         reissue: bool = True,
+        parse: Decoder = parse_message,
     ) -> Generator[Instruction, Any, Reply]:
-        """Send one JSON-RPC request and return the reply for it.
+        """Send one JSON-RPC request and return the reply for it (its answer decoded
+        with ``parse``).
 
         Handles stream breaks (legacy resumption with ``Last-Event-ID``; modern
         re-issue with a new id when ``reissue``), legacy session expiry
@@ -170,7 +177,8 @@ class Operations:
         retries = 0
         last_id: bytes | None = None
         retry_ms: int | None = None
-        progress = is_call and self.progress
+        wants_progress = self.progress
+        progress = is_call and wants_progress
         tool: str | None = params.get("name") if is_call else None
         rpc_id = next(self._ids)
         request = self.requests.rpc(
@@ -178,7 +186,9 @@ class Operations:
         )
         sent_session = session.session_id
         while True:
-            reply: Reply = yield Send(request, rpc_id, cap, cap_bound, method, tool)
+            reply: Reply = yield Send(
+                request, rpc_id, cap, cap_bound, method, tool, parse, wants_progress
+            )
             if reply.broken is None:
                 break
             retries = rules.count_break(retries, reply.progressed, limits.max_stream_retries)
@@ -197,43 +207,29 @@ class Operations:
             if last_id is None:
                 raise reply.broken
             if retry_ms:
-                yield Sleep(self.transport.now + retry_ms / 1000)
+                yield Sleep(reply.at + retry_ms / 1000)
             request = self.requests.legacy(b"GET", b"", [(b"last-event-id", last_id)])
         if session.era is _LEGACY and reply.status == 404 and sent_session is not None:
             raise SessionExpired()
         if session.hinted and session.era is _MODERN:
             verdict = classify_probe(reply.status, reply.message, method=method)
             if verdict is _V_LEGACY or verdict is _V_RETRY_VERSION:
-                raise EraMismatch()
+                raise EraMismatch(reply.at)
             session.hinted = False  # the hint held
         return reply
 
-    def result(self, reply: Reply) -> dict[str, Any]:
-        message = reply.message
-        if message is None:
-            raise ConnectionFailed(
-                f"the server answered HTTP {reply.status} without a JSON-RPC response",
-                cause="http_status",
-                status=reply.status,
-            )
-        if "error" in message:
-            raise rules.server_error(message)
-        result = message["result"]
-        if not isinstance(result, dict):
-            raise ServerAnswered("the server's result is not an object", reason="malformed_result")
-        return result
-
     # ------------------------------------------------------------ negotiation
 
-    def connect(self) -> OpGen:
+    def connect(self, now: float) -> OpGen:
         try:
-            yield from self.negotiate(use_hint=True)
-        except EraMismatch:  # a legacy hint the server's answer to initialize contradicts
-            yield from self.negotiate(use_hint=False)
+            yield from self.negotiate(now, use_hint=True)
+        except EraMismatch as mismatch:  # a legacy hint the answer to initialize contradicts
+            yield from self.negotiate(mismatch.at, use_hint=False)
         assert self.session.protocol_version is not None
         return Connected(protocol_version=self.session.protocol_version)
 
-    def negotiate(self, *, use_hint: bool) -> OpGen:
+    def negotiate(self, now: float, *, use_hint: bool) -> Generator[Instruction, Any, float]:
+        """Find the era and version (from ``now``); return the time of the last reply."""
         session = self.session
         self.transport.stop_listen()
         session.reset()
@@ -244,36 +240,33 @@ class Operations:
         cache = self.cache
         if modern and cache:
             if use_hint:  # a fresh server/discover result: the era is known, no probe
-                hint = self.discovered_version(cache, modern[0]) or hint
+                hint = self.discovered_version(cache, modern[0], now) or hint
             else:  # the server contradicted what it was said to be
                 cache.invalidate(modern[0], DISCOVER_METHOD)
         if hint is not None and hint in versions:
             if is_modern(hint):
                 session.modern_at(hint)
                 session.hinted = True
-                return
+                return now
             # A remembered legacy era: initialize at once, no server/discover probe.  With
             # modern versions allowed, an answer that is not a usable legacy initialize
             # result contradicts the hint and re-probes (EraMismatch).
             session.hinted = bool(modern)
-            yield from self.initialize(hint)
-            return
+            return (yield from self.initialize(hint))
         if not modern:
-            yield from self.initialize(legacy[0])
-            return
+            return (yield from self.initialize(legacy[0]))
         retried = False
         version = modern[0]
         while True:
             session.probe_version = version
             reply = yield from self.request("server/discover", {})
+            now = reply.at
             verdict = classify_probe(reply.status, reply.message, method="server/discover")
             match verdict:
                 case Verdict.MODERN:
                     assert reply.message is not None
                     if self.cache is not None:
-                        self.cache.store_discovery(
-                            version, reply.message["result"], now=self.transport.now
-                        )
+                        self.cache.store_discovery(version, reply.message["result"], now=now)
                     supported = reply.message["result"].get("supportedVersions")
                     chosen = negotiate_version(versions, supported)
                 case Verdict.RETRY_VERSION:
@@ -293,8 +286,7 @@ class Operations:
                             f"protocol_versions excludes ({', '.join(versions)})",
                             reason="unsupported_version",
                         )
-                    yield from self.initialize(legacy[0])
-                    return
+                    return (yield from self.initialize(legacy[0]))
                 case Verdict.FAILED:
                     raise ConnectionFailed(
                         f"the server answered HTTP {reply.status} to server/discover",
@@ -310,20 +302,20 @@ class Operations:
                     reason="unsupported_version",
                 )
             if not is_modern(chosen):
-                yield from self.initialize(chosen)
-                return
+                return (yield from self.initialize(chosen))
             if verdict is Verdict.MODERN:
                 session.modern_at(chosen)
-                return
+                return now
             version = chosen  # retry the probe once with the version the server named
 
-    def discovered_version(self, cache: CallerCache, probe: str) -> str | None:
+    def discovered_version(self, cache: CallerCache, probe: str, now: float) -> str | None:
         """The version a fresh cached ``server/discover`` result (sent at ``probe``)
         negotiates to, if there is one."""
-        hit = cache.discovery(probe, now=self.transport.now)
+        hit = cache.discovery(probe, now=now)
         return None if hit is None else negotiate_version(self.versions, list(hit.supported))
 
-    def initialize(self, version: str) -> OpGen:
+    def initialize(self, version: str) -> Generator[Instruction, Any, float]:
+        """Initialize a legacy session at ``version``; return the time of the last reply."""
         session = self.session
         legacy = [v for v in self.versions if v in LEGACY_VERSIONS]
         retried = False
@@ -339,7 +331,7 @@ class Operations:
             message = reply.message
             if session.hinted:
                 if not rules.initialize_result(message, legacy):
-                    raise EraMismatch()
+                    raise EraMismatch(reply.at)
                 session.hinted = False  # the hint held
             if message is not None and "error" in message and not retried:
                 data = message["error"].get("data")
@@ -349,7 +341,7 @@ class Operations:
                     retried = True
                     version = other
                     continue
-            result = self.result(reply)
+            result = rules.result_of(reply.status, reply.message)
             self.server_logs = rules.declares(result, "logging")
             chosen = result.get("protocolVersion")
             if not isinstance(chosen, str) or chosen not in legacy:
@@ -375,233 +367,40 @@ class Operations:
                     cause="http_status",
                     status=done.status,
                 )
+            now = done.at
             level = self.settings.log_level
             if level is not None and self.server_logs:
                 # once per session; an error answer (an unknown level...) is not fatal
-                yield from self.request("logging/setLevel", {"level": level})
-            self.transport.open_listen(self.listens)
-            return
+                now = (yield from self.request("logging/setLevel", {"level": level})).at
+            self.transport.open_listen(self.listens, now)
+            return now
 
-    def recovering(self, make: Callable[[], OpGen]) -> OpGen:
-        """Run an operation; re-initialize once on legacy session expiry, and
-        re-negotiate once when a modern era hint proves wrong, restarting it."""
-        recovered = False
-        while True:
-            try:
-                return (yield from make())
-            except SessionExpired:
-                if recovered:
-                    raise ConnectionFailed(
-                        "the server expired the new session at once (HTTP 404)",
-                        cause="session_expired",
-                        status=404,
-                    ) from None
-                assert self.session.protocol_version is not None
-                yield from self.initialize(self.session.protocol_version)
-            except EraMismatch:
-                if recovered:  # pragma: no cover - a re-negotiated connection is never hinted
-                    raise
-                yield from self.negotiate(use_hint=False)
-            recovered = True
-
-    # ------------------------------------------------------------ tools/list
-
-    def list_tools(self, fresh: bool = False) -> OpGen:
-        if not fresh:
-            toolset = self.toolset
-            hit = toolset.cached_listing(self.transport.now)
-            if hit is not None:  # every page fresh: no request at all
-                toolset.adopt(hit)
-                return ToolsListed(
-                    tools=hit.tools,
-                    skipped=hit.skipped,
-                    skipped_count=hit.skipped_count,
-                    ttl_ms=hit.ttl_ms,
-                    cache_scope=hit.cache_scope,
-                )
-        tools, skipped, skipped_count = yield from self.list_pages()
-        return ToolsListed(
-            tools=tuple(tools),
-            skipped=tuple(skipped),
-            skipped_count=skipped_count,
-            ttl_ms=self.toolset.ttl_ms,
-            cache_scope=self.toolset.cache_scope,
-        )
-
-    def list_pages(
-        self,
-    ) -> Generator[Instruction, Any, tuple[list[Tool], list[SkippedTool], int]]:
-        from ..listing import validate_entry  # lazy: msgspec on the first listing
-
-        limits = self.limits
-        modern = self.session.era is _MODERN
-        tools: list[Tool] = []
-        skipped: list[SkippedTool] = []
-        skipped_count = 0
-        max_tools = limits.max_tools
-        names: set[str] = set()
-        seen: set[str] = set()
-        cursor: str | None = None
-        index = 0
-        ttl: int | None = None
-        scope: str | None = None
-        page = 0
-        # the pages kept for the cache while every page so far is cacheable
-        recording = self.cache is not None
-        pages: list[tuple[str | None, CachedPage, float]] = []
-        public = True
-        while True:
-            page += 1
-            if page > limits.max_tool_pages:
-                raise ServerAnswered(
-                    f"the tool listing goes on past {limits.max_tool_pages} pages "
-                    "(Limits.max_tool_pages)",
-                    reason="max_tool_pages",
-                    bound="max_tool_pages",
-                    limit=limits.max_tool_pages,
-                )
-            params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
-            reply = yield from self.request("tools/list", params)
-            if cursor is not None and reply.message is not None and "error" in reply.message:
-                self.toolset.invalidate()  # a cursor turned invalid: every cached page goes
-            result = self.result(reply)
-            rules.result_kind(result, allow_input=False)
-            raw_tools = result.get("tools")
-            if not isinstance(raw_tools, list):
-                raise ServerAnswered(
-                    "the tools/list result has no tools array", reason="malformed_result"
-                )
-            if index + len(raw_tools) > max_tools:
-                raise ServerAnswered(
-                    f"the tool listing has more than {max_tools:,} entries: "
-                    f"{index + len(raw_tools):,} by page {page} (Limits.max_tools)",
-                    reason="max_tools",
-                    bound="max_tools",
-                    limit=max_tools,
-                )
-            tools_at, skipped_at, count_at = len(tools), len(skipped), skipped_count
-            max_tool_bytes = limits.max_tool_bytes
-            for raw in raw_tools:
-                outcome = validate_entry(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
-                if isinstance(outcome, Tool):
-                    if outcome.name not in names:
-                        names.add(outcome.name)
-                        tools.append(outcome)
-                        index += 1
-                        continue
-                    outcome = SkippedTool(
-                        index=index, name=outcome.name, reason="duplicate tool name"
-                    )
-                skipped_count += 1
-                if len(skipped) < limits.max_recorded_skips:
-                    skipped.append(outcome)
-                index += 1
-            ttl, scope = rules.merge_cache(ttl, scope, result)
-            sent = cursor
-            cursor = rules.advance_cursor(
-                result.get("nextCursor"), seen, page, limits.max_echo_bytes
-            )
-            if recording:
-                page_ttl = ttl_of(result)
-                recording = page_ttl > 0  # a page never served: the listing cannot be
-            if recording:
-                public = public and scope_of(result) == "public"
-                cached = CachedPage(
-                    tools=tuple(tools[tools_at:]),
-                    skipped=tuple(skipped[skipped_at:]),
-                    skipped_count=skipped_count - count_at,
-                    next_cursor=cursor,
-                    ttl_ms=page_ttl,
-                )
-                pages.append((sent, cached, self.transport.now))
-            if cursor is None:
-                break
-        self.toolset.listed(tools, ttl or 0, scope, pages if recording else None, public)
-        return tools, skipped, skipped_count
-
-    # ------------------------------------------------------------ tools/call
-
-    def call_tool(self, name: str, arguments: bytes, parsed: Mapping[str, Any]) -> OpGen:
-        limits = self.limits
-        toolset = self.toolset
-        toolset.output_schema(name)  # an unusable schema fails the call before it is sent
-        attempts = 0
-        relisted = False
-        inputs: Mapping[str, Any] | None = None
-        state: str | None = None
-        shed = 0
-        while True:
-            attempts += 1
-            if attempts > limits.max_call_attempts:
-                raise ServerAnswered(
-                    f"the server asked for more input {limits.max_call_attempts} times "
-                    "(Limits.max_call_attempts)",
-                    reason="max_call_attempts",
-                    bound="max_call_attempts",
-                    limit=limits.max_call_attempts,
-                )
-            params: dict[str, Any] = {"name": name}
-            extra: list[tuple[bytes, bytes]] = []
-            modern = self.session.era is _MODERN
-            if modern:
-                extra.append((b"mcp-name", encode_header_value(name)))
-                extra.extend(param_headers(toolset.header_params(name), parsed))
-            if inputs is not None:
-                params["inputResponses"] = inputs
-            if state is not None:
-                params["requestState"] = state
-            tool = toolset.tools.get(name)
-            reissue = self.settings.reissue_calls or (tool is not None and tool.idempotent)
-            reply = yield from self.request(
-                "tools/call", params, arguments=arguments, extra=extra, reissue=reissue
-            )
-            message = reply.message
-            if (
-                modern
-                and not relisted
-                and message is not None
-                and "error" in message
-                and message["error"]["code"] == HEADER_MISMATCH
-            ):
-                relisted = True
-                toolset.invalidate()  # the listing the headers came from is stale
-                yield from self.list_pages()
-                continue
-            if (
-                message is not None
-                and "error" in message
-                and message["error"]["code"] in STALE_TOOL_CODES
-                and name in toolset.tools
-            ):
-                toolset.invalidate()
-            result = self.result(reply)
-            step = rules.next_call_step(
-                result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes
-            )
-            match step:
-                case rules.Complete():
-                    call = parse_call_result(result, modern=modern)
-                    schema = None if call.is_error else toolset.output_schema(name)
-                    if schema is not None:
-                        from ..schema.output import check_output
-
-                        check_output(name, schema, result, limits)
-                        call = dataclasses.replace(call, validated=True)
-                    return ToolCalled(result=call)
-                case rules.AskInput():
-                    state = step.state
-                    answers = yield Ask(step.requests)
-                    if answers is None:
-                        raise ServerAnswered(
-                            "the input the server asked for was declined", reason="input_declined"
-                        )
-                    inputs = dict(answers)
-                    shed = 0
-                case rules.Backoff():
-                    state = step.state
-                    inputs = None
-                    delay = rules.backoff_delay(shed, self._jitter())
-                    shed += 1
-                    yield Sleep(self.transport.now + delay)
-                case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
-                    assert_never(step)
+    def recovering(
+        self, make: Callable[[float], OpGen], now: float, *, progress: bool = False
+    ) -> OpGen:
+        """Run an operation (``make(now)``, started at ``now``); re-initialize once on
+        legacy session expiry, and re-negotiate once when a modern era hint proves wrong,
+        restarting it (at the time of the last reply).  ``progress``: the caller asked
+        for progress, for the operation's life."""
+        self.progress = progress
+        try:
+            recovered = False
+            while True:
+                try:
+                    return (yield from make(now))
+                except SessionExpired:
+                    if recovered:
+                        raise ConnectionFailed(
+                            "the server expired the new session at once (HTTP 404)",
+                            cause="session_expired",
+                            status=404,
+                        ) from None
+                    assert self.session.protocol_version is not None
+                    now = yield from self.initialize(self.session.protocol_version)
+                except EraMismatch as mismatch:
+                    if recovered:  # pragma: no cover - a re-negotiated connection is never hinted
+                        raise
+                    now = yield from self.negotiate(mismatch.at, use_hint=False)
+                recovered = True
+        finally:
+            self.progress = False  # ended, failed or abandoned (closed)

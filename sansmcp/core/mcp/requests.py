@@ -34,6 +34,7 @@ __all__ = [
     "META_CAPABILITIES",
     "META_CLIENT_INFO",
     "META_VERSION",
+    "TRACE_KEYS",
     "Requests",
 ]
 
@@ -58,6 +59,8 @@ MACHINE_HEADERS = CONNECTION_FIELDS | {
     b"mcp-session-id",
     b"te",
 }
+
+TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})  # W3C trace context
 
 _POST = b"POST"
 _LEGACY: Final = Era.LEGACY  # a module constant: Enum.MEMBER lookups are slow on 3.11
@@ -87,7 +90,7 @@ class Requests:
         self._target = endpoint.target
         self._static: list[tuple[bytes, bytes]] | None = None
         self._meta_cache: dict[str, bytes] = {}
-        # the operation's extra ``_meta`` (trace context), set by the machine per operation
+        # the operation's extra ``_meta`` (trace context; :meth:`use_trace`)
         self.op_meta: Mapping[str, Any] | None = None
 
     def http(self, method: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> HttpRequest:
@@ -101,9 +104,22 @@ class Requests:
             body=body,
         )
 
-    def forget_headers(self) -> None:
-        """The settings changed (a new bearer token): build the headers again."""
+    def use_settings(self, settings: ConnSettings) -> None:
+        """The settings changed (a new bearer token): the headers are built again."""
+        self.settings = settings
         self._static = None
+
+    def use_trace(self, meta: Mapping[str, str] | None) -> None:
+        """The operation's requests carry ``meta``'s trace context (:data:`TRACE_KEYS`) in
+        ``_meta``, unless ``Config.meta`` carries a ``traceparent`` of its own, which wins.
+        Any other key of the embedder's carrier (``progressToken``, a protocol key, one
+        ``Config.meta`` has) is dropped: it would duplicate or forge one of ours.  None:
+        the operation ended, its trace context goes."""
+        own = self.settings.meta
+        kept = None
+        if meta is not None and "traceparent" not in own:
+            kept = {k: v for k, v in meta.items() if k in TRACE_KEYS and k not in own} or None
+        self.op_meta = kept
 
     def base_headers(self) -> list[tuple[bytes, bytes]]:
         """Accept and Content-Type first (requests edit those two in place), then the rest."""

@@ -18,7 +18,7 @@ from ..auth import parse_www_authenticate
 from ..cache import ttl_of
 from ..errors import CallerError, ConnectionFailed, ServerAnswered, Unauthorized
 from ..http import Headers, header_value
-from ..jsonvalue import JsonError, dumps_compact
+from ..jsonvalue import JsonError, dumps_compact, parse_json_object_strict
 from ..messages import content_type
 from ..tools import utf8_len
 
@@ -30,15 +30,18 @@ __all__ = [
     "Head",
     "advance_cursor",
     "backoff_delay",
+    "checked_call",
     "classify_head",
     "count_break",
     "initialize_result",
     "listen_accepted",
     "merge_cache",
     "next_call_step",
+    "op_timeout",
     "redirect_error",
     "resend_refused",
     "result_kind",
+    "result_of",
     "server_error",
     "timeout",
     "unauthorized_error",
@@ -165,6 +168,23 @@ def server_error(message: Mapping[str, Any]) -> ServerAnswered:
         rpc_message=text,
         data=error.get("data"),
     )
+
+
+def result_of(status: int, message: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The result object of a reply (HTTP ``status``, JSON-RPC ``message``); a reply
+    without a response, an error response or a result that is not an object fails."""
+    if message is None:
+        raise ConnectionFailed(
+            f"the server answered HTTP {status} without a JSON-RPC response",
+            cause="http_status",
+            status=status,
+        )
+    if "error" in message:
+        raise server_error(message)
+    result = message["result"]
+    if not isinstance(result, dict):
+        raise ServerAnswered("the server's result is not an object", reason="malformed_result")
+    return result
 
 
 def result_kind(result: Mapping[str, Any], *, allow_input: bool) -> str:
@@ -307,6 +327,38 @@ def checked_answers(answers: object) -> Mapping[str, Any] | None:
     if not all(isinstance(key, str) for key in answers):
         raise CallerError("the input handler's answer must have string keys")
     return answers
+
+
+def checked_call(name: object, arguments: object, max_depth: int) -> tuple[bytes, dict[str, Any]]:
+    """A tool call's name and arguments, checked before the call starts: the arguments
+    as bytes (empty: ``{}``) and as the JSON object they hold; a name that is not a
+    non-empty string or arguments that are not bytes holding one strict JSON object
+    are the caller's mistake (``CallerError``)."""
+    if not isinstance(name, str) or not name:
+        raise CallerError("tool name must be a non-empty string")
+    if not isinstance(arguments, bytes | bytearray | memoryview):
+        # checked here, before the operation starts: a str got as far as building the
+        # request and raised TypeError there, leaving the Conn busy for good
+        raise CallerError(
+            f"tool arguments must be bytes (one JSON object), not {type(arguments).__name__}"
+        )
+    raw = bytes(arguments)
+    if not raw.strip():
+        raw = b"{}"
+    try:
+        parsed = parse_json_object_strict(raw, max_depth=max_depth)
+    except JsonError as exc:
+        raise CallerError(f"tool arguments must be one JSON object: {exc}") from None
+    return raw, parsed
+
+
+def op_timeout(timeout: float | None, ceiling: float) -> float:
+    """An operation's own deadline: ``timeout`` seconds, never past the ``Limits`` ceiling."""
+    if timeout is None:
+        return ceiling
+    if type(timeout) not in (int, float) or not 0 < timeout < float("inf"):
+        raise CallerError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    return float(min(timeout, ceiling))  # (an int past float range compares, then clamps)
 
 
 def declares(result: Mapping[str, Any], capability: str) -> bool:

@@ -96,3 +96,7 @@ class Session:
         self.move(Era.LEGACY)
         self.protocol_version = version
         self.session_id = session_id
+
+    def ended(self) -> None:
+        """We ended the legacy session (its ``DELETE`` is out): no id to send again."""
+        self.session_id = None

@@ -67,6 +67,10 @@ class Toolset:
         # the Client's compiled server schemas, by their bytes (None: compiled per Conn)
         self.compiled: CompiledSchemas | None = None
 
+    def share_compiled(self, compiled: CompiledSchemas) -> None:
+        """Compile the server's output schemas into ``compiled`` (the Client's)."""
+        self.compiled = compiled
+
     def listed(
         self,
         tools: list[Tool],

@@ -1,6 +1,7 @@
 """The exchanges of one connection: roles, bodies, event streams, held answers, resends.
 
-Every HTTP exchange the machine starts is an :class:`Exchange` with a :class:`Role`:
+Every HTTP exchange the machine starts is an :class:`~.exchange.Exchange` with a
+:class:`~.exchange.Role`:
 
 * ``OP`` -- the current operation waits for its reply (``Transport.op``);
 * ``SIDE`` -- fire and forget (answers to server requests, cancellations);
@@ -8,7 +9,7 @@ Every HTTP exchange the machine starts is an :class:`Exchange` with a :class:`Ro
 * ``LISTEN`` -- the legacy session's one standalone GET stream, carrying server requests.
 
 :meth:`Transport.receive` takes one ``ExchangeEvent`` and returns what the machine
-must act on: a :class:`Reply` for the operation, a ``ConnectionFailed`` that fails
+must act on: a :class:`~.exchange.Reply` for the operation, a ``ConnectionFailed`` that fails
 the operation's exchange, or None.  Server requests found on a stream are queued in
 :attr:`Transport.asked` for the machine, which decides how each is answered.  A bad
 response raises ``McpError`` (the machine cancels the exchange).  Every byte is
@@ -16,6 +17,11 @@ charged to the :class:`~.budget.Budget` as it arrives.
 
 An answer that arrives on an event stream is *held* until that stream ends (so its
 socket can carry the next request) or ``min(stream_end_wait, cancel_grace)`` passes.
+The transport keeps these times and its exchanges' deadlines itself
+(:meth:`Transport.next_deadline`, :meth:`Transport.expire`), and the exchange side of
+an operation's life: its request (:meth:`Transport.send`), its timeout
+(:meth:`Transport.abort_op`), its end, and a close (:meth:`Transport.abandon`,
+:meth:`Transport.close_step`).  It has no clock: each input brings its ``now``.
 
 Notifications found on a stream (the operation's, or the standalone one) go to
 :attr:`Transport.notices` (:mod:`.notifications`), which routes and bounds them.
@@ -29,14 +35,12 @@ the server sent passes :func:`~sansmcp.core.fieldvalue.echoable` before it is ke
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Final, assert_never
 
 from ..errors import ConnectionFailed, budget_exceeded
-from ..fieldvalue import echoable
 from ..http import (
     DataReceived,
     ExchangeEvent,
@@ -51,48 +55,24 @@ from ..http import (
 from ..jsonvalue import JsonError
 from ..limits import Limits
 from ..messages import BATCH_VERSION, match_response, parse_message
-from ..sse import SseError, SseParser
+from ..sse import SseParser
 from . import rules
 from .budget import Budget
 from .events import CancelExchange, Output, StartExchange
+from .exchange import FOREVER, Body, Decoder, Exchange, Reply, Role
 from .notifications import Notices
 from .requests import Requests
 from .session import Era, Session
 
-__all__ = ["FOREVER", "Body", "Exchange", "Reply", "Role", "Transport"]
+__all__ = ["Transport"]
 
 LIST_CHANGED = "notifications/tools/list_changed"
 
-
-def _nothing() -> None:  # pragma: no cover - the machine sets its own hook at once
-    pass
-
-
-# The deadline of a standalone stream the server accepted: it lives as long as the session.
-FOREVER = float("inf")
-
-
-class Role(enum.Enum):
-    OP = "op"  # the current operation waits for it
-    SIDE = "side"  # fire and forget (answers to server requests, cancellations)
-    DRAIN = "drain"  # answered already; read to the end so the socket can be reused
-    LISTEN = "listen"  # the legacy session's standalone GET stream, carrying server requests
-
-
-class Body(enum.Enum):
-    JSON = "json"
-    SSE = "sse"
-    OTHER = "other"
-
-
-# Enum members as module constants: on Python 3.11 each ``Enum.MEMBER`` lookup runs
-# EnumType.__getattr__'s hook (a bound wrapper per access), which the per-event path
-# should not pay.
-_JSON: Final = Body.JSON
-_OTHER: Final = Body.OTHER
-_SSE: Final = Body.SSE
 # An event stream that failed for these is not resumed: a bound, or the Client closing.
 _FINAL = frozenset({"budget", "client_closed"})
+_JSON: Final = Body.JSON
+_SSE: Final = Body.SSE
+_LEGACY: Final = Era.LEGACY
 _DRAIN: Final = Role.DRAIN
 _LISTEN: Final = Role.LISTEN
 _OP: Final = Role.OP
@@ -105,91 +85,15 @@ _HEAD_UNAUTHORIZED: Final = rules.Head.UNAUTHORIZED
 _HEAD_UNUSABLE: Final = rules.Head.UNUSABLE
 
 
-class Reply:
-    """What the operation's request got: its status, headers and JSON-RPC response, or
-    (``broken``) how its event stream broke and where it may resume."""
-
-    __slots__ = (
-        "broken",
-        "headers",
-        "last_event_id",
-        "message",
-        "progressed",
-        "retry_ms",
-        "status",
-    )
-
-    def __init__(
-        self,
-        status: int,
-        headers: Headers,
-        message: dict[str, Any] | None,
-        broken: ConnectionFailed | None = None,
-        last_event_id: bytes | None = None,
-        retry_ms: int | None = None,
-        progressed: bool = False,
-    ) -> None:
-        self.status = status
-        self.headers = headers
-        self.message = message
-        self.broken = broken
-        self.last_event_id = last_event_id
-        self.retry_ms = retry_ms
-        self.progressed = progressed
-
-
-class Exchange:
-    __slots__ = (
-        "body",
-        "deadline",
-        "exchange_id",
-        "headers",
-        "judged_id",
-        "kind",
-        "last_id",
-        "message",
-        "parse",
-        "progressed",
-        "refusals",
-        "request",
-        "role",
-        "rpc_id",
-        "server_requests",
-        "sse",
-        "status",
-    )
-
-    def __init__(
-        self,
-        exchange_id: int,
-        request: HttpRequest,
-        rpc_id: int | None,
-        deadline: float,
-        role: Role,
-    ) -> None:
-        self.exchange_id = exchange_id
-        self.request = request
-        self.refusals = 0
-        self.rpc_id = rpc_id
-        self.deadline = deadline
-        self.role = role
-        self.status: int | None = None
-        self.headers: Headers = ()
-        self.kind = _OTHER
-        self.body = bytearray()
-        self.sse: SseParser | None = None
-        self.last_id: bytes | None = None  # the last event id that passed ``echoable``
-        self.judged_id: str | None = None  # the parser's last id judged by ``echoable``
-        self.message: dict[str, Any] | None = None
-        self.progressed = False
-        self.server_requests = 0
-        self.parse = parse_message  # listing.parse_page for a tools/list request
-
-
 class Transport:
     """The exchanges of one connection and the outputs that start and cancel them.
 
-    ``now`` is set by the machine on every input (the time of the event in hand).
+    There is no clock here: each input that needs the time brings it (``now``, the
+    time of the event in hand), and each :class:`Reply` carries it on (``at``).
+    ``on_list_changed`` is called when the server says its tool list changed (the
+    machine's cache hook); ``deliver_notices``: notifications other than progress are
+    wanted.  The machine brackets each operation with :meth:`begin_operation` and
+    :meth:`end_operation` and sends its requests with :meth:`send`.
     """
 
     __slots__ = (
@@ -207,7 +111,6 @@ class Transport:
         "listen_yield_wanted",
         "listen_yielded",
         "notices",
-        "now",
         "on_list_changed",
         "op",
         "outputs",
@@ -223,6 +126,8 @@ class Transport:
         requests: Requests,
         session: Session,
         exchange_ids: Iterator[int] | None,
+        on_list_changed: Callable[[], None],
+        deliver_notices: bool,
     ) -> None:
         self.limits = limits
         self.budget = budget
@@ -231,7 +136,6 @@ class Transport:
         self._exchange_ids = exchange_ids if exchange_ids is not None else itertools.count(1)
         self.outputs: deque[Output] = deque()
         self.exchanges: dict[int, Exchange] = {}
-        self.now = 0.0
         self.op: Exchange | None = None
         self.held: tuple[Exchange, Reply] | None = None
         self.held_until = 0.0
@@ -242,12 +146,13 @@ class Transport:
         self.listen: Exchange | None = None
         self.listen_opens = 0
         self.listen_last_id: bytes | None = None
-        # called when the server says its tool list changed (the machine's cache hook)
-        self.on_list_changed: Callable[[], None] = _nothing
+        self.on_list_changed = on_list_changed
         self.listen_tried = False  # this session's stream was opened once already
         self.listen_yielded = False  # it gave its socket to an operation: re-open it after
         self.listen_yield_wanted = False  # to give it up as soon as its head arrives
-        self.notices = Notices(self.outputs, limit=limits.max_notifications, deliver=False)
+        self.notices = Notices(
+            self.outputs, limit=limits.max_notifications, deliver=deliver_notices
+        )
 
     # ------------------------------------------------------------ exchanges
 
@@ -259,8 +164,9 @@ class Transport:
         role: Role,
         *,
         needs_room: bool = False,
+        parse: Decoder = parse_message,
     ) -> Exchange:
-        exchange = Exchange(next(self._exchange_ids), request, rpc_id, deadline, role)
+        exchange = Exchange(next(self._exchange_ids), request, rpc_id, deadline, role, parse)
         self.exchanges[exchange.exchange_id] = exchange
         self.outputs.append(
             StartExchange(
@@ -273,9 +179,9 @@ class Transport:
         )
         return exchange
 
-    def side(self, request: HttpRequest, wait: float) -> None:
+    def side(self, request: HttpRequest, wait: float, now: float) -> None:
         """Send ``request`` and forget it (its answer is drained, at most ``wait`` s)."""
-        self.open(request, None, self.now + wait, _SIDE)
+        self.open(request, None, now + wait, _SIDE)
 
     def cancel(self, exchange: Exchange) -> None:
         if exchange is self.listen:
@@ -292,30 +198,127 @@ class Transport:
             self.op = None
         return op
 
-    def release_held(self) -> Reply:
+    def release_held(self, now: float) -> Reply:
+        """The held answer goes to the operation (at ``now``)."""
         assert self.held is not None
         reply = self.held[1]
+        reply.at = now
         self.held = None
         return reply
 
+    # ------------------------------------------------------------ the operation's exchanges
+
+    def begin_operation(self) -> None:
+        """An operation starts: the standalone stream's count of server requests
+        (``Limits.max_server_requests``) starts again."""
+        if self.listen is not None:
+            self.listen.server_requests = 0
+
+    def send(
+        self,
+        request: HttpRequest,
+        rpc_id: int | None,
+        deadline: float,
+        parse: Decoder = parse_message,
+        progress: bool = False,
+    ) -> None:
+        """Send the operation's request (the one it waits for), its answer parsed with
+        ``parse``; a JSON-RPC request's notifications count from here (``progress``: its
+        progress is wanted).  A :class:`Reply` for it ends it (``op`` is None again)."""
+        if rpc_id is not None:
+            self.notices.begin(rpc_id, progress)
+        self.op = self.open(request, rpc_id, deadline, _OP, parse=parse)
+
+    def end_operation(self) -> None:
+        """The operation ended: its exchange and held answer are forgotten (a cancelled
+        one was cancelled already), its progress is no longer ours."""
+        self.op = None
+        self.held = None
+        self.notices.end()
+
+    def abandon(self) -> None:
+        """The connection closes: every exchange but the side ones (answers and notices
+        already sent, which finish) is cancelled; the standalone stream is not re-opened."""
+        self.listen = None
+        for exchange in list(self.exchanges.values()):
+            if exchange.role is not _SIDE:
+                self.cancel(exchange)
+
+    def cancel_all(self) -> None:
+        """The close ran out of time: everything still out is cancelled."""
+        for exchange in list(self.exchanges.values()):
+            self.cancel(exchange)
+        self.op = None
+
+    def abort_op(self, wait: float, now: float) -> None:
+        """The operation ran out of time: its exchange is cancelled, and a legacy server
+        is told so (``notifications/cancelled``, its answer drained at most ``wait`` s)."""
+        op = self.cancel_op()
+        if op is not None and self.session.era is _LEGACY and op.rpc_id is not None:
+            request = self.requests.legacy_rpc(
+                None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
+            )
+            self.side(request, wait, now)
+
+    def close_step(self, deadline: float) -> bool:
+        """Closing (the operation abandoned): True once nothing is left to wait for.
+        Answers and notices already sent finish first; then a legacy session gets its
+        ``DELETE`` (by ``deadline``, once), which is waited for in turn."""
+        if self.op is not None or any(e.role is _SIDE for e in self.exchanges.values()):
+            return False
+        session = self.session
+        if session.era is _LEGACY and session.session_id is not None:
+            request = self.requests.legacy(b"DELETE", b"")
+            session.ended()  # a second close sends no second DELETE
+            self.send(request, None, deadline)
+            return False
+        return True
+
+    # ------------------------------------------------------------ time
+
+    def next_deadline(self, first: float) -> float:
+        """The earliest of ``first``, the exchanges' deadlines and the held answer's
+        release (an answer is held only while an operation runs)."""
+        for exchange in self.exchanges.values():
+            if exchange.deadline < first:
+                first = exchange.deadline
+        if self.held is not None and self.held_until < first:
+            first = self.held_until
+        return first
+
+    def expire(self, now: float) -> Reply | None:
+        """Time passed to ``now``: a held answer whose wait is over is released and
+        returned (nothing else happens); else the exchanges the operation does not wait
+        for that are past their deadline are cancelled (a standalone stream without a
+        head in time: dropped)."""
+        if self.held is not None and now >= self.held_until:
+            return self.release_held(now)
+        for exchange in list(self.exchanges.values()):
+            if exchange.role is not _OP and now >= exchange.deadline:
+                self.cancel(exchange)
+        return None
+
     # ------------------------------------------------------------ events in
 
-    def receive(self, exchange: Exchange, event: ExchangeEvent) -> Reply | ConnectionFailed | None:
-        """Take one event of ``exchange``; see the module docstring for what comes back."""
+    def receive(
+        self, exchange: Exchange, event: ExchangeEvent, now: float
+    ) -> Reply | ConnectionFailed | None:
+        """Take one event of ``exchange`` (at ``now``); see the module docstring for what
+        comes back."""
         match event:
             case DataReceived():
                 self.budget.charge(len(event.data) + event.overhead)
-                self._on_data(exchange, event.data)
+                self._on_data(exchange, event.data, now)
                 return None
             case ResponseReceived():
                 self.budget.count_response(event.raw_size)
                 self._on_head(exchange, event.status, event.headers)
                 return None
             case ResponseEnded():
-                return self._on_end(exchange)
+                return self._on_end(exchange, now)
             case ExchangeFailed():
                 self.exchanges.pop(exchange.exchange_id, None)
-                return self._on_failed(exchange, event.error)
+                return self._on_failed(exchange, event.error, now)
             case InformationalReceived() | TrailersReceived():
                 self.budget.charge(event.raw_size)
                 return None
@@ -359,56 +362,29 @@ class Transport:
         else:  # pragma: no cover - the enum is exhausted above (mypy checks it)
             assert_never(head)
 
-    def _on_data(self, exchange: Exchange, data: bytes) -> None:
-        kind = exchange.kind
-        if kind is _JSON:
-            exchange.body += data
-        elif kind is _SSE:
-            sse = exchange.sse
-            assert sse is not None
-            try:
-                events = sse.feed(data)
-            except SseError as exc:
-                if exc.reason == "text":  # its decoded text: 3 x the budget at most
-                    raise budget_exceeded(
-                        f"{exc} (3 x Limits.max_response_bytes)",
-                        "max_response_bytes",
-                        exc.limit,
-                        exc.observed,
-                    ) from None
-                # defensive: the parser's byte limit is max_response_bytes, which the
-                # budget enforces on these bytes first
-                raise ConnectionFailed(  # pragma: no cover - the budget refuses them first
-                    f"the server sent an unusable event stream: {exc}", cause="framing"
-                ) from None
-            last_id = sse.last_event_id
-            if last_id is not None and last_id is not exchange.judged_id:
-                # Judged once per id the parser decoded, not once per body chunk.  An id we
-                # could not send back as Last-Event-ID is treated as absent.
-                exchange.judged_id = last_id
-                exchange.last_id = echoable(last_id, self.limits.max_echo_bytes) or exchange.last_id
-            for sse_event in events:
-                exchange.progressed = True
-                self._on_message_text(exchange, sse_event.data)
+    def _on_data(self, exchange: Exchange, data: bytes, now: float) -> None:
+        for sse_event in exchange.feed(data, self.limits):
+            self._on_message_text(exchange, sse_event.data, now)
 
     def _holds(self, exchange: Exchange) -> bool:
         held = self.held
         return held is not None and held[0] is exchange
 
-    def _ended_aside(self, exchange: Exchange) -> Reply | None:
+    def _ended_aside(self, exchange: Exchange, now: float) -> Reply | None:
         """An exchange that is not the operation's waiting one ended (or failed): the
         standalone stream re-opens; a stream whose answer is held gives the answer up."""
         if exchange is self.listen:
-            self._reopen_listen(exchange)
+            self._reopen_listen(exchange, now)
             return None
         if self._holds(exchange):
-            return self.release_held()
+            return self.release_held(now)
         return None
 
-    def _on_end(self, exchange: Exchange) -> Reply | None:
+    def _on_end(self, exchange: Exchange, now: float) -> Reply | None:
         self.exchanges.pop(exchange.exchange_id, None)
         if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
-            return self._ended_aside(exchange)
+            return self._ended_aside(exchange, now)
+        self.op = None  # the operation's exchange ended: whatever it brought, it is done
         status = exchange.status or 0
         if exchange.kind is _SSE:
             assert exchange.sse is not None
@@ -420,67 +396,50 @@ class Transport:
                     "the server ended the event stream without a response",
                     cause="stream_broken",
                 ),
+                now,
             )
-        if exchange.rpc_id is not None and exchange.kind is _JSON:
-            body, exchange.body = exchange.body, bytearray()  # parse_json consumes it
-            try:
-                parsed = exchange.parse(body, self.limits)
-                message, _ = match_response(
-                    parsed,
-                    exchange.rpc_id,
-                    batch_allowed=self.session.protocol_version == BATCH_VERSION,
-                    idless_ok=status >= 400,
-                )
-            except (JsonError, ConnectionFailed) as exc:
-                if isinstance(exc, ConnectionFailed) and exc.cause == "budget":
-                    raise
-                if status >= 300:
-                    message = None  # an error status with an unreadable body
-                else:
-                    raise ConnectionFailed(
-                        f"the server's response is not a JSON-RPC response: {exc}",
-                        cause="not_jsonrpc",
-                    ) from None
-            if message is None and 200 <= status < 300:
-                raise ConnectionFailed(
-                    "the server's response holds no JSON-RPC response to our request",
-                    cause="not_jsonrpc",
-                )
-            return Reply(status, exchange.headers, message)
+        rpc_id = exchange.rpc_id
+        if rpc_id is not None and exchange.kind is _JSON:
+            batch_allowed = self.session.protocol_version == BATCH_VERSION
+            message = exchange.json_answer(rpc_id, self.limits, batch_allowed)
+            return Reply(status, exchange.headers, message, now)
         # No body read: a notification's answer, a DELETE's, or an error status (a 2xx
         # answer to a request was JSON or an event stream, or its head failed it).
-        return Reply(status, exchange.headers, None)
+        return Reply(status, exchange.headers, None, now)
 
     def _on_failed(
-        self, exchange: Exchange, error: ConnectionFailed
+        self, exchange: Exchange, error: ConnectionFailed, now: float
     ) -> Reply | ConnectionFailed | None:
         if exchange is self.listen or exchange.role is not _OP or self._holds(exchange):
-            return self._ended_aside(exchange)
+            return self._ended_aside(exchange, now)
+        self.op = None  # the operation's exchange failed (a resend is the next one)
         limit = self.limits.max_stream_retries
         if rules.resend_refused(error.cause, exchange.status is not None, exchange.refusals, limit):
             # The server never processed it (GOAWAY, REFUSED_STREAM): send it again.
-            retry = self.open(exchange.request, exchange.rpc_id, exchange.deadline, _OP)
+            retry = self.open(
+                exchange.request, exchange.rpc_id, exchange.deadline, _OP, parse=exchange.parse
+            )
             retry.refusals = exchange.refusals + 1
-            retry.parse = exchange.parse
             self.op = retry
             return None
         if exchange.kind is _SSE and exchange.message is None and error.cause not in _FINAL:
-            return self._stream_broken(exchange, error)
+            return self._stream_broken(exchange, error, now)
         return error
 
-    def _stream_broken(self, exchange: Exchange, error: ConnectionFailed) -> Reply:
+    def _stream_broken(self, exchange: Exchange, error: ConnectionFailed, now: float) -> Reply:
         assert exchange.sse is not None
         return Reply(
             exchange.status or 0,
             exchange.headers,
             None,
+            now,
             broken=error,
             last_event_id=exchange.last_id,
             retry_ms=exchange.sse.retry_ms,
             progressed=exchange.progressed,
         )
 
-    def _on_message_text(self, exchange: Exchange, text: str) -> None:
+    def _on_message_text(self, exchange: Exchange, text: str, now: float) -> None:
         role = exchange.role
         if role is _DRAIN:
             return  # answered already: later events are ignored unparsed
@@ -508,13 +467,12 @@ class Transport:
         for other in others:
             self._from_server(exchange, other)
         if message is not None:
-            now = self.now
             limits = self.limits
             exchange.message = message
             exchange.role = _DRAIN
             exchange.deadline = now + limits.cancel_grace
             self.op = None
-            self.held = (exchange, Reply(exchange.status or 200, exchange.headers, message))
+            self.held = (exchange, Reply(exchange.status or 200, exchange.headers, message, now))
             self.held_until = now + min(limits.stream_end_wait, limits.cancel_grace)
 
     def _from_server(self, exchange: Exchange, item: dict[str, Any]) -> None:
@@ -541,7 +499,7 @@ class Transport:
 
     # ------------------------------------------------------------ the standalone stream
 
-    def open_listen(self, can_answer: bool) -> None:
+    def open_listen(self, can_answer: bool, now: float) -> None:
         """A new legacy session: open its one standalone GET stream, if it may have one."""
         self.stop_listen()
         self.listen_opens = 0
@@ -549,14 +507,14 @@ class Transport:
         self.listen_tried = False
         self.listen_yielded = False
         if can_answer and self.session.session_id is not None:
-            self._start_listen()
+            self._start_listen(now)
 
-    def listen_for_progress(self) -> None:
+    def listen_for_progress(self, now: float) -> None:
         """A call asks for progress: a legacy session that never opened its standalone
         stream opens it now (a server may send progress there)."""
         session = self.session
-        if not self.listen_tried and session.era is Era.LEGACY and session.session_id is not None:
-            self._start_listen()
+        if not self.listen_tried and session.era is _LEGACY and session.session_id is not None:
+            self._start_listen(now)
 
     def stop_listen(self) -> None:
         if self.listen is not None:
@@ -574,23 +532,23 @@ class Transport:
             self.cancel(listen)
             self.listen_yielded = True
 
-    def reopen_yielded(self) -> None:
+    def reopen_yielded(self, now: float) -> None:
         """An operation ended: a stream that yielded its socket is opened again (not
         counted as a re-open), when the driver finds a socket to spare for it."""
         if self.listen_yielded and self.listen is None and self.session.session_id is not None:
-            self._start_listen(needs_room=True)
+            self._start_listen(now, needs_room=True)
 
-    def _start_listen(self, *, needs_room: bool = False) -> None:
+    def _start_listen(self, now: float, *, needs_room: bool = False) -> None:
         self.listen_tried = True
         self.listen_yield_wanted = False
         extra = [] if self.listen_last_id is None else [(b"last-event-id", self.listen_last_id)]
         request = self.requests.legacy(b"GET", b"", extra)
         # Until its head arrives the stream is bounded like any request; then it is kept.
         self.listen = self.open(
-            request, None, self.now + self.limits.dial_timeout, _LISTEN, needs_room=needs_room
+            request, None, now + self.limits.dial_timeout, _LISTEN, needs_room=needs_room
         )
 
-    def _reopen_listen(self, ended: Exchange) -> None:
+    def _reopen_listen(self, ended: Exchange, now: float) -> None:
         """The server ended the session's stream: open it again, at most
         ``Limits.max_stream_retries`` times per session (resuming from its last event id)."""
         self.listen = None
@@ -600,4 +558,4 @@ class Transport:
         if self.listen_opens >= self.limits.max_stream_retries:
             return
         self.listen_opens += 1
-        self._start_listen()
+        self._start_listen(now)
