@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from sansmcp.core.errors import ServerAnswered
+from sansmcp.core.http import header_value
+from sansmcp.core.mcp import ConnSettings
+from sansmcp.core.mcp.requests import Requests
+from sansmcp.core.mcp.session import Session
 from sansmcp.core.mcp.taskwire import (
     EXTENSION,
     EXTENSION_ID,
@@ -22,6 +27,7 @@ from sansmcp.core.mcp.taskwire import (
     requires_tasks,
     task_request,
 )
+from sansmcp.core.url import parse_endpoint
 
 ECHO = 64
 
@@ -309,3 +315,24 @@ REQUIRED = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
 )
 def test_requires_tasks(error: dict[str, Any], required: bool) -> None:
     assert requires_tasks(error) is required
+
+
+def test_a_task_request_goes_out_through_the_connections_request_builder() -> None:
+    """The body and headers the connection sends for a task request: the task id in
+    params and in ``Mcp-Name``, the method in ``Mcp-Method``, and the declaration of the
+    extension in every modern request's ``_meta`` (tasks/get included: a server refuses a
+    non-declaring client's task requests with -32021)."""
+    settings = ConnSettings(
+        endpoint=parse_endpoint("https://mcp.example.com/mcp"),
+        capabilities=declare_extension({"elicitation": {}}),
+    )
+    session = Session()
+    session.modern_at("2026-07-28")
+    built = task_request(EXTENSION, "tasks/get", "t-1")
+    http = Requests(settings, session).rpc(7, built.method, built.params, None, built.headers)
+    assert header_value(http.headers, b"mcp-name") == b"t-1"
+    assert header_value(http.headers, b"mcp-method") == b"tasks/get"
+    body = json.loads(http.body)
+    assert (body["id"], body["method"], body["params"]["taskId"]) == (7, "tasks/get", "t-1")
+    declared = body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    assert declared == {"elicitation": {}, "extensions": {EXTENSION_ID: {}}}

@@ -1,0 +1,103 @@
+"""The task as an operation script: a :class:`~.tasks.TaskTracker` driven over the
+connection's requests, in the operations' own instructions.
+
+:func:`run_task` is a generator like the scripts of :mod:`.operations`: it sends each
+task request through the request primitive it is given (``Operations.request``: stream
+breaks, session expiry and every bound of a request apply), sleeps until the tracker's
+next poll (:class:`~.operations.Sleep`), asks the embedder through the same path as a
+multi round-trip call (:class:`~.operations.Ask`), and returns the task's
+``CallToolResult`` object, which the caller reads exactly as a direct call's.  The
+seam is narrow on purpose: the script knows the request primitive and a clock, nothing
+of the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, assert_never
+
+from ..errors import ConnectionFailed, McpError, ServerAnswered
+from . import rules
+from .operations import Ask, Instruction, Sleep
+from .tasks import AskInput, Cancel, Deliver, FetchResult, Poll, SendUpdate, Step, TaskTracker
+from .taskwire import TaskShape, task_request
+from .transport import Reply
+
+__all__ = ["RequestFn", "run_task"]
+
+#: ``Operations.request``'s shape: ``(method, params, *, extra=...)`` -> a script
+#: returning the :class:`~.transport.Reply`.
+RequestFn = Callable[..., Generator[Instruction, Any, Reply]]
+
+
+def run_task(
+    tracker: TaskTracker,
+    step: Step,
+    *,
+    request: RequestFn,
+    now: Callable[[], float],
+) -> Generator[Instruction, Any, Mapping[str, Any]]:
+    """Drive ``tracker`` from ``step`` (what ``created`` or ``resumed`` returned) to the
+    task's result; every failure is the tracker's classified error, or the request's."""
+    shape = tracker.shape
+    while True:
+        match step:
+            case Deliver():
+                return step.result
+            case Poll():
+                yield Sleep(step.at)
+                result = yield from _send(tracker, shape, "tasks/get", request)
+                step = tracker.polled(result, now=now())
+            case AskInput():
+                answers = yield Ask(step.requests)
+                step = tracker.answered(answers, now=now())
+            case SendUpdate():
+                assert shape.update_method is not None  # only the extension sends one
+                result = yield from _send(
+                    tracker, shape, shape.update_method, request, step.responses
+                )
+                step = tracker.updated(result, now=now())
+            case FetchResult():
+                assert shape.result_method is not None  # only 2025-11-25 fetches one
+                result = yield from _send(tracker, shape, shape.result_method, request)
+                step = tracker.fetched(result, now=now())
+            case Cancel():
+                acknowledged: Mapping[str, Any] | None = None
+                # best effort: the reason we cancelled is what the caller gets
+                with contextlib.suppress(McpError):
+                    acknowledged = yield from _send(tracker, shape, "tasks/cancel", request)
+                tracker.cancelled(acknowledged)
+            case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
+                assert_never(step)
+
+
+def _send(
+    tracker: TaskTracker,
+    shape: TaskShape,
+    method: str,
+    request: RequestFn,
+    responses: Mapping[str, Any] | None = None,
+) -> Generator[Instruction, Any, dict[str, Any]]:
+    """One task request; its result object.  A JSON-RPC error is the tracker's to
+    classify (``-32602``: the task is lost), except on ``tasks/cancel``."""
+    assert tracker.task_id is not None
+    built = task_request(shape, method, tracker.task_id, responses=responses)
+    reply = yield from request(built.method, built.params, extra=built.headers)
+    message = reply.message
+    if message is None:
+        raise ConnectionFailed(
+            f"the server answered HTTP {reply.status} to {method} without a JSON-RPC response",
+            cause="http_status",
+            status=reply.status,
+        )
+    if "error" in message:
+        if method == "tasks/cancel":
+            raise rules.server_error(message)
+        tracker.failed(message["error"], method=method)
+    result = message["result"]
+    if not isinstance(result, dict):
+        raise ServerAnswered(
+            f"the server's result to {method} is not an object", reason="malformed_result"
+        )
+    return result
