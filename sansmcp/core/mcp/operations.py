@@ -45,6 +45,7 @@ from .events import Connected, ToolCalled, ToolsListed
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
+from .taskwire import EXTENSION, created_task
 from .toolset import Toolset
 from .transport import Reply, Transport
 
@@ -575,6 +576,16 @@ class Operations:
             ):
                 toolset.invalidate()
             result = self.result(reply)
+            task = created_task(
+                result,
+                EXTENSION if modern and self.settings.tasks else None,
+                method="tools/call",
+                max_echo_bytes=limits.max_echo_bytes,
+            )
+            if task is not None:  # the server runs the call as a task: poll it to its end
+                from .taskop import follow  # (taskop imports this module)
+
+                result = yield from follow(self, task)
             step = rules.next_call_step(
                 result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes
             )

@@ -15,20 +15,45 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator, Mapping
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from ..errors import ConnectionFailed, McpError, ServerAnswered
 from . import rules
 from .operations import Ask, Instruction, Sleep
 from .tasks import AskInput, Cancel, Deliver, FetchResult, Poll, SendUpdate, Step, TaskTracker
-from .taskwire import TaskShape, task_request
+from .taskwire import EXTENSION, TaskShape, TaskView, task_request
 from .transport import Reply
 
-__all__ = ["RequestFn", "run_task"]
+if TYPE_CHECKING:
+    from .operations import Operations
+
+__all__ = ["RequestFn", "follow", "run_task"]
 
 #: ``Operations.request``'s shape: ``(method, params, *, extra=...)`` -> a script
 #: returning the :class:`~.transport.Reply`.
 RequestFn = Callable[..., Generator[Instruction, Any, Reply]]
+
+
+def follow(ops: Operations, task: TaskView) -> Generator[Instruction, Any, dict[str, Any]]:
+    """A ``tools/call`` the server answered with ``task`` (2026-07-28 extension), polled
+    to its end over ``ops``' requests: the ``CallToolResult`` object, for the call to
+    read as a direct one's.  The task's own bound is ``Limits.task_timeout`` from now."""
+    limits = ops.limits
+    transport = ops.transport
+
+    def now() -> float:
+        return transport.now
+
+    tracker = TaskTracker(
+        EXTENSION,
+        limits,
+        deadline=now() + limits.task_timeout,
+        limit=limits.task_timeout,
+        can_answer=ops.can_answer,
+    )
+    step = tracker.created(task, now=now())
+    result = yield from run_task(tracker, step, request=ops.request, now=now)
+    return dict(result)
 
 
 def run_task(

@@ -1,0 +1,156 @@
+"""A tools/call the server runs as a task, through the MCP machine (issue 30): with
+``ConnSettings(tasks=True)`` the call declares the extension, polls the task to its end
+and returns the same ``CallResult`` a direct call gives; without it a task handle is
+refused.  The fake clock moves only to the machine's own deadlines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from sansmcp.core.errors import ServerAnswered
+from sansmcp.core.http import HttpRequest, header_value
+from sansmcp.core.limits import Limits
+from sansmcp.core.mcp import ConnSettings, ToolCalled
+from sansmcp.core.mcp.taskwire import EXTENSION_ID
+from sansmcp.core.url import parse_endpoint
+
+from .fakemcp import URL, Driver, FakeServer, Response, result
+
+CAPS = "io.modelcontextprotocol/clientCapabilities"
+RESULT = {"content": [{"type": "text", "text": "researched"}], "isError": False}
+ASK = {"method": "elicitation/create", "params": {"message": "depth?", "requestedSchema": {}}}
+
+
+def handle(**more: Any) -> dict[str, Any]:
+    return {
+        "resultType": "task",
+        "taskId": "task-7",
+        "status": "working",
+        "createdAt": "2026-12-04T10:00:00Z",
+        "lastUpdatedAt": "2026-12-04T10:00:00Z",
+        "ttlMs": 60000,
+        "pollIntervalMs": 2000,
+        **more,
+    }
+
+
+def polled(status: str, **more: Any) -> dict[str, Any]:
+    return {**handle(status=status, **more), "resultType": "complete"}
+
+
+def task_server(answers: Iterator[dict[str, Any]]) -> FakeServer:
+    """A modern server that runs every call as a task and answers tasks/get (and
+    tasks/update, tasks/cancel) from ``answers``, in order."""
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: server.wrap(result(body["id"], handle()))
+
+    def task_method(request: HttpRequest, body: Any) -> Response:
+        return server.wrap(result(body["id"], next(answers)))
+
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        server.overrides[method] = task_method
+    return server
+
+
+def driver(server: FakeServer, *, tasks: bool = True, **kwargs: Any) -> Driver:
+    capabilities = {"elicitation": {}} if "input_handler" in kwargs else None
+    settings = ConnSettings(endpoint=parse_endpoint(URL), tasks=tasks, capabilities=capabilities)
+    d = Driver(server, settings=settings, **kwargs)
+    d.ok(d.connect())
+    return d
+
+
+def sent(server: FakeServer) -> list[tuple[str, HttpRequest, dict[str, Any]]]:
+    return [
+        (body["method"], request, body)
+        for request, body in zip(server.requests, server.bodies, strict=True)
+        if isinstance(body, dict) and "method" in body and body["method"] != "server/discover"
+    ]
+
+
+def test_a_task_is_polled_to_the_same_result_a_direct_call_gives() -> None:
+    server = task_server(
+        iter([polled("working", pollIntervalMs=500), polled("completed", result=RESULT)])
+    )
+    d = driver(server)
+    outcome = d.ok(d.call("research", b'{"q": "tasks"}'))
+    assert isinstance(outcome, ToolCalled)
+    direct = FakeServer()
+    direct.overrides["tools/call"] = lambda req, body: direct.wrap(result(body["id"], RESULT))
+    plain = driver(direct, tasks=False).call("research", b'{"q": "tasks"}')
+    assert isinstance(plain, ToolCalled) and outcome.result == plain.result
+    requests = sent(server)
+    assert [method for method, _, _ in requests] == ["tools/call", "tasks/get", "tasks/get"]
+    for method, request, body in requests:
+        # every request declares the extension (a server refuses undeclared task requests)
+        assert body["params"]["_meta"][CAPS] == {"extensions": {EXTENSION_ID: {}}}
+        assert header_value(request.headers, b"mcp-method") == method.encode()
+    for _, request, body in requests[1:]:
+        assert body["params"]["taskId"] == "task-7"
+        assert header_value(request.headers, b"mcp-name") == b"task-7"
+    assert d.now == 2.5  # polled after the handle's 2 s, then the poll's 0.5 s
+
+
+def test_input_during_a_task_goes_through_the_input_handler() -> None:
+    asked: list[Any] = []
+
+    def answer(requests: Any) -> Any:
+        asked.append(dict(requests))
+        return {"depth": {"action": "accept", "content": {"depth": 3}}}
+
+    server = task_server(
+        iter(
+            [
+                polled("input_required", inputRequests={"depth": ASK}),
+                {"resultType": "complete"},  # tasks/update's acknowledgement
+                polled("input_required", inputRequests={"depth": ASK}),  # not yet reflected
+                polled("completed", result=RESULT),
+            ]
+        )
+    )
+    server.overrides["tasks/update"] = server.overrides["tasks/get"]
+    d = driver(server, input_handler=answer)
+    outcome = d.ok(d.call("research"))
+    assert isinstance(outcome, ToolCalled) and outcome.result.content[0].text == "researched"
+    assert asked == [{"depth": ASK}]  # asked once, though the server listed it twice
+    methods = [method for method, _, _ in sent(server)]
+    assert methods == ["tools/call", "tasks/get", "tasks/update", "tasks/get", "tasks/get"]
+    update = sent(server)[2][2]
+    assert update["params"]["inputResponses"] == {
+        "depth": {"action": "accept", "content": {"depth": 3}}
+    }
+
+
+def test_a_failed_task_is_the_servers_json_rpc_error() -> None:
+    error = {"code": -32603, "message": "rate limited"}
+    d = driver(task_server(iter([polled("failed", error=error)])))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered)
+    assert (failure.reason, failure.code, failure.rpc_message) == (
+        "jsonrpc_error",
+        -32603,
+        "rate limited",
+    )
+
+
+def test_a_hostile_task_ends_classified() -> None:
+    d = driver(task_server(iter([polled("working", taskId="task-8")])))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "task_id_changed"
+    forever = task_server(iter([polled("working", pollIntervalMs=0)] * 50))
+    d = driver(forever, limits=Limits(max_task_polls=5))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "max_task_polls"
+    assert [method for method, _, _ in sent(forever)].count("tasks/get") == 5
+
+
+def test_without_tasks_a_task_handle_is_refused_and_nothing_is_declared() -> None:
+    server = task_server(iter([]))
+    d = driver(server, tasks=False)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "unexpected_task"
+    (_, _, body), *_ = sent(server)
+    assert body["params"]["_meta"][CAPS] == {}
+    assert json.dumps(body).count(EXTENSION_ID) == 0
