@@ -269,8 +269,9 @@ class Limits:
     auth_timeout: float = 30.0  # > 0
     max_auth_attempts: int = 3  # >= 1
     max_auth_document_bytes: int = 64 << 10  # >= 1
-    # tasks (Config(tasks=True)): one task from its creation to its result (it replaces
-    # call_timeout for a call the server runs as a task); the pause between two polls,
+    # tasks (Config(tasks=True)): one call_tool as a whole, a task polled to its end
+    # included (it replaces call_timeout there; each request stays within call_timeout,
+    # and a task given up is sent tasks/cancel); the pause between two polls,
     # the server's pollIntervalMs clamped into [min, max] (the minimum wins if they cross;
     # 0, negative or absurd values land on a bound); tasks/get requests of one task
     task_timeout: float = 600.0  # > 0

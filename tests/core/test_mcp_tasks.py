@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from sansmcp.core.errors import ServerAnswered
+from sansmcp.core.errors import ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import ConnSettings, ToolCalled
@@ -154,3 +154,45 @@ def test_without_tasks_a_task_handle_is_refused_and_nothing_is_declared() -> Non
     (_, _, body), *_ = sent(server)
     assert body["params"]["_meta"][CAPS] == {}
     assert json.dumps(body).count(EXTENSION_ID) == 0
+
+
+def test_a_task_that_cannot_end_in_time_is_cancelled_then_times_out() -> None:
+    # the server asks for 20 s between polls; the task has 5 s: it is given up at once
+    server = task_server(iter([{"resultType": "complete"}]))
+    server.overrides["tools/call"] = lambda req, body: server.wrap(
+        result(body["id"], handle(pollIntervalMs=20_000))
+    )
+    d = driver(server, limits=Limits(task_timeout=5.0))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound) == ("timeout", "task_timeout")
+    requests = sent(server)
+    assert [method for method, _, _ in requests] == ["tools/call", "tasks/cancel"]
+    assert header_value(requests[1][1].headers, b"mcp-name") == b"task-7"
+
+
+def test_a_call_past_task_timeout_sends_tasks_cancel_aside_once() -> None:
+    # tasks/get never answers: the call's own deadline (task_timeout) gives it up
+    server = task_server(iter([{"resultType": "complete"}]))
+    server.overrides["tasks/get"] = lambda req, body: Response(
+        headers=[(b"content-type", b"text/event-stream")], end=False
+    )
+    d = driver(server, limits=Limits(task_timeout=8.0, call_timeout=60.0))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound) == ("timeout", "task_timeout")
+    d.pump_side()
+    methods = [method for method, _, _ in sent(server)]
+    assert methods == ["tools/call", "tasks/get", "tasks/cancel"]
+    assert d.now == 8.0
+
+
+def test_without_tasks_a_call_keeps_call_timeout() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: Response(
+        headers=[(b"content-type", b"text/event-stream")], end=False
+    )
+    d = driver(server, tasks=False, limits=Limits(call_timeout=3.0, task_timeout=100.0))
+    failure = d.failure(d.call("echo"))
+    assert isinstance(failure, ConnectionFailed) and failure.bound == "call_timeout"
+    assert [method for method, _, _ in sent(server)] == ["tools/call"]

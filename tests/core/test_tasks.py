@@ -412,10 +412,12 @@ def test_an_update_after_expiry_polls_at_once() -> None:
     assert t.updated({}, now=2.0) == Poll(2.0)
 
 
-def test_a_poll_past_the_deadline_times_out() -> None:
+def test_a_poll_past_the_deadline_cancels_then_times_out() -> None:
     t = tracker(deadline=10.0)
+    assert create(t, task(pollIntervalMs=10_000), now=1.0) == Cancel()
+    assert t.cancelling and not t.done
     with pytest.raises(ConnectionFailed) as caught:
-        create(t, task(pollIntervalMs=10_000), now=1.0)
+        t.cancelled({"resultType": "complete"})
     assert caught.value.cause == "timeout" and caught.value.bound == "task_timeout"
     assert t.done
 

@@ -79,6 +79,7 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
+from .taskop import task_cancel
 from .toolset import Toolset, invalidate_listings
 from .transport import FOREVER, Exchange, Reply, Role, Transport
 
@@ -299,7 +300,8 @@ class McpMachine:
         number > 0.
         """
         self._require_connected()
-        limit = _deadline(timeout, self.limits.call_timeout)
+        bound = "task_timeout" if self.settings.tasks else "call_timeout"  # (a task: longer)
+        limit = _deadline(timeout, getattr(self.limits, bound))
         if not isinstance(name, str) or not name:
             raise CallerError("tool name must be a non-empty string")
         if not isinstance(arguments, bytes | bytearray | memoryview):
@@ -325,7 +327,7 @@ class McpMachine:
             self._t.listen_for_progress()
         self._start(
             ops.recovering(lambda: ops.call_tool(name, arguments, parsed)),
-            "call_timeout",
+            bound,
             limit,
             now,
         )
@@ -656,6 +658,8 @@ class McpMachine:
                 None, "notifications/cancelled", {"requestId": op.rpc_id, "reason": "timed out"}
             )
             self._t.side(request, self.limits.cancel_grace)
+        if (cancel := task_cancel(self._ops)) is not None:  # a task given up: cancelled
+            self._t.side(cancel, self.limits.cancel_grace)
         self._abandon_op()
         self._t.reopen_yielded()
         failed = OperationFailed(error=rules.timeout(bound, limit))

@@ -16,7 +16,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, assert_never
+from typing import TYPE_CHECKING, Any, Final, assert_never
 
 from ..cache import DISCOVER_METHOD, CachedPage, CallerCache, scope_of, ttl_of
 from ..errors import ConnectionFailed, ServerAnswered
@@ -48,6 +48,9 @@ from .settings import ConnSettings
 from .taskwire import EXTENSION, created_task
 from .toolset import Toolset
 from .transport import Reply, Transport
+
+if TYPE_CHECKING:
+    from .tasks import TaskTracker
 
 __all__ = [
     "Ask",
@@ -145,6 +148,7 @@ class Operations:
         self.server_logs = False  # the legacy server declared the logging capability
         # the legacy session's standalone stream opens for input, notifications or progress
         self.listens = self.can_answer or settings.notifications
+        self.task: TaskTracker | None = None  # the task the call in hand follows (taskop)
 
     # ------------------------------------------------------------ the request primitive
 

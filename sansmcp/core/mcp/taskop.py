@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any, assert_never
 
 from ..errors import ConnectionFailed, McpError, ServerAnswered
+from ..http import HttpRequest
 from . import rules
 from .operations import Ask, Instruction, Sleep
 from .tasks import AskInput, Cancel, Deliver, FetchResult, Poll, SendUpdate, Step, TaskTracker
@@ -27,7 +28,7 @@ from .transport import Reply
 if TYPE_CHECKING:
     from .operations import Operations
 
-__all__ = ["RequestFn", "follow", "run_task"]
+__all__ = ["RequestFn", "follow", "run_task", "task_cancel"]
 
 #: ``Operations.request``'s shape: ``(method, params, *, extra=...)`` -> a script
 #: returning the :class:`~.transport.Reply`.
@@ -52,8 +53,23 @@ def follow(ops: Operations, task: TaskView) -> Generator[Instruction, Any, dict[
         can_answer=ops.can_answer,
     )
     step = tracker.created(task, now=now())
-    result = yield from run_task(tracker, step, request=ops.request, now=now)
+    ops.task = tracker
+    try:
+        result = yield from run_task(tracker, step, request=ops.request, now=now)
+    finally:
+        ops.task = None
     return dict(result)
+
+
+def task_cancel(ops: Operations) -> HttpRequest | None:
+    """The ``tasks/cancel`` for the task ``ops``' call follows, if one is live: the
+    machine sends it aside when it gives the call up (its deadline passed), once."""
+    tracker = ops.task
+    if tracker is None or tracker.done or tracker.cancelling or tracker.task_id is None:
+        return None
+    ops.task = None
+    built = task_request(tracker.shape, "tasks/cancel", tracker.task_id)
+    return ops.requests.rpc(next(ops._ids), built.method, built.params, None, built.headers)
 
 
 def run_task(

@@ -8,8 +8,8 @@ next (a :data:`Step`): poll at a time, ask the embedder for input, send that inp
 fetch the outcome, cancel (once), or deliver the ``CallToolResult``.  Whatever the server
 sends, the tracker ends classified: a ``ServerAnswered`` for a broken promise (an id that
 changes, a status that moves against :data:`TRANSITIONS`, a lost or expired task), a
-``ConnectionFailed`` (``"timeout"``, ``bound="task_timeout"``) when the next poll would
-fall past the deadline.  Both wire shapes (:mod:`.taskwire`) are one script: the table
+``ConnectionFailed`` (``"timeout"``, ``bound="task_timeout"``, after a cancel) when the
+next poll would fall past the deadline.  Both wire shapes (:mod:`.taskwire`) are one script: the table
 says where the outcome and the input go.
 """
 
@@ -409,11 +409,11 @@ class TaskTracker:
         return AskInput(requests)
 
     def _poll_at(self, now: float, at: float) -> Step:
-        """The next ``tasks/get``, at ``at`` but never past the task's time to live; the
-        poll bound and the deadline are checked first."""
+        """The next ``tasks/get``, at ``at`` but never past the task's time to live; a poll
+        that would fall past the deadline cancels the task instead (then times out)."""
         at = min(at, max(now, self._expires))
-        if at >= self.deadline:
-            self._fail(rules.timeout("task_timeout", self._limit))
+        if at >= self.deadline:  # no poll can happen in time: give the task up
+            return self.cancel(rules.timeout("task_timeout", self._limit))
         self.polls += 1
         limit = self.limits.max_task_polls
         if self.polls > limit:
@@ -446,6 +446,11 @@ class TaskTracker:
 
     def _shown(self) -> str:
         return repr((self.task_id or "")[:80])
+
+    @property
+    def cancelling(self) -> bool:
+        """A :class:`Cancel` was returned (the task is being given up)."""
+        return self._cancel_error is not None
 
     def _live(self) -> None:
         if self.done:
