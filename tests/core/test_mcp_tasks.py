@@ -9,6 +9,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from sansmcp.core.errors import ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
@@ -196,3 +198,39 @@ def test_without_tasks_a_call_keeps_call_timeout() -> None:
     failure = d.failure(d.call("echo"))
     assert isinstance(failure, ConnectionFailed) and failure.bound == "call_timeout"
     assert [method for method, _, _ in sent(server)] == ["tools/call"]
+
+
+# ------------------------------------------------------------ hostile servers, through the machine
+
+
+def test_a_task_handle_to_a_listing_is_refused() -> None:
+    server = FakeServer()
+    server.overrides["tools/list"] = lambda req, body: server.wrap(result(body["id"], handle()))
+    d = driver(server)
+    failure = d.failure(d.list_tools())
+    assert isinstance(failure, ServerAnswered) and failure.reason == "unexpected_task"
+
+
+def test_a_task_the_server_forgets_at_once_is_lost() -> None:
+    server = task_server(iter([]))
+    server.overrides["tasks/get"] = lambda req, body: server.wrap(
+        {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32602, "message": "no task"}}
+    )
+    d = driver(server)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered)
+    assert (failure.reason, failure.code, failure.rpc_message) == ("task_lost", -32602, "no task")
+
+
+@pytest.mark.parametrize(
+    ("interval_ms", "pause"),
+    [(0, 0.1), (-5, 0.1), (10**12, 30.0), (2.5e3, 2.5)],
+)
+def test_a_hostile_poll_interval_is_clamped(interval_ms: float, pause: float) -> None:
+    server = task_server(iter([polled("working"), polled("completed", result=RESULT)]))
+    server.overrides["tools/call"] = lambda req, body: server.wrap(
+        result(body["id"], handle(pollIntervalMs=interval_ms))
+    )
+    d = driver(server)
+    d.ok(d.call("research"))
+    assert d.now == pytest.approx(pause + 2.0)  # then the poll's own 2 s

@@ -172,6 +172,11 @@ def result_kind(result: Mapping[str, Any], *, allow_input: bool) -> str:
     kind = result.get("resultType", "complete")
     if kind == "complete" or (allow_input and kind == "input_required"):
         return str(kind)
+    if kind == "task":  # only a tools/call that declared tasks may get one (taskwire)
+        raise ServerAnswered(
+            "the server answered with a task handle where none may come",
+            reason="unexpected_task",
+        )
     raise ServerAnswered(
         f"the server sent a result of unknown type {kind!r}", reason="unknown_result_type"
     )
