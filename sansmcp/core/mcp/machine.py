@@ -79,7 +79,7 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
-from .taskop import task_cancel
+from .taskop import follow, task_cancel
 from .toolset import Toolset, invalidate_listings
 from .transport import FOREVER, Exchange, Reply, Role, Transport
 
@@ -145,6 +145,7 @@ class McpMachine:
             jitter=jitter,
             toolset=toolset,
         )
+        self._ops.follow_task = follow
         # (not the operations' bound method: they own the transport -- a reference cycle)
         transport.on_list_changed = functools.partial(invalidate_listings, cache, session)
         # the deque ``next_output`` pops, for a driver to drain without a call per output

@@ -45,7 +45,7 @@ from .events import Connected, ToolCalled, ToolsListed
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
-from .taskwire import EXTENSION, created_task
+from .taskwire import EXTENSION, TaskView, created_task
 from .toolset import Toolset
 from .transport import Reply, Transport
 
@@ -149,6 +149,9 @@ class Operations:
         # the legacy session's standalone stream opens for input, notifications or progress
         self.listens = self.can_answer or settings.notifications
         self.task: TaskTracker | None = None  # the task the call in hand follows (taskop)
+        # how a task handle is followed: taskop.follow, set by the machine (taskop imports
+        # this module, so this module names it only by its shape)
+        self.follow_task: Callable[[Operations, TaskView], OpGen] | None = None
 
     # ------------------------------------------------------------ the request primitive
 
@@ -587,9 +590,8 @@ class Operations:
                 max_echo_bytes=limits.max_echo_bytes,
             )
             if task is not None:  # the server runs the call as a task: poll it to its end
-                from .taskop import follow  # (taskop imports this module)
-
-                result = yield from follow(self, task)
+                assert self.follow_task is not None
+                result = yield from self.follow_task(self, task)
             step = rules.next_call_step(
                 result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes
             )
