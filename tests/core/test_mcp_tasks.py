@@ -158,8 +158,9 @@ def test_without_tasks_a_task_handle_is_refused_and_nothing_is_declared() -> Non
     assert json.dumps(body).count(EXTENSION_ID) == 0
 
 
-def test_a_task_that_cannot_end_in_time_is_cancelled_then_times_out() -> None:
-    # the server asks for 20 s between polls; the task has 5 s: it is given up at once
+def test_a_task_that_cannot_end_in_time_is_cancelled_at_the_deadline() -> None:
+    # the server asks for 20 s between polls; the task has 5 s: the poll is due at the
+    # deadline, where the call gives the task up and cancels it
     server = task_server(iter([{"resultType": "complete"}]))
     server.overrides["tools/call"] = lambda req, body: server.wrap(
         result(body["id"], handle(pollIntervalMs=20_000))
@@ -171,6 +172,7 @@ def test_a_task_that_cannot_end_in_time_is_cancelled_then_times_out() -> None:
     requests = sent(server)
     assert [method for method, _, _ in requests] == ["tools/call", "tasks/cancel"]
     assert header_value(requests[1][1].headers, b"mcp-name") == b"task-7"
+    assert d.now == 5.0  # never before the deadline
 
 
 def test_a_call_past_task_timeout_sends_tasks_cancel_aside_once() -> None:

@@ -8,8 +8,8 @@ next (a :data:`Step`): poll at a time, ask the embedder for input, send that inp
 fetch the outcome, cancel (once), or deliver the ``CallToolResult``.  Whatever the server
 sends, the tracker ends classified: a ``ServerAnswered`` for a broken promise (an id that
 changes, a status that moves against :data:`TRANSITIONS`, a lost or expired task), a
-``ConnectionFailed`` (``"timeout"``, ``bound="task_timeout"``, after a cancel) when the
-next poll would fall past the deadline.  Both wire shapes (:mod:`.taskwire`) are one script: the table
+``ConnectionFailed`` (``"timeout"``, ``bound="task_timeout"``, after a cancel) once the
+deadline has come.  Both wire shapes (:mod:`.taskwire`) are one script: the table
 says where the outcome and the input go.
 """
 
@@ -409,11 +409,12 @@ class TaskTracker:
         return AskInput(requests)
 
     def _poll_at(self, now: float, at: float) -> Step:
-        """The next ``tasks/get``, at ``at`` but never past the task's time to live; a poll
-        that would fall past the deadline cancels the task instead (then times out)."""
-        at = min(at, max(now, self._expires))
-        if at >= self.deadline:  # no poll can happen in time: give the task up
+        """The next ``tasks/get``, at ``at`` but never past the task's time to live or the
+        deadline (a last look there); at the deadline the task is cancelled instead (and
+        the tracker then times out)."""
+        if now >= self.deadline:  # out of time: give the task up
             return self.cancel(rules.timeout("task_timeout", self._limit))
+        at = min(at, max(now, self._expires), self.deadline)  # a last look at the deadline
         self.polls += 1
         limit = self.limits.max_task_polls
         if self.polls > limit:
