@@ -25,6 +25,12 @@ def tasks_server(launch: Launcher) -> Server:
     return launch(*MODES["stateless-json"], "--tasks")
 
 
+@pytest.fixture(scope="module")
+def tasks_sse(launch: Launcher) -> Server:
+    """The same, answering every request on an event stream."""
+    return launch(*MODES["stateless-sse"], "--tasks")
+
+
 def logged(server: Server, tag: str) -> list[str]:
     """The JSON-RPC methods of the requests tagged ``tag``, in order."""
     connection = http.client.HTTPConnection(server.host, server.port, timeout=5)
@@ -40,10 +46,14 @@ def config(server: Server, tag: str, *, tasks: bool = True) -> Config:
     return Config(url=server.url(), headers={"x-test-tag": tag}, tasks=tasks)
 
 
-def test_create_handling_and_terminal_handling(backend: Backend, tasks_server: Server) -> None:
+@pytest.mark.parametrize("answers", ["json", "sse"])
+def test_create_handling_and_terminal_handling(
+    backend: Backend, tasks_server: Server, tasks_sse: Server, answers: str
+) -> None:
     """A task handle is polled to its completed state, and the call returns the task's
     ``CallToolResult`` as a direct call would; the connection serves the next call."""
-    tag = f"create-{backend.name}"
+    tasks_server = tasks_server if answers == "json" else tasks_sse
+    tag = f"create-{backend.name}-{answers}"
 
     async def main() -> None:
         async with (
