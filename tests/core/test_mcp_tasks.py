@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from sansmcp.core.errors import ConnectionFailed, ServerAnswered
+from sansmcp.core.config import Config, conn_settings
+from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
 from sansmcp.core.mcp import ConnSettings, ToolCalled
@@ -57,7 +58,7 @@ def task_server(answers: Iterator[dict[str, Any]]) -> FakeServer:
 
 
 def driver(server: FakeServer, *, tasks: bool = True, **kwargs: Any) -> Driver:
-    capabilities = {"elicitation": {}} if "input_handler" in kwargs else None
+    capabilities: dict[str, Any] | None = {"elicitation": {}} if "input_handler" in kwargs else None
     settings = ConnSettings(endpoint=parse_endpoint(URL), tasks=tasks, capabilities=capabilities)
     d = Driver(server, settings=settings, **kwargs)
     d.ok(d.connect())
@@ -236,3 +237,13 @@ def test_a_hostile_poll_interval_is_clamped(interval_ms: float, pause: float) ->
     d = driver(server)
     d.ok(d.call("research"))
     assert d.now == pytest.approx(pause + 2.0)  # then the poll's own 2 s
+
+
+def test_config_tasks_reaches_the_settings_and_must_be_a_bool() -> None:
+    def built(**kwargs: Any) -> ConnSettings:
+        config = Config(url=URL, **kwargs)
+        return conn_settings(config, client_info=None, capabilities=None, era_hint=None)
+
+    assert built().tasks is False and built(tasks=True).tasks is True
+    with pytest.raises(CallerError, match=r"Config\.tasks must be a bool"):
+        built(tasks="yes")

@@ -293,7 +293,7 @@ def test_declare_extension(capabilities: Any, declared: dict[str, Any]) -> None:
     assert repr(capabilities) == before  # the caller's value is not touched
 
 
-REQUIRED = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
+REQUIRED: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
 
 
 @pytest.mark.parametrize(
