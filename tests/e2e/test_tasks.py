@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sansmcp import Config, ServerAnswered
+from sansmcp import Config, ConnectionFailed, Limits, ServerAnswered
 
 from .conftest import MODES, Backend, Launcher, Server
 
@@ -134,3 +134,23 @@ def test_poll_interval_is_honoured_in_count(backend: Backend, tasks_server: Serv
 
     backend.run(main)
     assert logged(tasks_server, tag).count("tasks/get") == 5
+
+
+def test_a_task_given_up_is_cancelled_once(backend: Backend, tasks_server: Server) -> None:
+    """A task that outlives ``Limits.task_timeout`` fails the call with that bound, and
+    the server is sent ``tasks/cancel`` for it, once (best effort, aside)."""
+    tag = f"cancel-{backend.name}"
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, limits=Limits(task_timeout=0.5)) as client,
+            client.connect(config(tasks_server, tag)) as conn,
+        ):
+            with pytest.raises(ConnectionFailed) as caught:
+                await conn.call_tool("research", b'{"topic": "endless", "polls": 100000}')
+            assert (caught.value.cause, caught.value.bound) == ("timeout", "task_timeout")
+
+    backend.run(main)
+    calls = logged(tasks_server, tag)
+    assert calls.count("tools/call") == 1 and calls.count("tasks/cancel") == 1
+    assert calls.count("tasks/get") >= 1
