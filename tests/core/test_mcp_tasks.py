@@ -247,3 +247,20 @@ def test_config_tasks_reaches_the_settings_and_must_be_a_bool() -> None:
     assert built().tasks is False and built(tasks=True).tasks is True
     with pytest.raises(CallerError, match=r"Config\.tasks must be a bool"):
         built(tasks="yes")
+
+
+def test_a_call_served_only_as_a_task_says_how_to_get_it() -> None:
+    required = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: server.wrap(
+        {
+            "jsonrpc": "2.0",
+            "id": body["id"],
+            "error": {"code": -32021, "message": "Missing capability", "data": required},
+        }
+    )
+    d = driver(server, tasks=False)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered)
+    assert (failure.reason, failure.code, failure.data) == ("jsonrpc_error", -32021, required)
+    assert str(failure).endswith("(the server runs it only as a task: Config(tasks=True))")

@@ -114,6 +114,7 @@ def test_a_client_without_tasks_gets_the_missing_capability(
             assert caught.value.reason == "jsonrpc_error" and caught.value.code == -32021
             required = caught.value.data["requiredCapabilities"]["extensions"]
             assert "io.modelcontextprotocol/tasks" in required
+            assert "Config(tasks=True)" in str(caught.value)
 
     backend.run(main)
 

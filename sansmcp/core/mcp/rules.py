@@ -21,6 +21,7 @@ from ..http import Headers, header_value
 from ..jsonvalue import JsonError, dumps_compact
 from ..messages import content_type
 from ..tools import utf8_len
+from .taskwire import requires_tasks
 
 __all__ = [
     "AskInput",
@@ -158,8 +159,11 @@ def server_error(message: Mapping[str, Any]) -> ServerAnswered:
     error = message["error"]
     code = error["code"]
     text = error["message"]
+    hint = (
+        " (the server runs it only as a task: Config(tasks=True))" if requires_tasks(error) else ""
+    )
     return ServerAnswered(
-        f"server answered with JSON-RPC error {code}: {text[:200]}",
+        f"server answered with JSON-RPC error {code}: {text[:200]}{hint}",
         reason="jsonrpc_error",
         code=code,
         rpc_message=text,
