@@ -46,7 +46,9 @@ class Config:
     ``LogMessage`` or a ``Notification``), in the caller's task; ``log_level`` (one of
     ``LOG_LEVELS``) asks for log messages at or above it (nothing is asked when it is None).
     ``oauth`` authorizes with OAuth 2.1 when the server answers 401 (or 403
-    ``insufficient_scope``); without it those raise ``Unauthorized``.
+    ``insufficient_scope``); without it those raise ``Unauthorized``.  ``tasks``
+    declares the tasks extension (2026-07-28): a server may then run a call as a task,
+    which ``call_tool`` polls to its end (``Limits.task_timeout`` and the poll bounds).
     """
 
     url: str
@@ -61,6 +63,7 @@ class Config:
     on_notification: Callable[[LogMessage | Notification], object] | None = None
     log_level: str | None = None
     oauth: OAuth | None = None
+    tasks: bool = False
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:
@@ -188,6 +191,8 @@ def conn_settings(
     output_schemas = _output_schemas(config.output_schemas)
     if not isinstance(config.validate_structured_content, bool):
         raise CallerError("Config.validate_structured_content must be a bool")
+    if not isinstance(config.tasks, bool):
+        raise CallerError("Config.tasks must be a bool")
     versions = tuple(config.protocol_versions or SUPPORTED_VERSIONS)
     usable_versions(versions)  # CallerError when it names none sansmcp speaks
     if config.on_notification is not None and not callable(config.on_notification):
@@ -214,5 +219,6 @@ def conn_settings(
         notifications=config.on_notification is not None,
         log_level=config.log_level,
         observe=observe,
+        tasks=config.tasks,
         **extra,
     )

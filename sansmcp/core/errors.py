@@ -89,6 +89,14 @@ Reason = Literal[
     "output_schema_mismatch",
     "unusable_output_schema",
     "validation_budget",
+    "unexpected_task",
+    "malformed_task",
+    "task_id_changed",
+    "task_transition",
+    "task_lost",
+    "task_cancelled",
+    "task_expired",
+    "max_task_polls",
 ]
 """Every value of ``ServerAnswered.reason``; each is described in that class's docstring."""
 
@@ -244,7 +252,21 @@ class ServerAnswered(McpError):
       ``unevaluated*``, a ``pattern`` outside the linear-time subset);
     * ``"validation_budget"`` -- compiling the schema or checking the result took more
       than ``Limits.max_validation_steps`` steps or nested past
-      ``Limits.max_validation_depth`` (``bound``, ``limit``).
+      ``Limits.max_validation_depth`` (``bound``, ``limit``);
+    * ``"unexpected_task"`` -- a task handle where none may come: to a request that did
+      not declare tasks, or on a method other than ``tools/call``;
+    * ``"malformed_task"`` -- a task (created, polled, cancelled or notified) that lacks or
+      mistypes a member, has a status we do not know, or an unusable input request;
+    * ``"task_id_changed"`` -- an answer about the task names another ``taskId``;
+    * ``"task_transition"`` -- the task moved against the status table: out of a terminal
+      status, or back to asking for input it was given after it resumed work;
+    * ``"task_lost"`` -- the server does not know the task it created (``-32602``;
+      ``code``, ``rpc_message``, ``data``);
+    * ``"task_cancelled"`` -- the task ended ``cancelled`` without our asking;
+    * ``"task_expired"`` -- the task's ``ttlMs`` ran out (counted from when we first saw
+      it, on our clock) before it ended;
+    * ``"max_task_polls"`` -- the task did not end within ``Limits.max_task_polls`` polls
+      (``bound``, ``limit``).
     """
 
     reason: Reason

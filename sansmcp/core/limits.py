@@ -139,6 +139,10 @@ _RULES: dict[str, _Rule] = {
     "auth_timeout": _TIME,
     "max_auth_attempts": _COUNT,
     "max_auth_document_bytes": _COUNT,
+    "task_timeout": _TIME,
+    "min_task_poll_interval": _TIME,
+    "max_task_poll_interval": _TIME,
+    "max_task_polls": _COUNT,
 }
 
 
@@ -265,3 +269,12 @@ class Limits:
     auth_timeout: float = 30.0  # > 0
     max_auth_attempts: int = 3  # >= 1
     max_auth_document_bytes: int = 64 << 10  # >= 1
+    # tasks (Config(tasks=True)): one call_tool as a whole, a task polled to its end
+    # included (it replaces call_timeout there; each request stays within call_timeout,
+    # and a task given up is sent tasks/cancel); the pause between two polls,
+    # the server's pollIntervalMs clamped into [min, max] (the minimum wins if they cross;
+    # 0, negative or absurd values land on a bound); tasks/get requests of one task
+    task_timeout: float = 600.0  # > 0
+    min_task_poll_interval: float = 0.1  # > 0
+    max_task_poll_interval: float = 30.0  # > 0
+    max_task_polls: int = 200  # >= 1

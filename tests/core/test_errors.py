@@ -69,6 +69,14 @@ REASONS = frozenset(
         "output_schema_mismatch",
         "unusable_output_schema",
         "validation_budget",
+        "unexpected_task",
+        "malformed_task",
+        "task_id_changed",
+        "task_transition",
+        "task_lost",
+        "task_cancelled",
+        "task_expired",
+        "max_task_polls",
     }
 )
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "sansmcp"

@@ -42,7 +42,8 @@ method or ``"response"``, status); ``GET /_log?TAG`` returns that tag's log as J
 so a test counts exactly the requests its own client sent.  ``--legacy-only`` puts
 the SDK behind a filter that answers every 2026-07-28 request as a legacy-only server
 does (HTTP 400 with a JSON-RPC error), so the SDK server speaks only the legacy era.
-``--cache-ttl MS [--cache-scope public|private]`` sets the SDK's cache hints on
+With ``--tasks`` (issue 30), the tasks extension and its two task tools
+(``tests/e2e/tasks_server.py``).  ``--cache-ttl MS [--cache-scope public|private]`` sets the SDK's cache hints on
 ``tools/list`` and ``server/discover`` (``ttlMs`` / ``cacheScope``).
 """
 
@@ -320,6 +321,7 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=0)
     parser.add_argument("--output-schemas", action="store_true")
     parser.add_argument("--observe", action="store_true")
+    parser.add_argument("--tasks", action="store_true")
     parser.add_argument("--oauth", metavar="AS_URL")
     args = parser.parse_args()
 
@@ -438,6 +440,10 @@ def main() -> None:
         }
     if args.observe:
         add_observe_tools(server)
+    if args.tasks:
+        from .tasks_server import install
+
+        install(server)
 
     # The SDK's DNS-rebinding protection, widened to the names the suite maps to
     # loopback with its resolver hook.

@@ -81,6 +81,8 @@ LIMITS: dict[str, Any] = {
     "h2_max_control_frames": 1000,
     "h2_max_small_data_frames": 2000,
     "h2_max_header_frames": 32,
+    "task_timeout": 2.0,
+    "max_task_polls": 10,
 }
 SLACK = 1.0  # how long past its deadline a case may take to end (scheduling, not speed)
 QUICK = 3.0  # a case stopped by a budget or a rule (no deadline involved) ends within this
@@ -143,6 +145,7 @@ UNTESTED_DEADLINES = {
     "list_timeout": 15.0,
     "call_timeout": 15.0,
     "auth_timeout": 15.0,
+    "task_timeout": 15.0,
     "close_timeout": 5.0,
 }
 
@@ -2392,6 +2395,165 @@ CASES += [
         client=_OAUTH,
         limits=_OAUTH_LIMITS,
         fast=True,
+    ),
+]
+
+
+# ---- issue 30: a tools/call the server runs as a task (Config(tasks=True)) ----
+
+TG, TU, TC = "tasks/get", "tasks/update", "tasks/cancel"
+_TASKS = {"tasks": True}
+
+
+def task_value(**more: Any) -> dict[str, Any]:
+    return {
+        "taskId": "t-1",
+        "status": "working",
+        "createdAt": "2026-12-04T10:00:00Z",
+        "lastUpdatedAt": "2026-12-04T10:00:00Z",
+        "ttlMs": None,
+        "pollIntervalMs": 100,
+        **more,
+    }
+
+
+def task_call(**more: Any) -> H1Attack:
+    """``tools/call`` answered with a task handle."""
+    return answer(
+        lambda request: json_answer(
+            result(request.rpc_id, {"resultType": "task", **task_value(**more)})
+        )
+    )
+
+
+def task_polls(*answers: dict[str, Any]) -> H1Attack:
+    """``tasks/get`` answered with ``answers`` in turn, the last one forever."""
+
+    async def attack(request: Request, reply: H1Reply, state: State) -> None:
+        seen = state["polls"] = state.get("polls", 0) + 1
+        value = answers[min(seen, len(answers)) - 1]
+        await reply.answer(json_answer(result(request.rpc_id, {"resultType": "complete", **value})))
+
+    return attack
+
+
+async def new_key_each_poll(request: Request, reply: H1Reply, state: State) -> None:
+    seen = state["polls"] = state.get("polls", 0) + 1
+    asks = {f"q{seen}": ELICIT["q"]}
+    value = {"resultType": "complete", **task_value(status="input_required", inputRequests=asks)}
+    await reply.answer(json_answer(result(request.rpc_id, value)))
+
+
+ACK = answer(lambda request: json_answer(result(request.rpc_id, {"resultType": "complete"})))
+TASK_DONE = task_value(status="completed", result=call_result([{"type": "text", "text": "done"}]))
+
+
+def _task_routed(report: dict[str, Any], stats: Any, port: int) -> None:
+    tasks = [r for r in stats.requests if r.key.startswith("tasks/")]
+    assert tasks and all(r.headers.get("mcp-name") == "t-1" for r in tasks), tasks
+
+
+CASES += [
+    Case(
+        "task_well_behaved",
+        "a call run as a task: working, then completed (Config(tasks=True))",
+        "succeeds; every task request routed by Mcp-Name",
+        h1({C: task_call(), TG: task_polls(task_value(), TASK_DONE)}),
+        Expect("ok", requests={D: 1, L: 1, C: 1, TG: 2}, check=_task_routed),
+        client=_TASKS,
+        fast=True,
+    ),
+    Case(
+        "task_unasked",
+        "a task handle to a client that did not declare the tasks extension",
+        "boundary: a task where none may come",
+        h1({C: task_call()}),
+        answered("call", "unexpected_task", requests={D: 1, L: 1, C: 1}),
+        fast=True,
+    ),
+    Case(
+        "task_poll_zero_forever",
+        "working forever, pollIntervalMs 0",
+        "max_task_polls (each pause the min_task_poll_interval floor, never a spin)",
+        h1({C: task_call(pollIntervalMs=0), TG: task_polls(task_value(pollIntervalMs=0))}),
+        answered(
+            "call",
+            "max_task_polls",
+            attrs={"bound": "max_task_polls", "limit": LIMITS["max_task_polls"]},
+            requests={D: 1, L: 1, C: 1, TG: LIMITS["max_task_polls"]},
+        ),
+        client=_TASKS,
+        fast=True,
+    ),
+    Case(
+        "task_poll_interval_huge",
+        "pollIntervalMs 10**12: the server parks the client",
+        "task_timeout (the pause clamped; the task cancelled when the call gives up)",
+        h1({C: task_call(pollIntervalMs=10**12), TC: ACK}),
+        timeout("call", "task_timeout", requests={D: 1, L: 1, C: 1, TC: 1}),
+        client=_TASKS,
+    ),
+    Case(
+        "task_id_changes",
+        "tasks/get answers about another taskId",
+        "boundary: the task's id is stable",
+        h1({C: task_call(), TG: task_polls(task_value(taskId="t-2"))}),
+        answered("call", "task_id_changed", requests={D: 1, L: 1, C: 1, TG: 1}),
+        client=_TASKS,
+    ),
+    Case(
+        "task_status_unknown",
+        "tasks/get answers status 'running'",
+        "boundary: a status outside the table",
+        h1({C: task_call(), TG: task_polls(task_value(status="running"))}),
+        answered("call", "malformed_task", requests={D: 1, L: 1, C: 1, TG: 1}),
+        client=_TASKS,
+    ),
+    Case(
+        "task_lost",
+        "tasks/get answers -32602 for the task it just created",
+        "boundary: the server lost its task",
+        h1({C: task_call(), TG: answer(lambda r: json_answer(error(r.rpc_id, -32602, "no task")))}),
+        answered("call", "task_lost", attrs={"code": -32602}, requests={D: 1, L: 1, C: 1, TG: 1}),
+        client=_TASKS,
+        fast=True,
+    ),
+    Case(
+        "task_asks_forever",
+        "input_required with a new key on every poll (the handler answers each)",
+        "max_call_attempts (input rounds of one call)",
+        h1({C: task_call(), TG: new_key_each_poll, TU: ACK}),
+        answered(
+            "call",
+            "max_call_attempts",
+            attrs={"bound": "max_call_attempts", "limit": LIMITS["max_call_attempts"]},
+            requests={
+                D: 1,
+                L: 1,
+                C: 1,
+                TG: LIMITS["max_call_attempts"] + 1,
+                TU: LIMITS["max_call_attempts"],
+            },
+        ),
+        client={**_TASKS, "input": "answer"},
+    ),
+    Case(
+        "task_asks_again_after_working",
+        "input_required, answered; working; then the answered key again",
+        "boundary: a task that flaps back to asking what it was given",
+        h1(
+            {
+                C: task_call(),
+                TG: task_polls(
+                    task_value(status="input_required", inputRequests=ELICIT),
+                    task_value(),
+                    task_value(status="input_required", inputRequests=ELICIT),
+                ),
+                TU: ACK,
+            }
+        ),
+        answered("call", "task_transition", requests={D: 1, L: 1, C: 1, TG: 3, TU: 1}),
+        client={**_TASKS, "input": "answer"},
     ),
 ]
 

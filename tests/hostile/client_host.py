@@ -11,7 +11,8 @@ A spec: ``backend`` (``"asyncio"`` / ``"trio"`` / ``"sync"``: the blocking adapt
 calls in threads behind ``tests/e2e/sync_shim.py``'s async facade, on asyncio), ``url``, ``ops`` (after connecting:
 ``"list"``, ``"call"``, ``"sleep:SECONDS"``), ``limits`` (``Limits`` fields), and optionally ``h2``
 (prior-knowledge h2c), ``allow_loopback`` (default true), ``resolver`` (a fixed answer),
-``input`` (``"answer"`` / ``"decline"``: an input handler), ``versions``, ``tool``,
+``input`` (``"answer"`` / ``"decline"``: an input handler), ``tasks`` (``Config.tasks``),
+``versions``, ``tool``,
 ``arguments``, ``reconnect`` (then open a second ``Conn`` on the same ``Client`` and
 list), ``hard_timeout`` (seconds; the child is killed past it), ``ticker`` (run another
 task on the loop that sleeps 5 ms at a time; ``loop_lag_max`` reports its worst
@@ -116,6 +117,7 @@ async def scenario(client_cls: Any, sleep: Any, spec: dict[str, Any]) -> dict[st
         protocol_versions=spec.get("versions"),
         on_notification=noticed if spec.get("observe") else None,
         oauth=oauth if spec.get("oauth") else None,
+        tasks=bool(spec.get("tasks")),
     )
     if spec.get("observe"):
         report["notifications"] = 0

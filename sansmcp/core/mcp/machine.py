@@ -82,6 +82,7 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
+from .taskop import task_cancel
 from .toolops import ToolOps
 from .toolset import Toolset, invalidate_listings
 from .transport import Transport
@@ -295,7 +296,8 @@ class McpMachine:
         number > 0.
         """
         self._require_connected()
-        limit = rules.op_timeout(timeout, self.limits.call_timeout)
+        bound = "task_timeout" if self.settings.tasks else "call_timeout"  # (a task: longer)
+        limit = rules.op_timeout(timeout, getattr(self.limits, bound))
         arguments, parsed = rules.checked_call(name, arguments, self.limits.max_json_depth)
         tools, toolset = self._tool_ops, self._tools
         if toolset.cache is not None:
@@ -307,7 +309,7 @@ class McpMachine:
         gen = self._ops.recovering(
             lambda _: tools.call_tool(name, arguments, parsed), now, progress=progress
         )
-        self._start(gen, "call_timeout", limit, now)
+        self._start(gen, bound, limit, now)
 
     def close(self, *, now: float) -> None:
         """End the connection: abandon everything in flight; legacy sessions get a DELETE.
@@ -569,6 +571,8 @@ class McpMachine:
 
     def _fail_timeout(self, bound: str, limit: float, now: float) -> None:
         self._t.abort_op(self.limits.cancel_grace, now)
+        if (cancel := task_cancel(self._ops)) is not None:  # a task given up: cancelled
+            self._t.side(cancel, self.limits.cancel_grace, now)
         self._abandon_op()
         self._t.reopen_yielded(now)
         failed = OperationFailed(error=rules.timeout(bound, limit))

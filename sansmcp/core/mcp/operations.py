@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, assert_never
+from typing import TYPE_CHECKING, Any, Final, assert_never
 
 from ..cache import DISCOVER_METHOD, CallerCache
 from ..errors import ConnectionFailed, ServerAnswered
@@ -47,6 +47,9 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
 from .transport import Transport
+
+if TYPE_CHECKING:
+    from .tasks import TaskTracker
 
 __all__ = [
     "Ask",
@@ -149,6 +152,7 @@ class Operations:
         self.server_logs = False  # the legacy server declared the logging capability
         # the legacy session's standalone stream opens for input, notifications or progress
         self.listens = self.can_answer or settings.notifications
+        self.task: TaskTracker | None = None  # the task the call in hand follows (taskop)
 
     # ------------------------------------------------------------ the request primitive
 

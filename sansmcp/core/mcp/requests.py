@@ -28,6 +28,7 @@ from ..messages import BATCH_VERSION, build_body
 from .notifications import META_LOG_LEVEL
 from .session import Era, Session
 from .settings import ConnSettings
+from .taskwire import declare_extension
 
 __all__ = [
     "MACHINE_HEADERS",
@@ -151,7 +152,11 @@ class Requests:
             meta = {
                 META_VERSION: version,
                 META_CLIENT_INFO: self.settings.client_info,
-                META_CAPABILITIES: self.capabilities(),
+                META_CAPABILITIES: (
+                    declare_extension(self.capabilities())
+                    if self.settings.tasks
+                    else self.capabilities()
+                ),
                 **self.settings.meta,
             }
             if self.settings.log_level is not None:

@@ -21,6 +21,7 @@ from ..http import Headers, header_value
 from ..jsonvalue import JsonError, dumps_compact, parse_json_object_strict
 from ..messages import content_type
 from ..tools import utf8_len
+from .taskwire import requires_tasks
 
 __all__ = [
     "AskInput",
@@ -161,8 +162,11 @@ def server_error(message: Mapping[str, Any]) -> ServerAnswered:
     error = message["error"]
     code = error["code"]
     text = error["message"]
+    hint = (
+        " (the server runs it only as a task: Config(tasks=True))" if requires_tasks(error) else ""
+    )
     return ServerAnswered(
-        f"server answered with JSON-RPC error {code}: {text[:200]}",
+        f"server answered with JSON-RPC error {code}: {text[:200]}{hint}",
         reason="jsonrpc_error",
         code=code,
         rpc_message=text,
@@ -192,6 +196,11 @@ def result_kind(result: Mapping[str, Any], *, allow_input: bool) -> str:
     kind = result.get("resultType", "complete")
     if kind == "complete" or (allow_input and kind == "input_required"):
         return str(kind)
+    if kind == "task":  # only a tools/call that declared tasks may get one (taskwire)
+        raise ServerAnswered(
+            "the server answered with a task handle where none may come",
+            reason="unexpected_task",
+        )
     raise ServerAnswered(
         f"the server sent a result of unknown type {kind!r}", reason="unknown_result_type"
     )

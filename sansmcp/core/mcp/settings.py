@@ -35,7 +35,8 @@ class ConnSettings:
     ``validate_structured_content`` turns the check of ``structuredContent`` off.
     ``notifications``: the
     embedder takes server notifications; ``log_level`` asks for log messages at or above
-    it; ``observe``: telemetry is on (requests are reported).
+    it; ``observe``: telemetry is on (requests are reported); ``tasks``: modern requests
+    declare the tasks extension and a call the server runs as a task is polled to its end.
     """
 
     endpoint: Endpoint
@@ -56,6 +57,7 @@ class ConnSettings:
     notifications: bool = False
     log_level: str | None = None
     observe: bool = False
+    tasks: bool = False
 
 
 def usable_versions(versions: Sequence[str]) -> tuple[str, ...]:

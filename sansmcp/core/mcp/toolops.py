@@ -29,6 +29,8 @@ from .events import ToolCalled, ToolsListed
 from .operations import Ask, Instruction, Operations, OpGen, Sleep
 from .session import Era, Session
 from .settings import ConnSettings
+from .taskop import follow
+from .taskwire import EXTENSION, created_task
 from .toolset import Toolset
 
 __all__ = ["STALE_TOOL_CODES", "ToolOps"]
@@ -230,6 +232,14 @@ class ToolOps:
             ):
                 toolset.invalidate()
             result = rules.result_of(reply.status, reply.message)
+            task = created_task(
+                result,
+                EXTENSION if modern and self.settings.tasks else None,
+                method="tools/call",
+                max_echo_bytes=limits.max_echo_bytes,
+            )
+            if task is not None:  # the server runs the call as a task: poll it to its end
+                result = yield from follow(self.ops, task, reply.at)
             step = rules.next_call_step(
                 result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes
             )

@@ -1,0 +1,266 @@
+"""A tools/call the server runs as a task, through the MCP machine (issue 30): with
+``ConnSettings(tasks=True)`` the call declares the extension, polls the task to its end
+and returns the same ``CallResult`` a direct call gives; without it a task handle is
+refused.  The fake clock moves only to the machine's own deadlines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sansmcp.core.config import Config, conn_settings
+from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered
+from sansmcp.core.http import HttpRequest, header_value
+from sansmcp.core.limits import Limits
+from sansmcp.core.mcp import ConnSettings, ToolCalled
+from sansmcp.core.mcp.taskwire import EXTENSION_ID
+from sansmcp.core.url import parse_endpoint
+
+from .fakemcp import URL, Driver, FakeServer, Response, result
+
+CAPS = "io.modelcontextprotocol/clientCapabilities"
+RESULT = {"content": [{"type": "text", "text": "researched"}], "isError": False}
+ASK = {"method": "elicitation/create", "params": {"message": "depth?", "requestedSchema": {}}}
+
+
+def handle(**more: Any) -> dict[str, Any]:
+    return {
+        "resultType": "task",
+        "taskId": "task-7",
+        "status": "working",
+        "createdAt": "2026-12-04T10:00:00Z",
+        "lastUpdatedAt": "2026-12-04T10:00:00Z",
+        "ttlMs": 60000,
+        "pollIntervalMs": 2000,
+        **more,
+    }
+
+
+def polled(status: str, **more: Any) -> dict[str, Any]:
+    return {**handle(status=status, **more), "resultType": "complete"}
+
+
+def task_server(answers: Iterator[dict[str, Any]]) -> FakeServer:
+    """A modern server that runs every call as a task and answers tasks/get (and
+    tasks/update, tasks/cancel) from ``answers``, in order."""
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: server.wrap(result(body["id"], handle()))
+
+    def task_method(request: HttpRequest, body: Any) -> Response:
+        return server.wrap(result(body["id"], next(answers)))
+
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        server.overrides[method] = task_method
+    return server
+
+
+def driver(server: FakeServer, *, tasks: bool = True, **kwargs: Any) -> Driver:
+    capabilities: dict[str, Any] | None = {"elicitation": {}} if "input_handler" in kwargs else None
+    settings = ConnSettings(endpoint=parse_endpoint(URL), tasks=tasks, capabilities=capabilities)
+    d = Driver(server, settings=settings, **kwargs)
+    d.ok(d.connect())
+    return d
+
+
+def sent(server: FakeServer) -> list[tuple[str, HttpRequest, dict[str, Any]]]:
+    return [
+        (body["method"], request, body)
+        for request, body in zip(server.requests, server.bodies, strict=True)
+        if isinstance(body, dict) and "method" in body and body["method"] != "server/discover"
+    ]
+
+
+def test_a_task_is_polled_to_the_same_result_a_direct_call_gives() -> None:
+    server = task_server(
+        iter([polled("working", pollIntervalMs=500), polled("completed", result=RESULT)])
+    )
+    d = driver(server)
+    outcome = d.ok(d.call("research", b'{"q": "tasks"}'))
+    assert isinstance(outcome, ToolCalled)
+    direct = FakeServer()
+    direct.overrides["tools/call"] = lambda req, body: direct.wrap(result(body["id"], RESULT))
+    plain = driver(direct, tasks=False).call("research", b'{"q": "tasks"}')
+    assert isinstance(plain, ToolCalled) and outcome.result == plain.result
+    requests = sent(server)
+    assert [method for method, _, _ in requests] == ["tools/call", "tasks/get", "tasks/get"]
+    for method, request, body in requests:
+        # every request declares the extension (a server refuses undeclared task requests)
+        assert body["params"]["_meta"][CAPS] == {"extensions": {EXTENSION_ID: {}}}
+        assert header_value(request.headers, b"mcp-method") == method.encode()
+    for _, request, body in requests[1:]:
+        assert body["params"]["taskId"] == "task-7"
+        assert header_value(request.headers, b"mcp-name") == b"task-7"
+    assert d.now == 2.5  # polled after the handle's 2 s, then the poll's 0.5 s
+
+
+def test_input_during_a_task_goes_through_the_input_handler() -> None:
+    asked: list[Any] = []
+
+    def answer(requests: Any) -> Any:
+        asked.append(dict(requests))
+        return {"depth": {"action": "accept", "content": {"depth": 3}}}
+
+    server = task_server(
+        iter(
+            [
+                polled("input_required", inputRequests={"depth": ASK}),
+                {"resultType": "complete"},  # tasks/update's acknowledgement
+                polled("input_required", inputRequests={"depth": ASK}),  # not yet reflected
+                polled("completed", result=RESULT),
+            ]
+        )
+    )
+    server.overrides["tasks/update"] = server.overrides["tasks/get"]
+    d = driver(server, input_handler=answer)
+    outcome = d.ok(d.call("research"))
+    assert isinstance(outcome, ToolCalled) and outcome.result.content[0].text == "researched"
+    assert asked == [{"depth": ASK}]  # asked once, though the server listed it twice
+    methods = [method for method, _, _ in sent(server)]
+    assert methods == ["tools/call", "tasks/get", "tasks/update", "tasks/get", "tasks/get"]
+    update = sent(server)[2][2]
+    assert update["params"]["inputResponses"] == {
+        "depth": {"action": "accept", "content": {"depth": 3}}
+    }
+
+
+def test_a_failed_task_is_the_servers_json_rpc_error() -> None:
+    error = {"code": -32603, "message": "rate limited"}
+    d = driver(task_server(iter([polled("failed", error=error)])))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered)
+    assert (failure.reason, failure.code, failure.rpc_message) == (
+        "jsonrpc_error",
+        -32603,
+        "rate limited",
+    )
+
+
+def test_a_hostile_task_ends_classified() -> None:
+    d = driver(task_server(iter([polled("working", taskId="task-8")])))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "task_id_changed"
+    forever = task_server(iter([polled("working", pollIntervalMs=0)] * 50))
+    d = driver(forever, limits=Limits(max_task_polls=5))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "max_task_polls"
+    assert [method for method, _, _ in sent(forever)].count("tasks/get") == 5
+
+
+def test_without_tasks_a_task_handle_is_refused_and_nothing_is_declared() -> None:
+    server = task_server(iter([]))
+    d = driver(server, tasks=False)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "unexpected_task"
+    (_, _, body), *_ = sent(server)
+    assert body["params"]["_meta"][CAPS] == {}
+    assert json.dumps(body).count(EXTENSION_ID) == 0
+
+
+def test_a_task_that_cannot_end_in_time_is_cancelled_at_the_deadline() -> None:
+    # the server asks for 20 s between polls; the task has 5 s: the poll is due at the
+    # deadline, where the call gives the task up and cancels it
+    server = task_server(iter([{"resultType": "complete"}]))
+    server.overrides["tools/call"] = lambda req, body: server.wrap(
+        result(body["id"], handle(pollIntervalMs=20_000))
+    )
+    d = driver(server, limits=Limits(task_timeout=5.0))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound) == ("timeout", "task_timeout")
+    requests = sent(server)
+    assert [method for method, _, _ in requests] == ["tools/call", "tasks/cancel"]
+    assert header_value(requests[1][1].headers, b"mcp-name") == b"task-7"
+    assert d.now == 5.0  # never before the deadline
+
+
+def test_a_call_past_task_timeout_sends_tasks_cancel_aside_once() -> None:
+    # tasks/get never answers: the call's own deadline (task_timeout) gives it up
+    server = task_server(iter([{"resultType": "complete"}]))
+    server.overrides["tasks/get"] = lambda req, body: Response(
+        headers=[(b"content-type", b"text/event-stream")], end=False
+    )
+    d = driver(server, limits=Limits(task_timeout=8.0, call_timeout=60.0))
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ConnectionFailed)
+    assert (failure.cause, failure.bound) == ("timeout", "task_timeout")
+    d.pump_side()
+    methods = [method for method, _, _ in sent(server)]
+    assert methods == ["tools/call", "tasks/get", "tasks/cancel"]
+    assert d.now == 8.0
+
+
+def test_without_tasks_a_call_keeps_call_timeout() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: Response(
+        headers=[(b"content-type", b"text/event-stream")], end=False
+    )
+    d = driver(server, tasks=False, limits=Limits(call_timeout=3.0, task_timeout=100.0))
+    failure = d.failure(d.call("echo"))
+    assert isinstance(failure, ConnectionFailed) and failure.bound == "call_timeout"
+    assert [method for method, _, _ in sent(server)] == ["tools/call"]
+
+
+# ------------------------------------------------------------ hostile servers, through the machine
+
+
+def test_a_task_handle_to_a_listing_is_refused() -> None:
+    server = FakeServer()
+    server.overrides["tools/list"] = lambda req, body: server.wrap(result(body["id"], handle()))
+    d = driver(server)
+    failure = d.failure(d.list_tools())
+    assert isinstance(failure, ServerAnswered) and failure.reason == "unexpected_task"
+
+
+def test_a_task_the_server_forgets_at_once_is_lost() -> None:
+    server = task_server(iter([]))
+    server.overrides["tasks/get"] = lambda req, body: server.wrap(
+        {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32602, "message": "no task"}}
+    )
+    d = driver(server)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered)
+    assert (failure.reason, failure.code, failure.rpc_message) == ("task_lost", -32602, "no task")
+
+
+@pytest.mark.parametrize(
+    ("interval_ms", "pause"),
+    [(0, 0.1), (-5, 0.1), (10**12, 30.0), (2.5e3, 2.5)],
+)
+def test_a_hostile_poll_interval_is_clamped(interval_ms: float, pause: float) -> None:
+    server = task_server(iter([polled("working"), polled("completed", result=RESULT)]))
+    server.overrides["tools/call"] = lambda req, body: server.wrap(
+        result(body["id"], handle(pollIntervalMs=interval_ms))
+    )
+    d = driver(server)
+    d.ok(d.call("research"))
+    assert d.now == pytest.approx(pause + 2.0)  # then the poll's own 2 s
+
+
+def test_config_tasks_reaches_the_settings_and_must_be_a_bool() -> None:
+    def built(**kwargs: Any) -> ConnSettings:
+        config = Config(url=URL, **kwargs)
+        return conn_settings(config, client_info=None, capabilities=None, era_hint=None)
+
+    assert built().tasks is False and built(tasks=True).tasks is True
+    with pytest.raises(CallerError, match=r"Config\.tasks must be a bool"):
+        built(tasks="yes")
+
+
+def test_a_call_served_only_as_a_task_says_how_to_get_it() -> None:
+    required = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: server.wrap(
+        {
+            "jsonrpc": "2.0",
+            "id": body["id"],
+            "error": {"code": -32021, "message": "Missing capability", "data": required},
+        }
+    )
+    d = driver(server, tasks=False)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered)
+    assert (failure.reason, failure.code, failure.data) == ("jsonrpc_error", -32021, required)
+    assert str(failure).endswith("(the server runs it only as a task: Config(tasks=True))")

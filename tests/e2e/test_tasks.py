@@ -1,0 +1,157 @@
+"""A tool the server runs as a task (2026-07-28 + ``io.modelcontextprotocol/tasks``),
+against the official SDK server with the extension (``tests/e2e/tasks_server.py``), on
+every backend (issue 30).  Named after the conformance suite's four client scenarios:
+create handling, poll interval, routing headers, terminal handling.  Counts, not
+durations: the server's task state moves per poll."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from sansmcp import Config, ConnectionFailed, Limits, ServerAnswered
+
+from .conftest import MODES, Backend, Launcher, Server
+
+CAPABILITIES = {"elicitation": {"form": {}}}
+
+
+@pytest.fixture(scope="module")
+def tasks_server(launch: Launcher) -> Server:
+    return launch(*MODES["stateless-json"], "--tasks")
+
+
+@pytest.fixture(scope="module")
+def tasks_sse(launch: Launcher) -> Server:
+    """The same, answering every request on an event stream."""
+    return launch(*MODES["stateless-sse"], "--tasks")
+
+
+def logged(server: Server, tag: str) -> list[str]:
+    """The JSON-RPC methods of the requests tagged ``tag``, in order."""
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=5)
+    try:
+        connection.request("GET", f"/_log?{tag}")
+        entries: list[dict[str, Any]] = json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+    return [entry["rpc"] or entry["method"] for entry in entries]
+
+
+def config(server: Server, tag: str, *, tasks: bool = True) -> Config:
+    return Config(url=server.url(), headers={"x-test-tag": tag}, tasks=tasks)
+
+
+@pytest.mark.parametrize("answers", ["json", "sse"])
+def test_create_handling_and_terminal_handling(
+    backend: Backend, tasks_server: Server, tasks_sse: Server, answers: str
+) -> None:
+    """A task handle is polled to its completed state, and the call returns the task's
+    ``CallToolResult`` as a direct call would; the connection serves the next call."""
+    tasks_server = tasks_server if answers == "json" else tasks_sse
+    tag = f"create-{backend.name}-{answers}"
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(config(tasks_server, tag)) as conn,
+        ):
+            result = await conn.call_tool("research", b'{"topic": "tasks", "polls": 3}')
+            assert not result.is_error
+            assert [c.text for c in result.content] == ["researched tasks"]
+            again = await conn.call_tool("echo", b'{"text": "after"}')
+            assert again.content[0].text == "after"
+
+    backend.run(main)
+    calls = [m for m in logged(tasks_server, tag) if m.startswith(("tools/", "tasks/"))]
+    assert calls == ["tools/call", "tasks/get", "tasks/get", "tasks/get", "tools/call"]
+
+
+def test_routing_headers_and_input(backend: Backend, tasks_server: Server) -> None:
+    """Every task request carries ``Mcp-Name: <taskId>`` (the server refuses one that
+    does not), and the task's input request reaches the input handler once."""
+    tag = f"input-{backend.name}"
+    asked: list[Mapping[str, Any]] = []
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        asked.append(requests)
+        return {key: {"action": "accept", "content": {"name": "Ada"}} for key in requests}
+
+    async def main() -> None:
+        async with (
+            backend.Client(
+                allow_loopback=True, input_handler=handler, capabilities=CAPABILITIES
+            ) as client,
+            client.connect(config(tasks_server, tag)) as conn,
+        ):
+            result = await conn.call_tool("interview", b"{}")
+            assert [c.text for c in result.content] == ["hello Ada"]
+
+    backend.run(main)
+    assert len(asked) == 1 and list(asked[0]) == ["name"]
+    assert asked[0]["name"]["method"] == "elicitation/create"
+    calls = [m for m in logged(tasks_server, tag) if m.startswith(("tools/", "tasks/"))]
+    assert calls == ["tools/call", "tasks/get", "tasks/update", "tasks/get"]
+
+
+def test_a_client_without_tasks_gets_the_missing_capability(
+    backend: Backend, tasks_server: Server
+) -> None:
+    """Without ``Config(tasks=True)`` nothing is declared, and a server that can serve
+    the call only as a task answers -32021 naming the extension."""
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(config(tasks_server, f"off-{backend.name}", tasks=False)) as conn,
+        ):
+            with pytest.raises(ServerAnswered) as caught:
+                await conn.call_tool("research", b'{"topic": "x"}')
+            assert caught.value.reason == "jsonrpc_error" and caught.value.code == -32021
+            required = caught.value.data["requiredCapabilities"]["extensions"]
+            assert "io.modelcontextprotocol/tasks" in required
+            assert "Config(tasks=True)" in str(caught.value)
+
+    backend.run(main)
+
+
+def test_poll_interval_is_honoured_in_count(backend: Backend, tasks_server: Server) -> None:
+    """A task that stays working for many polls is polled exactly that many times:
+    one ``tasks/get`` per interval, no spin (``pollIntervalMs`` is 50 ms, above the
+    ``Limits.min_task_poll_interval`` floor of 0.1 s, so each poll waits the floor)."""
+    tag = f"poll-{backend.name}"
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(config(tasks_server, tag)) as conn,
+        ):
+            result = await conn.call_tool("research", b'{"topic": "slow", "polls": 5}')
+            assert [c.text for c in result.content] == ["researched slow"]
+
+    backend.run(main)
+    assert logged(tasks_server, tag).count("tasks/get") == 5
+
+
+def test_a_task_given_up_is_cancelled_once(backend: Backend, tasks_server: Server) -> None:
+    """A task that outlives ``Limits.task_timeout`` fails the call with that bound, and
+    the server is sent ``tasks/cancel`` for it, once (best effort, aside)."""
+    tag = f"cancel-{backend.name}"
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True, limits=Limits(task_timeout=0.5)) as client,
+            client.connect(config(tasks_server, tag)) as conn,
+        ):
+            with pytest.raises(ConnectionFailed) as caught:
+                await conn.call_tool("research", b'{"topic": "endless", "polls": 100000}')
+            assert (caught.value.cause, caught.value.bound) == ("timeout", "task_timeout")
+
+    backend.run(main)
+    calls = logged(tasks_server, tag)
+    assert calls.count("tools/call") == 1 and calls.count("tasks/cancel") == 1
+    assert calls.count("tasks/get") >= 1
