@@ -168,3 +168,51 @@ def test_the_facts_read_as_their_names() -> None:
         "NOT_OBJECT",
         "UNTYPED",
     ]
+
+
+# Entries breaking one rule each: both judges (the typed listing pass, and validate_tool on
+# the parsed entry) skip them with the same reason; ``typed`` says the typed pass judged it
+# itself (the struct did not decline the body to validate_tool).
+_OBJECT = {"type": "object"}
+_HEADER = {"type": "object", "properties": {"r": {"type": "number", "x-mcp-header": "R"}}}
+_JUDGED: list[tuple[dict[str, Any], bool, bool, str]] = [
+    ({"name": "", "inputSchema": _OBJECT}, True, True, "tool name is empty"),
+    ({"name": 3, "inputSchema": _OBJECT}, True, False, "tool name is not a string"),
+    ({"inputSchema": _OBJECT}, True, False, "tool name is missing"),
+    ({"name": "t", "description": 1, "inputSchema": _OBJECT}, True, False, "description is"),
+    ({"name": "t"}, True, True, "inputSchema is missing"),
+    ({"name": "t", "inputSchema": []}, True, True, "inputSchema is not a JSON object"),
+    ({"name": "t", "inputSchema": {"type": "array"}}, True, True, _TYPE),
+    ({"name": "t", "inputSchema": {}, "outputSchema": 1}, True, True, "outputSchema is not"),
+    ({"name": "t", "inputSchema": {}, "outputSchema": {"type": "x"}}, False, True, _LEGACY),
+    ({"name": "t", "inputSchema": {}, "annotations": []}, True, True, "annotations is not"),
+    (
+        {"name": "t", "inputSchema": {}, "execution": {"taskSupport": "required"}},
+        True,
+        True,
+        'execution.taskSupport is "required" (tasks are not supported)',
+    ),
+    ({"name": "t" * 40, "inputSchema": {}}, True, True, "tool definition is over 40 bytes"),
+    ({"name": "t", "inputSchema": {"a": "b" * 40}}, True, True, "tool definition is 49 bytes"),
+    ({"name": "t", "inputSchema": _HEADER}, True, True, "invalid x-mcp-header: annotation 'R'"),
+]
+
+
+@pytest.mark.parametrize(("entry", "modern", "typed", "reason"), _JUDGED)
+def test_both_judges_give_each_rules_reason(
+    entry: dict[str, Any], modern: bool, typed: bool, reason: str
+) -> None:
+    import json
+
+    from sansmcp.core.limits import Limits
+    from sansmcp.core.listing import _Entry, parse_page, validate_entry
+    from sansmcp.core.tools import SkippedTool, validate_tool
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": [entry]}}).encode()
+    (raw,) = parse_page(body, Limits())["result"]["tools"]
+    assert isinstance(raw, _Entry) is typed
+    limit = 39 if reason.startswith("tool definition") else 1 << 20
+    fast = validate_entry(4, raw, modern=modern, max_tool_bytes=limit)
+    slow = validate_tool(4, entry, modern=modern, max_tool_bytes=limit)
+    assert isinstance(fast, SkippedTool) and fast == slow
+    assert fast.reason.startswith(reason)
