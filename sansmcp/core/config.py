@@ -2,14 +2,16 @@
 
 ``Config`` is the public, per-work-item description of an MCP endpoint;
 :func:`conn_settings` checks it (``CallerError`` before any I/O) and combines it
-with the ``Client``'s identity, capabilities and the pool's era hint.
+with the ``Client``'s identity, capabilities and the pool's era hint.  Each field has one
+checker, run in the order of the ``_CHECKS`` table (as ``Limits`` has one rule per field),
+which returns what the settings keep of it; the first fault raises.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .errors import CallerError
@@ -95,10 +97,15 @@ def _check_own_authorization(config: Config, endpoint: Endpoint) -> None:
                 f"Config.headers has an Authorization entry and Config.{field_name} is set:"
                 " give the credential one way"
             )
-    if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
+    if not _secure(endpoint):
         raise CallerError(
             "an Authorization header is never sent over plain http except to loopback; use https"
         )
+
+
+def _secure(endpoint: Endpoint) -> bool:
+    """Whether a credential may go to ``endpoint``: https, or plain http to loopback."""
+    return endpoint.origin.scheme == "https" or is_loopback_host(endpoint.origin.host)
 
 
 def _json_value(what: str, value: object) -> bytes:
@@ -122,25 +129,143 @@ def json_snapshot(what: str, value: Mapping[str, Any] | None) -> dict[str, Any] 
     return copy
 
 
-def _output_schemas(given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``Config.output_schemas`` parsed: each a JSON object (bytes or parsed), by tool name.
+def _schema_object(what: str, name: str, schema: Any) -> Mapping[str, Any]:
+    """A schema given as JSON bytes or parsed, as a mapping: else ``CallerError``."""
+    if isinstance(schema, bytes | bytearray):
+        try:
+            schema = json.loads(schema)
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
+            raise CallerError(f"the {what} for tool {name!r} is not JSON") from None
+    if not isinstance(schema, Mapping):
+        raise CallerError(f"the {what} for tool {name!r} is not a JSON object")
+    return schema
 
-    Compiled when first used (the validator is imported only then).
-    """
+
+# ------------------------------------------------------------------ the checks
+# One checker per field of Config (and the Client's client_info and capabilities), each
+# given the field's name, its value and the endpoint, returning what the settings keep of
+# it or raising CallerError.  _CHECKS runs them in its order; the first fault raises.
+
+
+def _bearer_token(_: str, token: Any, config: Config, endpoint: Endpoint) -> str | None:
+    if token is None:
+        return None
+    if not isinstance(token, str):
+        raise CallerError(f"the bearer token must be a str, not {type(token).__name__}")
+    if not _secure(endpoint):
+        raise CallerError(
+            "a bearer token is never sent over plain http except to loopback; use https"
+        )
+    if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
+        raise CallerError("the bearer token must be non-empty visible ASCII")
+    return token
+
+
+def _oauth(_: str, oauth: Any, config: Config, endpoint: Endpoint) -> OAuth | None:
+    if oauth is not None and not isinstance(oauth, OAuth):
+        raise CallerError(f"Config.oauth must be an OAuth, not {type(oauth).__name__}")
+    if oauth is not None and not _secure(endpoint):
+        raise CallerError("OAuth tokens are never sent over plain http except to loopback")
+    return oauth
+
+
+def _mapping(name: str, value: Any, config: Config, endpoint: Endpoint) -> Mapping[str, Any]:
+    """A mapping field's shape (None reads as empty), before any field's contents."""
+    if value is not None and not isinstance(value, Mapping):
+        raise CallerError(f"Config.{name} must be a mapping, not {type(value).__name__}")
+    return value or {}
+
+
+def _headers(
+    _: str, headers: Mapping[str, str], config: Config, endpoint: Endpoint
+) -> tuple[tuple[bytes, bytes], ...]:
+    kept = tuple(_header_bytes(k, v) for k, v in headers.items())
+    if any(name == b"authorization" for name, _ in kept):
+        _check_own_authorization(config, endpoint)
+    return kept
+
+
+def _meta(name: str, meta: Mapping[str, Any] | None, config: Config, endpoint: Endpoint) -> Any:
+    kept = dict(meta or {})
+    _json_value(f"Config.{name}", kept)
+    return kept
+
+
+def _client_json(name: str, value: Any, config: Config, endpoint: Endpoint) -> Any:
+    _json_value(name, value)  # (the driver passes its checked copies)
+    return value
+
+
+def _tool_schemas(
+    _: str, schemas: Mapping[str, Any], config: Config, endpoint: Endpoint
+) -> dict[str, Any]:
+    return {name: _schema_object("schema", name, schema) for name, schema in schemas.items()}
+
+
+def _output_schemas(
+    _: str, given: Mapping[str, Any], config: Config, endpoint: Endpoint
+) -> dict[str, Any]:
+    """Each a JSON object (bytes or parsed), by tool name, as plain dicts and lists (what
+    the validator reads; compiled when first used)."""
     schemas: dict[str, Any] = {}
-    for name, schema in (given or {}).items():
-        if isinstance(schema, bytes | bytearray):
-            try:
-                schema = json.loads(schema)
-            except (ValueError, RecursionError):  # RecursionError: nested too deeply
-                raise CallerError(f"the output schema for tool {name!r} is not JSON") from None
-        if not isinstance(schema, Mapping):
-            raise CallerError(f"the output schema for tool {name!r} is not a JSON object")
-        try:  # plain dicts and lists, as parsed JSON is (what the validator reads)
-            schemas[name] = json.loads(dumps_compact(schema))
+    for name, schema in given.items():
+        parsed = _schema_object("output schema", name, schema)
+        try:
+            schemas[name] = json.loads(dumps_compact(parsed))
         except JsonError as exc:
             raise CallerError(f"the output schema for tool {name!r} is not JSON: {exc}") from None
     return schemas
+
+
+def _a_bool(name: str, value: Any, config: Config, endpoint: Endpoint) -> bool:
+    if not isinstance(value, bool):
+        raise CallerError(f"Config.{name} must be a bool")
+    return value
+
+
+def _protocol_versions(
+    _: str, versions: Sequence[str] | None, config: Config, endpoint: Endpoint
+) -> tuple[str, ...]:
+    kept = tuple(versions or SUPPORTED_VERSIONS)
+    usable_versions(kept)  # CallerError when it names none sansmcp speaks
+    return kept
+
+
+def _callback(name: str, value: Any, config: Config, endpoint: Endpoint) -> Any:
+    if value is not None and not callable(value):
+        raise CallerError(f"Config.{name} must be callable")
+    return value
+
+
+def _log_level(name: str, level: Any, config: Config, endpoint: Endpoint) -> str | None:
+    if level is not None and level not in LOG_LEVELS:
+        raise CallerError(f"Config.{name} {level!r} is not a log level ({', '.join(LOG_LEVELS)})")
+    return level  # type: ignore[no-any-return]
+
+
+_Check = Callable[[str, Any, Config, Endpoint], Any]
+
+# (what is checked, its checker), in checking order.  The three mappings' shapes come
+# before any of their contents; a field without a row (reissue_calls) is kept as given.
+_CHECKS: tuple[tuple[str, _Check], ...] = (
+    ("bearer_token", _bearer_token),
+    ("oauth", _oauth),
+    ("headers", _mapping),
+    ("tool_schemas", _mapping),
+    ("output_schemas", _mapping),
+    ("headers", _headers),
+    ("meta", _meta),
+    ("client_info", _client_json),
+    ("capabilities", _client_json),
+    ("tool_schemas", _tool_schemas),
+    ("output_schemas", _output_schemas),
+    ("validate_structured_content", _a_bool),
+    ("tasks", _a_bool),
+    ("protocol_versions", _protocol_versions),
+    ("on_notification", _callback),
+    ("log_level", _log_level),
+)
+_FIELDS = tuple(field.name for field in fields(Config))
 
 
 def conn_settings(
@@ -151,74 +276,31 @@ def conn_settings(
     era_hint: str | None,
     observe: bool = False,
 ) -> ConnSettings:
-    """Check ``config`` and build the machine's settings (``CallerError`` if unusable)."""
+    """Check ``config`` and build the machine's settings (``CallerError`` if unusable):
+    each field by its checker in ``_CHECKS``, in order."""
     endpoint = parse_endpoint(config.url)
-    token = config.bearer_token
-    if token is not None and not isinstance(token, str):
-        raise CallerError(f"the bearer token must be a str, not {type(token).__name__}")
-    if token is not None:
-        if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
-            raise CallerError(
-                "a bearer token is never sent over plain http except to loopback; use https"
-            )
-        if not token or any(not 0x20 < ord(c) < 0x7F for c in token):
-            raise CallerError("the bearer token must be non-empty visible ASCII")
-    if config.oauth is not None:
-        if not isinstance(config.oauth, OAuth):
-            raise CallerError(f"Config.oauth must be an OAuth, not {type(config.oauth).__name__}")
-        if endpoint.origin.scheme != "https" and not is_loopback_host(endpoint.origin.host):
-            raise CallerError("OAuth tokens are never sent over plain http except to loopback")
-    for field_name in ("headers", "tool_schemas", "output_schemas"):
-        value = getattr(config, field_name)
-        if value is not None and not isinstance(value, Mapping):
-            raise CallerError(f"Config.{field_name} must be a mapping, not {type(value).__name__}")
-    headers = tuple(_header_bytes(k, v) for k, v in (config.headers or {}).items())
-    if any(name == b"authorization" for name, _ in headers):
-        _check_own_authorization(config, endpoint)
-    _json_value("Config.meta", dict(config.meta or {}))
-    _json_value("client_info", client_info)  # (the driver passes its checked copies)
-    _json_value("capabilities", capabilities)
-    schemas: dict[str, Any] = {}
-    for name, schema in (config.tool_schemas or {}).items():
-        if isinstance(schema, bytes | bytearray):
-            try:
-                schema = json.loads(schema)
-            except (ValueError, RecursionError):  # RecursionError: nested too deeply
-                raise CallerError(f"the schema for tool {name!r} is not JSON") from None
-        if not isinstance(schema, Mapping):
-            raise CallerError(f"the schema for tool {name!r} is not a JSON object")
-        schemas[name] = schema
-    output_schemas = _output_schemas(config.output_schemas)
-    if not isinstance(config.validate_structured_content, bool):
-        raise CallerError("Config.validate_structured_content must be a bool")
-    if not isinstance(config.tasks, bool):
-        raise CallerError("Config.tasks must be a bool")
-    versions = tuple(config.protocol_versions or SUPPORTED_VERSIONS)
-    usable_versions(versions)  # CallerError when it names none sansmcp speaks
-    if config.on_notification is not None and not callable(config.on_notification):
-        raise CallerError("Config.on_notification must be callable")
-    if config.log_level is not None and config.log_level not in LOG_LEVELS:
-        raise CallerError(
-            f"Config.log_level {config.log_level!r} is not a log level ({', '.join(LOG_LEVELS)})"
-        )
+    kept = {name: getattr(config, name) for name in _FIELDS}
+    kept["client_info"], kept["capabilities"] = client_info, capabilities
+    for name, check in _CHECKS:
+        kept[name] = check(name, kept[name], config, endpoint)
     extra: dict[str, Any] = {}
     if client_info is not None:
         extra["client_info"] = client_info
     return ConnSettings(
         endpoint=endpoint,
-        bearer_token=token,
-        headers=headers,
-        meta=dict(config.meta or {}),
-        tool_schemas=schemas,
-        protocol_versions=versions,
+        bearer_token=kept["bearer_token"],
+        headers=kept["headers"],
+        meta=kept["meta"],
+        tool_schemas=kept["tool_schemas"],
+        protocol_versions=kept["protocol_versions"],
         capabilities=capabilities,
         era_hint=era_hint,
         reissue_calls=config.reissue_calls,
-        output_schemas=output_schemas,
-        validate_structured_content=config.validate_structured_content,
-        notifications=config.on_notification is not None,
-        log_level=config.log_level,
+        output_schemas=kept["output_schemas"],
+        validate_structured_content=kept["validate_structured_content"],
+        notifications=kept["on_notification"] is not None,
+        log_level=kept["log_level"],
         observe=observe,
-        tasks=config.tasks,
+        tasks=kept["tasks"],
         **extra,
     )

@@ -14,9 +14,10 @@ no server input (the typed listing pass of :mod:`sansmcp.core.listing` is msgspe
 msgspec is a strict RFC 8259 parser, and what it refuses is what we refused before, with
 one decided exception (the lone surrogate below).  The checks around it add no Python
 per-byte work on the accepted path; a refusal is classified afterwards, on the error path
-only (:func:`_refusal`), from the exception's type and checks of our own on the text:
-msgspec's wording gives only the offset of a syntax error and the words of our message
-(the ``_MSGSPEC_*`` strings, each pinned against the installed msgspec by
+only (:func:`~sansmcp.core.jsonerror.refusal`, which owns :class:`JsonError` too), from the
+exception's type and checks of our own on the text: msgspec's wording gives only the offset
+of a syntax error and the words of our message (the ``_MSGSPEC_*`` strings of
+:mod:`~sansmcp.core.jsonerror`, each pinned against the installed msgspec by
 ``tests/core/test_msgspec_wording.py``; words never seen are still a classified refusal):
 
 * **UTF-8**: msgspec builds every string of an untyped decode with CPython's strict UTF-8
@@ -25,8 +26,8 @@ msgspec's wording gives only the offset of a syntax error and the words of our m
   is not valid UTF-8 is reported as such (``reason "utf8"``, with the byte offset), whatever
   msgspec tripped on first.  No UTF-16/32 sniffing, no BOM.
 * **Non-JSON literals**: ``NaN`` (and ``-NaN``), ``Infinity`` and ``-Infinity`` are refused
-  by msgspec's grammar and reported as ``reason "constant"`` where a value may stand (the text with
-  ``[]`` in the literal's place decodes past it: :func:`_a_value_at`); a number that
+  by msgspec's grammar and reported as ``reason "constant"`` where a value may stand (the
+  text with ``[]`` in the literal's place decodes past it: ``jsonerror._a_value_at``); a number that
   overflows a double (``1e400``) is refused by msgspec (a ``ValidationError``, "Number out
   of range", ``reason "number"``), since it could never be sent back.
 * **Huge integers**: msgspec refuses an integer literal of more than 4,300 characters, its
@@ -108,6 +109,8 @@ import re
 from itertools import chain, compress
 from typing import Any
 
+from .jsonerror import _MSGSPEC_FLOAT_RANGE, JsonError, refusal
+
 __all__ = [
     "JsonError",
     "decode_kept",
@@ -116,32 +119,6 @@ __all__ = [
     "parse_json_object_strict",
     "value_bound",
 ]
-
-
-class JsonError(ValueError):
-    """The text is not acceptable JSON; the message names what was wrong.
-
-    ``reason`` is a short tag: ``"utf8"``, ``"syntax"``, ``"constant"`` (NaN,
-    Infinity), ``"number"`` (an integer beyond the digit limit or a float that
-    overflows), ``"depth"``, ``"values"``, ``"text"``, ``"duplicate_key"``,
-    ``"not_object"``, ``"encode"``.  For ``"depth"``, ``limit`` is ``max_depth`` and
-    ``observed`` the depth found (``None`` when the decoder's own recursion guard
-    stopped it first); for ``"values"``, ``limit`` is ``max_values`` and ``observed``
-    the text's :func:`value_bound`.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        reason: str = "syntax",
-        limit: int | None = None,
-        observed: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.limit = limit
-        self.observed = observed
 
 
 def _first_decode(data: Any) -> Any:
@@ -343,154 +320,12 @@ def _loads(
     except RecursionError:
         raise _depth_error(max_depth, None) from None
     except (ValueError, UnicodeEncodeError) as exc:  # msgspec's errors are ValueErrors
-        raise _refusal(data, exc) from None
+        raise refusal(data, exc, _decode) from None
     if unique:
         _check_unique(data, value, max_depth)  # type: ignore[arg-type]
     if (_bracket_count(data) if brackets is None else brackets) > max_depth:
         _check_depth(value, max_depth)
     return value
-
-
-# -- what msgspec refused, and why (the error path only) --------------------------------
-
-# msgspec's wording, the only text of its messages read here: the offset of a syntax error,
-# the path of a number out of range, and which words a message uses; never the reason
-# (see _refusal).  tests/core/test_msgspec_wording.py pins every one against the installed
-# msgspec (a new one must be added there: the test lists these names).
-_MSGSPEC_AT_BYTE = re.compile(r" \(byte (\d+)\)$")  # a DecodeError's offset, at its end
-_MSGSPEC_MALFORMED = "JSON is malformed: "  # a DecodeError's prefix, before the detail
-_MSGSPEC_TRUNCATED = "Input data was truncated"  # a DecodeError without an offset
-_MSGSPEC_INVALID = "invalid character"  # the detail of an unexpected byte
-_MSGSPEC_INT_RANGE = "Integer value out of range"  # a ValidationError: too many digits
-_MSGSPEC_FLOAT_RANGE = "Number out of range"  # a ValidationError: beyond a double
-_MSGSPEC_PATH = " - at `"  # a ValidationError's path, at its end (none at the top level)
-# A lone surrogate escape: a high one not followed by a low one, a low one not preceded by
-# a high one.  A match starts only on an escape: after no backslash, or after escaped
-# backslashes (a high escape before a low one is taken at its word: a message only).
-_LONE_HIGH = re.compile(rb"(?<!\\)(?:\\\\)*\\u([dD][89abAB][0-9a-fA-F]{2})(?!\\u[dD][c-fC-F])")
-_LONE_LOW = re.compile(
-    rb"(?<!\\)(?:\\\\)*(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
-)
-_ESCAPED_COLON = re.compile(rb"(?<!\\)(?:\\\\)*\\u003[aA]")
-
-
-def _where(text: bytes, at: int) -> str:
-    line, column = text.count(b"\n", 0, at) + 1, at - text.rfind(b"\n", 0, at)
-    return f"at line {line} column {column} (byte {at:,})"
-
-
-def _lone_surrogate(text: bytes, at: int) -> JsonError | None:
-    """The refusal of a lone surrogate escape that starts just before byte ``at``, if there
-    is one.  ``at`` is where msgspec stopped: 6 or 12 bytes after the escape it refused, or
-    the end of the text when fewer than 6 bytes followed a high one ("truncated"); so only
-    the 24 bytes before it are searched (two regex searches, never the whole text)."""
-    low, high = max(0, at - 24), min(len(text), at + 12)
-    found = [
-        match
-        for match in (_LONE_HIGH.search(text, low, high), _LONE_LOW.search(text, low, high))
-        if match is not None and match.end() - 6 < at
-    ]
-    if not found:
-        return None
-    escape = min(found, key=lambda match: match.end())
-    return JsonError(
-        f"invalid JSON: the escape \\u{escape.group(1).decode()} "
-        f"{_where(text, escape.end() - 6)} is a lone UTF-16 surrogate (no pair); "
-        "I-JSON (RFC 7493 s2.1) forbids it",
-        reason="syntax",
-    )
-
-
-def _refusal(data: bytes | bytearray | str, exc: Exception) -> JsonError:
-    """The :class:`JsonError` for a text msgspec refused with ``exc``.
-
-    The reason is decided by the exception's type and checks of our own on the text, not
-    by msgspec's wording: invalid UTF-8 (decoded here), a number out of range (the only
-    ``ValidationError`` an untyped decode raises), a BOM, a lone surrogate escape near
-    where msgspec stopped, NaN/Infinity where a value may stand (:func:`_a_value_at`);
-    any other refusal is ``"syntax"``.  The wording (the ``_MSGSPEC_*`` strings) only
-    gives the offset and picks the words of the message; each is pinned by a test."""
-    if isinstance(data, str):
-        text = data.encode("utf-8", "surrogatepass")
-        if isinstance(exc, UnicodeEncodeError):  # a str input holding a lone surrogate
-            return JsonError(
-                f"JSON text is not valid Unicode: a lone surrogate at character {exc.start:,}",
-                reason="utf8",
-            )
-    else:
-        text = bytes(data)
-        if not text.isascii():
-            try:
-                str(text, "utf-8")
-            except UnicodeDecodeError as bad:
-                return JsonError(
-                    f"JSON text is not valid UTF-8: {bad.reason} at byte offset {bad.start:,}",
-                    reason="utf8",
-                )
-    message = str(exc)
-    from msgspec import ValidationError  # (loaded by the decode already)
-
-    if isinstance(exc, ValidationError):
-        path = _path(message)
-        if message.startswith(_MSGSPEC_INT_RANGE):
-            what = f" rejected: an integer of more than 4,300 digits{path} (the int-digit limit)"
-        elif message.startswith(_MSGSPEC_FLOAT_RANGE):
-            what = f"{path} overflows a double (it would be infinite)"
-        else:  # (another wording: still a number msgspec could not build)
-            what = f"{path} is out of range"
-        return JsonError(f"JSON number{what}", reason="number")
-    if text.startswith(b"\xef\xbb\xbf"):
-        return JsonError("invalid JSON: unexpected UTF-8 BOM", reason="syntax")
-    found = _MSGSPEC_AT_BYTE.search(message)
-    at = len(text) if found is None else int(found.group(1))
-    lone = _lone_surrogate(text, at)
-    if lone is not None:
-        return lone
-    if found is None:
-        if message == _MSGSPEC_TRUNCATED:
-            return JsonError(
-                f"invalid JSON: the text ends before its value does ({len(text):,} bytes)",
-                reason="syntax",
-            )
-        return JsonError(f"invalid JSON: {message}", reason="syntax")  # (another wording)
-    rest = text[at : at + 8]
-    literal = b"NaN" if rest.startswith(b"NaN") else b"Infinity"
-    if rest.startswith(literal):
-        start = at - 1 if text[at - 1 : at] == b"-" else at
-        if _a_value_at(text, start, at + len(literal)):
-            if literal == b"Infinity":
-                what = "-Infinity" if start < at else "Infinity"
-            else:  # (not a literal of any JSON dialect signed: said as what it is)
-                what = "NaN with a minus sign (-NaN)" if start < at else "NaN"
-            return JsonError(
-                f"JSON text contains the non-standard literal {what} {_where(text, start)}; "
-                "only finite numbers are allowed",
-                reason="constant",
-            )
-    detail = message[: found.start()].removeprefix(_MSGSPEC_MALFORMED)
-    if detail == _MSGSPEC_INVALID and rest and rest[0] < 0x20:  # (the words only)
-        detail = f"an unescaped control character (0x{rest[0]:02x})"
-    return JsonError(f"invalid JSON: {detail} {_where(text, at)}", reason="syntax")
-
-
-def _a_value_at(text: bytes, start: int, end: int) -> bool:
-    """Whether a value may stand at ``text[start:end]`` (a literal msgspec stopped on): the
-    text with ``[]`` in its place decodes past that ``[]`` (or fully).  msgspec judges,
-    not its wording: a literal inside a string (``\\[`` is no escape), after a value or
-    as an object's key still stops the decode within it."""
-    try:
-        _decode(text[:start] + b"[]" + text[end:])
-    except RecursionError:  # deeper than the interpreter's headroom: past the literal
-        return True
-    except ValueError as exc:  # msgspec's errors
-        found = _MSGSPEC_AT_BYTE.search(str(exc))
-        return found is None or int(found.group(1)) >= start + 2
-    return True
-
-
-def _path(message: str) -> str:
-    _, at, path = message.partition(_MSGSPEC_PATH)
-    return f" at {path.rstrip('`')}" if at else ""
 
 
 # A lead byte of a 4-byte UTF-8 sequence: a character beyond U+FFFF, which makes CPython
@@ -615,6 +450,8 @@ def parse_json_object_strict(data: bytes, *, max_depth: int) -> dict[str, Any]:
 # ~50 MB of tokens for 8 MiB (a caller raising that bound, or its own tool arguments),
 # beside the ~180 MB the decoded value already holds.
 # In a compact valid JSON text: a string (a key with its colon), a bracket.
+# A \u003a escape (a colon), after no backslash or after escaped backslashes.
+_ESCAPED_COLON = re.compile(rb"(?<!\\)(?:\\\\)*\\u003[aA]")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*":?|[\[\]{}]')
 
 

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from msgspec import UNSET, Raw
@@ -74,14 +74,24 @@ from msgspec import UNSET, Raw
 from .jsonvalue import decoded_size
 from .limits import Limits
 from .messages import parse_message
+from .toolrules import (
+    MISSING,
+    NOT_OBJECT,
+    UNTYPED,
+    annotations_fault,
+    execution_fault,
+    input_schema_fault,
+    name_fault,
+    output_schema_fault,
+    size_fault,
+)
 from .tools import (
     _ANNOTATION_BYTES,
     HeaderParam,
     SkippedTool,
     Tool,
     built_tool,
-    header_params_of,
-    oversize,
+    header_params_or_fault,
     validate_tool,
 )
 
@@ -112,9 +122,10 @@ class _Plain(_Entry, gc=False, forbid_unknown_fields=True):
 
 
 class _Head(msgspec.Struct):
-    """A schema's root ``type`` (other members skipped); a non-object root fails to decode."""
+    """A schema's root ``type`` (other members skipped; UNTYPED without one, as
+    :func:`~sansmcp.core.tools.schema_root` reads it); a non-object root fails to decode."""
 
-    type: Any = UNSET
+    type: Any = UNTYPED
 
 
 class _Execution(msgspec.Struct):
@@ -157,6 +168,7 @@ _TYPED_FROM = 4096
 _UTF8_CHUNK = 64 << 10  # bytes _utf8 decodes at a time
 _HEAD_BYTES = 256  # where _spaced looks for the serializer's separators
 _LONG_DIGITS = b"0" * 210  # 10**209 * 10**99 is still finite; a longer run may not be
+_BRACE = ord("{")  # the first byte of an object's JSON
 _BIG_EXPONENT = b"e000"  # e100 and up (a sign between is dropped by the translation)
 
 
@@ -174,40 +186,9 @@ def parse_page(data: bytes | bytearray | str, limits: Limits) -> Any:
 
 
 def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | None:
-    small = len(data) < _TYPED_FROM  # without a result: an event's notification, most likely
-    body: bytes | bytearray
-    if isinstance(data, str):
-        if small and '"result"' not in data:
-            return None
-        try:
-            body = data.encode("utf-8")
-        except UnicodeEncodeError:  # pragma: no cover - SseParser decodes strict UTF-8
-            return None
-    else:
-        if small and b'"result"' not in data:
-            return None
-        # first, as parse_json: the text bound, before anything is decoded or copied
-        max_text = 3 * limits.max_response_bytes
-        ascii = data.isascii()
-        if (
-            4 * len(data) > max_text
-            and (
-                2 * len(data)
-                if ascii
-                else decoded_size(data)  # (what decoded_size finds for ASCII)
-            )
-            > max_text
-        ):
-            return None
-        if not ascii and not _utf8(data):
-            return None
-        body = data
-    classes = body.translate(_CLASS_TABLE, b"+-")
-    if classes.count(b",") + 1 > limits.max_json_values:
-        return None
-    # before any decoding: msgspec converts a number of 1e289 and beyond in ~12 us (the
-    # parts below are decoded untyped), where the untyped decode converts it by CPython's
-    if _LONG_DIGITS in classes or _BIG_EXPONENT in classes:
+    """The message the typed pass makes of ``data``, or None: declined."""
+    body = _body(data, limits)
+    if body is None or not _counted(body, limits):
         return None
     try:
         envelope = _decode_envelope(_compact(body, indent=-1) if _spaced(body) else body)
@@ -218,14 +199,65 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
     rpc_id, jsonrpc = envelope.id, envelope.jsonrpc
     if isinstance(rpc_id, (dict, list)) or isinstance(jsonrpc, (dict, list)):
         return None
-    max_depth = limits.max_json_depth
-    # an annotation, or an escape that may spell one: searched once here, not per schema
-    hinted = _ANNOTATION_BYTES in body or (b"\\" in body and b"\\u" in body)
-    if max_depth < 5:  # a tool's schema alone is 5 levels deep in the message
+    if limits.max_json_depth < 5:  # a tool's schema alone is 5 levels deep in the message
         return None
+    # an annotation, or an escape that may spell one: searched once here, not per schema
+    result = _result(envelope.result, _may_annotate(body), limits.max_json_depth)
+    if result is None:
+        return None
+    message: dict[str, Any] = {"jsonrpc": jsonrpc, "id": rpc_id, "result": result}
+    if jsonrpc is UNSET:
+        del message["jsonrpc"]
+    if rpc_id is UNSET:
+        del message["id"]
+    return message
+
+
+def _body(data: bytes | bytearray | str, limits: Limits) -> bytes | bytearray | None:
+    """``data`` as UTF-8 bytes, or None: a small body without a result (an event's
+    notification, most likely), over the decoded-text bound, or not UTF-8."""
+    small = len(data) < _TYPED_FROM
+    if isinstance(data, str):
+        if small and '"result"' not in data:
+            return None
+        try:
+            return data.encode("utf-8")
+        except UnicodeEncodeError:  # pragma: no cover - SseParser decodes strict UTF-8
+            return None
+    if small and b'"result"' not in data:
+        return None
+    # first, as parse_json: the text bound, before anything is decoded or copied
+    max_text = 3 * limits.max_response_bytes
+    ascii = data.isascii()
+    if (
+        4 * len(data) > max_text
+        and (
+            2 * len(data) if ascii else decoded_size(data)  # (what decoded_size finds for ASCII)
+        )
+        > max_text
+    ):
+        return None
+    return data if ascii or _utf8(data) else None
+
+
+def _counted(body: bytes | bytearray, limits: Limits) -> bool:
+    """Whether ``body`` is within the value bound and holds no number that may be costly:
+    both counted on one translation, before anything is decoded."""
+    classes = body.translate(_CLASS_TABLE, b"+-")
+    if classes.count(b",") + 1 > limits.max_json_values:
+        return False
+    # msgspec converts a number of 1e289 and beyond in ~12 us (the parts below are decoded
+    # untyped), where the untyped decode converts it by CPython's
+    return _LONG_DIGITS not in classes and _BIG_EXPONENT not in classes
+
+
+def _result(members: dict[str, Raw], hinted: bool, max_depth: int) -> dict[str, Any] | None:
+    """The response's ``result``: ``tools`` decoded typed (as ``_Plain`` entries unless
+    ``hinted``: an annotation may be there), every other member untyped; None when a part
+    may nest deeper than ``max_depth`` allows it, or does not decode."""
     result: dict[str, Any] = {}
     try:
-        for key, raw in envelope.result.items():
+        for key, raw in members.items():
             if key == "tools":
                 result[key] = entries = (_decode_entries if hinted else _decode_plain)(raw)
                 if not _entries_within(entries, max_depth - 4):
@@ -236,12 +268,7 @@ def _typed(data: bytes | bytearray | str, limits: Limits) -> dict[str, Any] | No
                 result[key] = _decode_any(part)
     except _DECLINED:
         return None
-    message: dict[str, Any] = {"jsonrpc": jsonrpc, "id": rpc_id, "result": result}
-    if jsonrpc is UNSET:
-        del message["jsonrpc"]
-    if rpc_id is UNSET:
-        del message["id"]
-    return message
+    return result
 
 
 def _utf8(data: bytes | bytearray) -> bool:
@@ -323,52 +350,35 @@ def _entries_within(entries: Sequence[_Entry], left: int) -> bool:
 def validate_entry(
     index: int, raw: Any, *, modern: bool, max_tool_bytes: int
 ) -> Tool | SkippedTool:
-    """One listing entry as :func:`~sansmcp.core.tools.validate_tool` judges it: a typed
-    entry from :func:`parse_page` here, anything else (an entry the untyped decode built)
-    by ``validate_tool`` itself."""
+    """One listing entry judged by the rules of :func:`~sansmcp.core.tools.validate_tool`: a
+    typed entry from :func:`parse_page` here, anything else (an entry the untyped decode
+    built) by ``validate_tool`` itself.  The rules are the predicates of
+    :mod:`~sansmcp.core.toolrules`, asked in its order, each only for a value it does not
+    accept at sight; the struct holds the type rules of the texts."""
     kind = type(raw)
     if kind is not _Plain and kind is not _Entry:
         return validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
     entry: Any = raw  # its present Raw members are bytes now (_entries_within)
     absent = _ABSENT
     name = entry.name
-    if not name:
-        return SkippedTool(index=index, name=name, reason="tool name is empty")
-    # msgspec strings hold no lone surrogate, so every text has a UTF-8 form
-    text_size = len(name) if name.isascii() else len(name.encode())
-    description = entry.description
-    text_size += len(description) if description.isascii() else len(description.encode())
-    title = entry.title
-    if title is not None:
-        text_size += len(title) if title.isascii() else len(title.encode())
-
+    if not name:  # (refused: the only name a msgspec str can be that the rule refuses)
+        return SkippedTool(index=index, name=name, reason=cast(str, name_fault(name)))
     schema: bytes = entry.inputSchema
-    if schema is absent:
-        return SkippedTool(index=index, name=name, reason="inputSchema is missing")
-    try:
-        head = _decode_head(schema).type
-    except msgspec.ValidationError:
-        return SkippedTool(index=index, name=name, reason="inputSchema is not a JSON object")
-    if head is not UNSET and head != "object":
-        return SkippedTool(
-            index=index, name=name, reason='inputSchema has a "type" other than "object"'
-        )
+    root = MISSING if schema is absent else _root(schema)
+    if root != "object" and (reason := input_schema_fault(root)) is not None:
+        return SkippedTool(index=index, name=name, reason=reason)
+    description, title = entry.description, entry.title
+    text_size = _text_size(name, description, title)
+    size = text_size + len(schema)
 
     output: Any = entry.outputSchema
-    size = text_size + len(schema)
     if output is absent:
         output = None
     else:
-        try:
-            head = _decode_head(output).type
-        except msgspec.ValidationError:
-            return SkippedTool(index=index, name=name, reason="outputSchema is not a JSON object")
-        if not modern and head is not UNSET and head != "object":
-            return SkippedTool(
-                index=index,
-                name=name,
-                reason='outputSchema has a "type" other than "object" (legacy revisions)',
-            )
+        # the modern rule reads only whether it is an object: its first byte says so
+        root = (UNTYPED if output[0] == _BRACE else NOT_OBJECT) if modern else _root(output)
+        if root != "object" and (reason := output_schema_fault(root, modern)) is not None:
+            return SkippedTool(index=index, name=name, reason=reason)
         size += len(output)
 
     annotations: Any = entry.annotations
@@ -377,35 +387,54 @@ def validate_entry(
     else:
         size += len(annotations)
         annotations = _decode_any(annotations)
-        if type(annotations) is not dict:
-            return SkippedTool(index=index, name=name, reason="annotations is not a JSON object")
-
-    if entry.execution is not absent:
-        try:
-            support = _decode_execution(entry.execution).taskSupport
-        except msgspec.ValidationError:  # not an object: not checked further
-            support = None
-        if support == "required":
+        if type(annotations) is not dict:  # (refused: it is present)
             return SkippedTool(
-                index=index,
-                name=name,
-                reason='execution.taskSupport is "required" (tasks are not supported)',
+                index=index, name=name, reason=cast(str, annotations_fault(annotations))
             )
 
-    if text_size > max_tool_bytes:
-        return oversize(index, name, "is over", text_size, max_tool_bytes)
-    if size > max_tool_bytes:
-        return oversize(index, name, "is", size, max_tool_bytes)
+    execution = entry.execution
+    if execution is not absent and (reason := execution_fault(_task_support(execution))):
+        return SkippedTool(index=index, name=name, reason=reason)
+    if size > max_tool_bytes:  # (refused: size counts text_size in)
+        reason = cast(str, size_fault(text_size, size, max_tool_bytes))
+        return SkippedTool(index=index, name=name, reason=reason)
 
     params: tuple[HeaderParam, ...] = ()
-    if (
-        modern
-        and kind is _Entry
-        and (_ANNOTATION_BYTES in schema or (b"\\" in schema and b"\\u" in schema))
-    ):
-        try:
-            params = header_params_of(_decode_any(schema))
-        except ValueError as exc:
-            return SkippedTool(index=index, name=name, reason=f"invalid x-mcp-header: {exc}")
-
+    if modern and kind is _Entry and _may_annotate(schema):
+        params, reason = header_params_or_fault(_decode_any(schema))
+        if reason is not None:
+            return SkippedTool(index=index, name=name, reason=reason)
     return built_tool(name, description, schema, title, annotations, output, params)
+
+
+def _text_size(name: str, description: str, title: str | None) -> int:
+    """The UTF-8 length of the texts (a msgspec str holds no lone surrogate: each has a
+    UTF-8 form), without a copy for ASCII."""
+    size = len(name) if name.isascii() else len(name.encode())
+    size += len(description) if description.isascii() else len(description.encode())
+    if title is not None:
+        size += len(title) if title.isascii() else len(title.encode())
+    return size
+
+
+def _root(schema: bytes) -> Any:
+    """A schema's bytes reduced as :func:`~sansmcp.core.toolrules.schema_root` reduces a
+    parsed schema: its root's ``type`` (UNTYPED without one), or NOT_OBJECT."""
+    try:
+        return _decode_head(schema).type
+    except msgspec.ValidationError:
+        return NOT_OBJECT
+
+
+def _task_support(execution: bytes) -> Any:
+    """``execution.taskSupport`` (None when ``execution`` is not an object or has none)."""
+    try:
+        return _decode_execution(execution).taskSupport
+    except msgspec.ValidationError:  # not an object: not checked further
+        return None
+
+
+def _may_annotate(schema: bytes | bytearray) -> bool:
+    """Whether ``schema`` may hold an ``x-mcp-header`` annotation: spelled plainly, or a
+    ``\\u`` escape that could spell it."""
+    return _ANNOTATION_BYTES in schema or (b"\\" in schema and b"\\u" in schema)

@@ -9,8 +9,10 @@ state between calls.
   :class:`Tool` or, when the entry breaks a rule, a :class:`SkippedTool` that names
   the rule.  It never raises for server data: a malformed tool is dropped from the
   listing and recorded, never fatal to the listing (spec brief §b.4, §e.4, §k.15).
-  Schemas are re-serialised once, compactly, from the parsed value (key order and
-  every keyword kept); that serialisation is also what the size bound measures.  A
+  Each rule is one predicate of :mod:`sansmcp.core.toolrules`, which the typed
+  listing pass asks too.  Schemas are re-serialised once, compactly, from the parsed
+  value (key order and every keyword kept); that serialisation is also what the size
+  bound measures.  A
   listing the typed decoder accepted (:mod:`sansmcp.core.listing`, the usual case) is
   judged by the same rules on the server's own schema bytes instead.
 * :func:`header_params_of` walks an ``inputSchema`` for ``x-mcp-header``
@@ -34,6 +36,20 @@ from typing import Any
 
 from .http import TOKEN_CHARS
 from .jsonvalue import JsonError, decode_kept, dumps_compact
+from .toolrules import (
+    MISSING,
+    annotations_fault,
+    description_fault,
+    entry_fault,
+    execution_fault,
+    input_schema_fault,
+    kept_title,
+    name_fault,
+    output_schema_fault,
+    schema_root,
+    size_fault,
+    task_support_of,
+)
 
 __all__ = [
     "MAX_SCHEMA_DEPTH",
@@ -138,15 +154,13 @@ class SkippedTool:
     reason: str  # human-readable, names the rule broken
 
 
-_MISSING: Any = object()
-
-
-def _output_schema_fault(output: Any, modern: bool) -> str | None:
-    if not isinstance(output, dict):
-        return "outputSchema is not a JSON object"
-    if not modern and "type" in output and output["type"] != "object":
-        return 'outputSchema has a "type" other than "object" (legacy revisions)'
-    return None
+def header_params_or_fault(schema: Any) -> tuple[tuple[HeaderParam, ...], str | None]:
+    """The ``x-mcp-header`` parameters of a parsed ``inputSchema`` (modern revisions), or
+    the reason it is skipped (:func:`header_params_of` names the broken rule)."""
+    try:
+        return header_params_of(schema), None
+    except ValueError as exc:
+        return (), f"invalid x-mcp-header: {exc}"
 
 
 def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) -> Tool | SkippedTool:
@@ -161,7 +175,9 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     ``type``, when present, of ``"object"``); ``annotations`` is present and not an
     object; ``execution.taskSupport`` is ``"required"`` (we do not speak tasks); the
     definition is over ``max_tool_bytes``; or (``modern`` only) an ``x-mcp-header``
-    annotation is invalid (:func:`header_params_of`).
+    annotation is invalid (:func:`header_params_of`).  Each rule is one predicate of
+    :mod:`sansmcp.core.toolrules` (``name_fault``, ``input_schema_fault``, ...), asked in
+    that order (the last, :func:`header_params_or_fault`, here).
 
     An ill-typed ``title`` is ignored (``title=None``) rather than fatal: it is
     display-only.  Fields we do not keep (``icons``, ``_meta``, ``execution``) are
@@ -173,112 +189,66 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     the serialisations made anyway.  When the texts alone are over it, the schemas
     are not serialised at all (the entry is skipped at once).
     """
-    # Written for speed (a listing may hold 10,000 entries): one dict look-up per
-    # field (a missing field reads as _MISSING), no closure, ASCII lengths without a
-    # copy, each text measured once, and the Tool built through its slots (a frozen
+    # A listing may hold 10,000 entries: one dict look-up per field (a missing field reads
+    # as MISSING), each text measured once, the Tool built through its slots (a frozen
     # dataclass's __init__ costs ~2 us, as much as validating the rest of the entry).
-    if not isinstance(raw, dict):
-        return SkippedTool(index=index, name=None, reason="tool entry is not a JSON object")
+    reason = entry_fault(raw)
+    if reason is not None:
+        return SkippedTool(index=index, name=None, reason=reason)
     get = raw.get
-    name = get("name", _MISSING)
-    if not isinstance(name, str):
-        why = "is missing" if name is _MISSING else "is not a string"
-        return SkippedTool(index=index, name=None, reason=f"tool name {why}")
-    if not name:
-        return SkippedTool(index=index, name=name, reason="tool name is empty")
-    if name.isascii():
-        text_size = len(name)
-    else:
-        try:
-            text_size = len(name.encode("utf-8"))
-        except UnicodeEncodeError:
-            # A lone surrogate (in an entry built by hand: the decoder refuses a "\ud800"
-            # escape) has no UTF-8 form, so no Mcp-Name header could ever equal it.
-            return SkippedTool(index=index, name=name, reason="tool name is not valid Unicode")
-
+    name = get("name", MISSING)
     description = get("description", "")
-    if not isinstance(description, str):
-        return SkippedTool(index=index, name=name, reason="description is not a string")
+    reason = name_fault(name) or description_fault(description)
+    if reason is not None:
+        return SkippedTool(index=index, name=name if isinstance(name, str) else None, reason=reason)
+    title = kept_title(get("title"))
+    text_size = len(name) if name.isascii() else utf8_len(name)  # no copy for ASCII
     text_size += len(description) if description.isascii() else utf8_len(description)
-    title = get("title")
     if title is not None:
-        if not isinstance(title, str):
-            title = None
-        else:
-            text_size += len(title) if title.isascii() else utf8_len(title)
-
-    schema = get("inputSchema", _MISSING)
-    if not isinstance(schema, dict):
-        return SkippedTool(
-            index=index,
-            name=name,
-            reason="inputSchema is missing"
-            if schema is _MISSING
-            else "inputSchema is not a JSON object",
-        )
-    if schema.get("type", "object") != "object":
-        return SkippedTool(
-            index=index, name=name, reason='inputSchema has a "type" other than "object"'
-        )
-
-    output = get("outputSchema", _MISSING)
-    if output is not _MISSING:
-        reason = _output_schema_fault(output, modern)
-        if reason is not None:
-            return SkippedTool(index=index, name=name, reason=reason)
-    else:
-        output = None
-
-    annotations = get("annotations", _MISSING)
-    if annotations is _MISSING:
-        annotations = None
-    elif not isinstance(annotations, dict):
-        return SkippedTool(index=index, name=name, reason="annotations is not a JSON object")
-
-    execution = get("execution")
-    if isinstance(execution, dict) and execution.get("taskSupport") == "required":
-        return SkippedTool(
-            index=index,
-            name=name,
-            reason='execution.taskSupport is "required" (tasks are not supported)',
-        )
-
-    if text_size > max_tool_bytes:  # over already: the schemas need not be serialised
-        return oversize(index, name, "is over", text_size, max_tool_bytes)
+        text_size += len(title) if title.isascii() else utf8_len(title)
+    schema = get("inputSchema", MISSING)
+    output = get("outputSchema", MISSING)
+    annotations = get("annotations", MISSING)
+    reason = (
+        input_schema_fault(schema_root(schema))
+        or output_schema_fault(schema_root(output), modern)
+        or annotations_fault(annotations)
+        or execution_fault(task_support_of(get("execution")))
+        or size_fault(text_size, text_size, max_tool_bytes)  # before serialising the schemas
+    )
+    if reason is not None:
+        return SkippedTool(index=index, name=name, reason=reason)
+    output = None if output is MISSING else output
+    annotations = None if annotations is MISSING else annotations
     try:
-        input_bytes = dumps_compact(schema)
-        size = text_size + len(input_bytes)
-        if output is None:
-            output_bytes = None
-        else:
-            output_bytes = dumps_compact(output)
-            size += len(output_bytes)
-        if annotations is not None:
-            size += len(dumps_compact(annotations))
+        input_bytes, output_bytes, size = _serialised(schema, output, annotations, text_size)
     except JsonError as exc:
         return SkippedTool(
             index=index, name=name, reason=f"tool definition is not serialisable JSON: {exc}"
         )
-
-    if size > max_tool_bytes:
-        return oversize(index, name, "is", size, max_tool_bytes)
-
+    reason = size_fault(text_size, size, max_tool_bytes)
     params: tuple[HeaderParam, ...] = ()
-    if modern and _ANNOTATION_BYTES in input_bytes:
-        try:
-            params = header_params_of(schema)
-        except ValueError as exc:
-            return SkippedTool(index=index, name=name, reason=f"invalid x-mcp-header: {exc}")
+    if reason is None and modern and _ANNOTATION_BYTES in input_bytes:
+        params, reason = header_params_or_fault(schema)
+    if reason is not None:
+        return SkippedTool(index=index, name=name, reason=reason)
     return built_tool(name, description, input_bytes, title, annotations, output_bytes, params)
 
 
-def oversize(index: int, name: str, how: str, size: int, limit: int) -> SkippedTool:
-    """The skip of a tool whose definition ``how`` (``is``, ``is over``) ``size`` bytes."""
-    return SkippedTool(
-        index=index,
-        name=name,
-        reason=f"tool definition {how} {size:,} bytes; limit is {limit:,} (Limits.max_tool_bytes)",
-    )
+def _serialised(
+    schema: Any, output: Any, annotations: Any, size: int
+) -> tuple[bytes, bytes | None, int]:
+    """The compact JSON a Tool keeps of ``schema`` and ``output``, and ``size`` plus their
+    length and that of ``annotations``' JSON (the definition's size); raises JsonError."""
+    input_bytes = dumps_compact(schema)
+    size += len(input_bytes)
+    output_bytes = None
+    if output is not None:
+        output_bytes = dumps_compact(output)
+        size += len(output_bytes)
+    if annotations is not None:
+        size += len(dumps_compact(annotations))
+    return input_bytes, output_bytes, size
 
 
 def built_tool(

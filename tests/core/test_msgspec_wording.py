@@ -1,10 +1,10 @@
-"""What msgspec says and how a refusal is classified (``jsonvalue._refusal``).
+"""What msgspec says and how a refusal is classified (``jsonerror.refusal``).
 
 The reason of a refusal comes from the exception's type and checks of our own on the
 text; msgspec's wording only gives the offset of a syntax error and picks the words of
 our message.  Two kinds of test here:
 
-* the pin: every wording ``jsonvalue`` reads (its ``_MSGSPEC_*`` names, all of them:
+* the pin: every wording ``jsonerror`` reads (its ``_MSGSPEC_*`` names, all of them:
   adding one fails here until it is pinned) is checked against the installed msgspec, so
   an upgrade that rewords one fails loudly here, not quietly in a message;
 * the independence: msgspec's errors reworded (same type, same offset) keep every reason,
@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from sansmcp.core import jsonvalue
+from sansmcp.core import jsonerror, jsonvalue
 from sansmcp.core.errors import ConnectionFailed
 from sansmcp.core.jsonvalue import JsonError, parse_json
 
@@ -38,7 +38,7 @@ def refused(data: bytes) -> msgspec.DecodeError:
 
 
 def offset(error: Exception) -> int:
-    found = jsonvalue._MSGSPEC_AT_BYTE.search(str(error))
+    found = jsonerror._MSGSPEC_AT_BYTE.search(str(error))
     assert found is not None, str(error)
     return int(found.group(1))
 
@@ -46,29 +46,29 @@ def offset(error: Exception) -> int:
 # name -> (a text msgspec refuses with that wording, the check of its error)
 PINS: dict[str, tuple[bytes, Callable[[msgspec.DecodeError], bool]]] = {
     "_MSGSPEC_AT_BYTE": (b"[1,]", lambda e: offset(e) == 3),
-    "_MSGSPEC_MALFORMED": (b"[1,]", lambda e: str(e).startswith(jsonvalue._MSGSPEC_MALFORMED)),
-    "_MSGSPEC_TRUNCATED": (b'{"a":[1,', lambda e: str(e) == jsonvalue._MSGSPEC_TRUNCATED),
+    "_MSGSPEC_MALFORMED": (b"[1,]", lambda e: str(e).startswith(jsonerror._MSGSPEC_MALFORMED)),
+    "_MSGSPEC_TRUNCATED": (b'{"a":[1,', lambda e: str(e) == jsonerror._MSGSPEC_TRUNCATED),
     "_MSGSPEC_INVALID": (
         b'"a\x01b"',
-        lambda e: str(e) == f"{jsonvalue._MSGSPEC_MALFORMED}{jsonvalue._MSGSPEC_INVALID} (byte 2)",
+        lambda e: str(e) == f"{jsonerror._MSGSPEC_MALFORMED}{jsonerror._MSGSPEC_INVALID} (byte 2)",
     ),
     "_MSGSPEC_INT_RANGE": (
         b"[" + b"9" * 4301 + b"]",
-        lambda e: str(e).startswith(jsonvalue._MSGSPEC_INT_RANGE),
+        lambda e: str(e).startswith(jsonerror._MSGSPEC_INT_RANGE),
     ),
     "_MSGSPEC_FLOAT_RANGE": (
         b"[1e400]",
-        lambda e: str(e).startswith(jsonvalue._MSGSPEC_FLOAT_RANGE),
+        lambda e: str(e).startswith(jsonerror._MSGSPEC_FLOAT_RANGE),
     ),
     "_MSGSPEC_PATH": (
         b'{"a":[1e400]}',
-        lambda e: str(e).partition(jsonvalue._MSGSPEC_PATH)[2] == "$[...][0]`",
+        lambda e: str(e).partition(jsonerror._MSGSPEC_PATH)[2] == "$[...][0]`",
     ),
 }
 
 
 def test_every_wording_read_is_pinned() -> None:
-    names = {name for name in vars(jsonvalue) if name.startswith("_MSGSPEC_")}
+    names = {name for name in vars(jsonerror) if name.startswith("_MSGSPEC_")}
     assert names == set(PINS)
 
 
@@ -77,7 +77,7 @@ def test_the_installed_msgspec_says_what_is_read(name: str) -> None:
     data, check = PINS[name]
     error = refused(data)
     assert check(error), (
-        f"msgspec {msgspec.__version__} reworded what jsonvalue.{name} reads: {str(error)!r}"
+        f"msgspec {msgspec.__version__} reworded what jsonerror.{name} reads: {str(error)!r}"
     )
 
 

@@ -1,5 +1,6 @@
 """OAuth 2.1 authorization, sans I/O: the embedder's configuration and store (``store``),
-the flow as a generator script (``flow``) and the MCP machine that runs it (``machine``)."""
+the flow as a generator script (``flow``) over its steps (``fetching``, ``discovery``,
+``registration``, ``grants``) and the authorizer that runs it (``machine``)."""
 
 from __future__ import annotations
 

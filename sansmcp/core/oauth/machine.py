@@ -44,17 +44,9 @@ from ..mcp import (
     Terminal,
 )
 from . import dpop
-from .flow import (
-    AskUser,
-    Context,
-    Fetch,
-    Fetched,
-    Flow,
-    authorize,
-    complete,
-    location_of,
-    sendable_token,
-)
+from .fetching import AskUser, Context, Fetch, Fetched, Flow, location_of
+from .flow import authorize, complete
+from .grants import sendable_token
 from .store import AuthorizationNeeded, OAuth, Tokens
 
 __all__ = ["OAuthMachine"]

@@ -25,7 +25,7 @@ runs h2 with ``validate_outbound_headers`` and ``normalize_outbound_headers`` of
   byte of the block is produced, so the encoder's state is unchanged: every
   server-chosen or hook-returned value that reaches a header is checked before, by the
   layer that took it (``sansmcp.core.fieldvalue.echoable``, ``tools.encode_header_value``,
-  ``oauth.flow.sendable_token``, ``config._header_bytes``...); this is the backstop.
+  ``oauth.grants.sendable_token``, ``config._header_bytes``...); this is the backstop.
 * **The encoding** (RFC 7541).  A field equal to a static-table entry is sent as its
   index; ``authorization``, ``proxy-authorization``, ``cookie`` and ``dpop`` as
   *never indexed* literals (RFC 7541 s7.1: credentials stay out of the compression
