@@ -18,6 +18,7 @@ from .jsonvalue import JsonError, dumps_compact
 from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
+from .net.egress import Egress
 from .oauth.store import OAuth
 from .url import Endpoint, is_loopback_host, parse_endpoint
 
@@ -47,6 +48,11 @@ class Config:
     ``LOG_LEVELS``) asks for log messages at or above it (nothing is asked when it is None).
     ``oauth`` authorizes with OAuth 2.1 when the server answers 401 (or 403
     ``insufficient_scope``); without it those raise ``Unauthorized``.
+    ``proxy`` and ``guard`` override the ``Client``'s egress proxy (an ``http://`` URL,
+    optional ``user:password``; None: the Client's) and guard mode (``"local"`` or
+    ``"proxy"``); ``egress`` widens or narrows the Client's guard for this work item
+    (:class:`~sansmcp.core.net.egress.Egress`).  Every request of the work item --
+    including OAuth's -- goes through the proxy, in ``CONNECT`` tunnels.
     """
 
     url: str
@@ -61,6 +67,9 @@ class Config:
     on_notification: Callable[[LogMessage | Notification], object] | None = None
     log_level: str | None = None
     oauth: OAuth | None = None
+    proxy: str | None = None
+    guard: str | None = None
+    egress: Egress | None = None
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:

@@ -101,6 +101,7 @@ from .mcp.compiled import CompiledSchemas
 from .mcp.notifications import OBSERVATIONS, RequestEnded
 from .mcp.settings import ConnSettings
 from .net import dial as dialing
+from .net import egress
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
@@ -148,6 +149,7 @@ class _Conn:
         "machine",
         "origin",
         "outputs",
+        "route",
         "view",
     )
 
@@ -161,7 +163,8 @@ class _Conn:
         # the machine's outputs, drained here without a next_output() call each (a Conn
         # without an authorizer)
         self.outputs = view.machine.outputs
-        self.origin = view.machine.settings.endpoint.origin
+        self.origin = view.machine.settings.endpoint.origin  # routed: the route's key
+        self.route: egress.Route | None = None  # through a proxy, or an own egress policy
         self.exchanges: set[int] = set()  # started, dialling or waiting for a socket
         self.attended = False  # an operation runs: the caller takes Deliver / Finished
         self.held: list[Deliver] = []  # what came between operations
@@ -204,6 +207,10 @@ class ClientDriver:
     ``answers_input`` says the embedder can answer input requests (only then are
     ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``;
     ``observe`` reports every request's start and end (telemetry).
+    ``proxy`` (an ``http://`` URL, with optional ``user:password``) sends every request
+    through that egress proxy's ``CONNECT`` tunnels, with the guard mode ``guard``
+    (``"local"``, the default, or ``"proxy"``: :mod:`sansmcp.core.net.egress`); a
+    ``Config`` may override both, and narrow or widen the guard (``Config.egress``).
     ``cache_salt`` (random bytes the adapter draws, up to 64) salts the caller digests
     that key ``private`` entries of the Client-wide listing cache (:attr:`cache`).
     """
@@ -222,8 +229,13 @@ class ClientDriver:
         observe: bool = False,
         random_bytes: Callable[[int], bytes] | None = None,
         wall_clock: Callable[[], float] | None = None,
+        proxy: str | None = None,
+        guard: str | None = None,
     ) -> None:
         self.limits = limits or Limits()
+        self.route = egress.default_route(
+            proxy, guard, allow_private=allow_private, allow_loopback=allow_loopback
+        )
         self.observe = observe
         self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
         self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
@@ -255,7 +267,10 @@ class ClientDriver:
         self._pending: dict[int, Dial[_Conn] | int] = {}  # exchange id -> its dial or pool ticket
         self._waits: dict[int, tuple[_Conn, StartExchange]] = {}  # pool ticket ->
         self._dialer: Dialer[_Conn] = Dialer(
-            self._outbox, allow_private=allow_private, allow_loopback=allow_loopback
+            self._outbox,
+            allow_private=allow_private,
+            allow_loopback=allow_loopback,
+            limits=self.limits,
         )
         self._sockets: dict[int, _Socket] = {}  # socket id ->
         self._by_pool: dict[int, _Socket] = {}  # pool connection id ->
@@ -307,6 +322,11 @@ class ClientDriver:
             )
             memo = (config, settings, {}) if _immutable(config) else None
             self._settings_memo = memo
+        route: egress.Route | None = self.route
+        if config.proxy is not None or config.guard is not None or config.egress is not None:
+            route = egress.route(config.proxy, config.guard, config.egress, default=self.route)
+        elif self.route.proxy is None:
+            route = None
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
             hinted = None if memo is None else memo[2].get(hint)
@@ -325,7 +345,10 @@ class ClientDriver:
         machine.share_compiled(self.compiled)
         view = ConnView(next(self._conn_ids), machine, auth)
         view.on_notification = config.on_notification
-        self._conns[view.conn_id] = _Conn(view)
+        conn = self._conns[view.conn_id] = _Conn(view)
+        if route is not None:
+            conn.route = route
+            conn.origin = _routed(conn.origin, route)
         return view
 
     # ``trace`` (trace context: traceparent, tracestate, baggage) goes into the operation's
@@ -490,6 +513,14 @@ class ClientDriver:
             sock.wire.receive_eof(now=now)
             self._dispatch(sock, now, ended=True)
 
+    def tunnel_received(self, socket_id: int, data: bytes, *, now: float) -> bool | None:
+        """An egress proxy's answer to the ``CONNECT`` of ``socket_id`` (``b""``: its EOF):
+        None, read on; True, the tunnel is up (TLS, if any, next); False, close the socket
+        and report nothing more (see :class:`Connect`)."""
+        verdict, dial = self._dialer.tunnel_received(socket_id, data)
+        self._walked(dial, now)
+        return verdict
+
     def reader_failed(self, socket_id: int, exc: Exception, *, now: float) -> None:
         """The socket's reader caught ``exc`` (from anything on its way): the socket's
         exchanges fail classified (framing) and it closes."""
@@ -502,8 +533,9 @@ class ClientDriver:
         """Act on every deadline at or before ``now``."""
         for timed in self._timers.due(now):
             if isinstance(timed, Dial):
+                failure = self._dialer.timeout_error(timed)
                 self._give_up(timed, now)
-                self._settle(timed, dialing.timeout_error(self.limits), now)
+                self._settle(timed, failure, now)
             else:
                 timed.front.handle_timer(now=now)
                 self._drive(timed, now)
@@ -639,7 +671,7 @@ class ClientDriver:
         if self.closed:
             self._fail(conn, start.exchange_id, _client_closed(), now)
             return
-        origin = start.origin or conn.origin
+        origin = _origin_of(conn, start)
         if start.needs_room and not self._room(origin):
             failure = ConnectionFailed("no socket to spare for the stream", cause="refused")
             self._fail(conn, start.exchange_id, failure, now)
@@ -682,7 +714,7 @@ class ClientDriver:
             case MustWait(ticket=ticket):
                 self._waits[ticket] = (conn, start)
                 self._pending[start.exchange_id] = ticket
-                self._preempt(conn, start.origin or conn.origin, now)
+                self._preempt(conn, _origin_of(conn, start), now)
             case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                 assert_never(checkout)
 
@@ -869,6 +901,21 @@ class ClientDriver:
     @property
     def _heap(self) -> list[tuple[float, int, _Timed]]:
         return self._timers.heap  # (what the tests measure)
+
+
+def _origin_of(conn: _Conn, start: StartExchange) -> Origin:
+    """Where ``start`` goes: its Conn's server, or another (OAuth) origin, by the Conn's
+    route."""
+    if start.origin is None:
+        return conn.origin
+    return start.origin if conn.route is None else _routed(start.origin, conn.route)
+
+
+def _routed(origin: Origin, route: egress.Route) -> Origin:
+    """``origin`` as reached by ``route`` (the pool keys sockets by both)."""
+    return egress.RoutedOrigin(
+        scheme=origin.scheme, host=origin.host, port=origin.port, route=route
+    )
 
 
 def _immutable(config: Config) -> bool:

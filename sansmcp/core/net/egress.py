@@ -32,9 +32,10 @@ from ..errors import CallerError, ConnectionFailed
 from ..url import Origin, parse_endpoint
 from . import dial as dialing
 from .guard import refusal_reason
+from .tunnel import Proxy, parse_proxy
 
-__all__ = ["GUARD_MODES", "Egress", "GuardMode", "Policy", "check_target", "egress_policy"]
-__all__ += ["vet_target"]
+__all__ = ["GUARD_MODES", "Egress", "GuardMode", "Policy", "Route", "RoutedOrigin"]
+__all__ += ["check_target", "default_route", "egress_policy", "guard_mode", "route", "vet_target"]
 
 GuardMode = Literal["local", "proxy"]
 GUARD_MODES: tuple[GuardMode, ...] = ("local", "proxy")
@@ -69,6 +70,71 @@ class Policy:
     networks: tuple[_Network, ...] = ()
     hosts: frozenset[str] = frozenset()
     only_hosts: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """How one work item's sockets go out: through ``proxy`` (None: direct) with the
+    guard ``mode``, under ``policy``.  Equal routes share pooled sockets."""
+
+    proxy: Proxy | None
+    guard: GuardMode
+    policy: Policy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoutedOrigin(Origin):
+    """An origin reached by a :class:`Route`: the pool's key, so a socket dialled for one
+    route (a proxy, a credential, a policy) never serves another."""
+
+    route: Route
+
+
+def guard_mode(value: object, where: str) -> GuardMode:
+    """``value`` as a :data:`GuardMode`, else ``CallerError`` naming ``where`` it came from."""
+    for mode in GUARD_MODES:
+        if value == mode and type(value) is str:
+            return mode
+    raise CallerError(f"{where} must be 'local' or 'proxy', not {value!r:.40}")
+
+
+def default_route(
+    proxy: object, guard: object, *, allow_private: bool, allow_loopback: bool
+) -> Route:
+    """The Client's route (``Client(proxy=, guard=)`` checked), the default of each work item."""
+    return Route(
+        proxy=None if proxy is None else _proxy(proxy),
+        guard="local" if guard is None else guard_mode(guard, "Client guard"),
+        policy=Policy(allow_private=allow_private, allow_loopback=allow_loopback),
+    )
+
+
+def route(proxy: object, guard: object, egress: object, *, default: Route) -> Route | None:
+    """A work item's route: ``proxy`` (a URL; None: ``default.proxy``), ``guard`` (None:
+    ``default.guard``) and ``egress`` (None: ``default.policy``) checked; None when it is
+    a plain direct dial under the default policy (the driver's fast path)."""
+    via = default.proxy if proxy is None else _proxy(proxy)
+    mode = default.guard if guard is None else guard_mode(guard, "Config.guard")
+    if egress is None:
+        policy = default.policy
+    else:
+        base = default.policy
+        policy = egress_policy(
+            egress, allow_private=base.allow_private, allow_loopback=base.allow_loopback
+        )
+    if via is None and policy == default.policy:
+        return None
+    return Route(proxy=via, guard=mode, policy=policy)
+
+
+def _proxy(url: object) -> Proxy:
+    proxy = parse_proxy(url)
+    if proxy.origin.scheme == "https":
+        raise CallerError(
+            "an https:// proxy URL (TLS to the proxy itself) is not supported yet; "
+            "use http:// (the tunnel still carries TLS to an https:// server end to end)"
+        )
+    return proxy
 
 
 def egress_policy(egress: object, *, allow_private: bool, allow_loopback: bool) -> Policy:

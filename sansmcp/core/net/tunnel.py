@@ -215,6 +215,11 @@ class TunnelReply:
         self._informational = 0
         self._done = False
 
+    @property
+    def answered(self) -> bool:
+        """The proxy's answer is read (or the reader failed)."""
+        return self._done
+
     def receive_data(self, data: bytes) -> Established | None:
         if self._done:
             raise self._failed(
