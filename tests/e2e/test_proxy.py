@@ -25,7 +25,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from .conftest import (
     SERVER_START_TIMEOUT,
     TLS_NAME,
     Backend,
+    Launcher,
     Relay,
     Server,
     Tls,
@@ -46,6 +47,7 @@ from .conftest import (
     resolver_for,
 )
 from .test_http2 import VERSIONS, exercise
+from .test_input import ROOTS, request_log
 
 TINYPROXY = shutil.which("tinyproxy") or (
     "/usr/bin/tinyproxy" if os.path.exists("/usr/bin/tinyproxy") else None
@@ -121,10 +123,20 @@ def start_tinyproxy(directory: Path, ports: list[int], *, auth: bool = False) ->
 
 
 @pytest.fixture
-def relays(plain: Server, tls_h2: Server) -> Iterator[dict[str, Relay]]:
+def back_channel(launch: Launcher) -> Server:
+    """Stateful, SSE, with the ``roots`` tool (a request on the standalone GET stream)."""
+    return launch("--back-channel")
+
+
+@pytest.fixture
+def relays(plain: Server, tls_h2: Server, back_channel: Server) -> Iterator[dict[str, Relay]]:
     """A counting relay in front of each MCP server (the proxy's only way to it)."""
-    with Relay(plain.address) as h1, Relay(tls_h2.address) as h2:
-        yield {"h1": h1, "h2": h2}
+    with (
+        Relay(plain.address) as h1,
+        Relay(tls_h2.address) as h2,
+        Relay(back_channel.address) as legacy,
+    ):
+        yield {"h1": h1, "h2": h2, "legacy": legacy}
 
 
 @pytest.fixture
@@ -177,6 +189,39 @@ def test_the_work_item_goes_through_tinyproxy_on_tls_h2(
     backend.run(main)
     assert relay.accepts >= 1
     assert tinyproxy.connects(relay.port) == relay.accepts
+
+
+def test_a_legacy_sessions_stream_and_delete_go_through_tinyproxy(
+    backend: Backend, tinyproxy: Tinyproxy, relays: dict[str, Relay], back_channel: Server
+) -> None:
+    """The POSTs, the standalone GET stream (a server request rides it) and the DELETE
+    at close: every connection the server accepted came through the proxy."""
+    relay = relays["legacy"]
+    tag = f"proxy-{backend.name}"
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        return {key: ROOTS for key in requests}
+
+    async def main() -> None:
+        config = Config(
+            url=relay.url(), protocol_versions=["2025-11-25"], headers={"x-test-tag": tag}
+        )
+        async with (
+            backend.Client(
+                allow_loopback=True,
+                proxy=tinyproxy.url,
+                input_handler=handler,
+                capabilities={"roots": {}},
+            ) as client,
+            client.connect(config) as conn,
+        ):
+            result = await conn.call_tool("roots", b"{}")
+            assert [c.text for c in result.content] == ["file:///work/a"]
+
+    backend.run(main)
+    methods = [entry["method"] for entry in request_log(back_channel, tag)]
+    assert {"POST", "GET", "DELETE"} <= set(methods), methods
+    assert relay.accepts >= 1 and tinyproxy.connects(relay.port) == relay.accepts
 
 
 def test_guard_proxy_reaches_what_the_client_may_not(
