@@ -11,8 +11,8 @@
 * With ``BasicAuth`` the proxy answers 407 without credentials:
   ``ConnectionFailed(cause="proxy", status=407)`` with its challenge.
 * :class:`HostileProxy`, a loopback server in a thread, answers CONNECT badly (a 2xx
-  with a body, bytes before the target spoke, an early close, a stall, an endless
-  head, a 3xx); each ends classified.
+  with a body, bytes before the target spoke, an early close, a stall, a head
+  trickling in, an endless head, a 3xx); each ends classified.
 """
 
 from __future__ import annotations
@@ -365,6 +365,11 @@ class HostileProxy:
         try:
             if self.behaviour == "close":
                 sock.close()
+            elif self.behaviour == "slow":  # a head one byte at a time, never finished
+                for byte in b"HTTP/1.1 200 Connection established\r\nX-Slow: yes":
+                    if self._stop.wait(0.05):
+                        break
+                    sock.sendall(bytes([byte]))
             elif self.behaviour in answers:
                 sock.sendall(answers[self.behaviour])
             # "stall": says nothing, holds the socket
@@ -380,6 +385,7 @@ HOSTILE = {
     "redirect": ("proxy", 302, "refused CONNECT with status 302", None),
     "endless": ("budget", None, "Limits.max_header_bytes", "max_header_bytes"),
     "stall": ("timeout", None, "no tunnel through the proxy", "dial_timeout"),
+    "slow": ("timeout", None, "no tunnel through the proxy", "dial_timeout"),
 }
 
 
