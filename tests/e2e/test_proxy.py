@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from sansmcp import Config, ConnectionFailed
+from sansmcp import Config, ConnectionFailed, MemoryTokenStore, OAuth
 from sansmcp.core.limits import Limits
 
 from .conftest import (
@@ -46,8 +46,10 @@ from .conftest import (
     free_port,
     resolver_for,
 )
+from .oauth_server import AuthServer
 from .test_http2 import VERSIONS, exercise
 from .test_input import ROOTS, request_log
+from .test_oauth import REDIRECT, follow
 
 TINYPROXY = shutil.which("tinyproxy") or (
     "/usr/bin/tinyproxy" if os.path.exists("/usr/bin/tinyproxy") else None
@@ -222,6 +224,52 @@ def test_a_legacy_sessions_stream_and_delete_go_through_tinyproxy(
     methods = [entry["method"] for entry in request_log(back_channel, tag)]
     assert {"POST", "GET", "DELETE"} <= set(methods), methods
     assert relay.accepts >= 1 and tinyproxy.connects(relay.port) == relay.accepts
+
+
+@pytest.fixture(scope="module")
+def gated(launch: Launcher) -> Iterator[tuple[Server, AuthServer]]:
+    """An MCP server behind a bearer gate and its authorization server."""
+    with AuthServer() as auth_server:
+        yield launch("--stateless", "--json", "--oauth", auth_server.url), auth_server
+
+
+def test_every_oauth_fetch_goes_through_tinyproxy(
+    backend: Backend, tmp_path: Path, gated: tuple[Server, AuthServer]
+) -> None:
+    """Without ``allow_loopback`` the client refuses both loopback servers itself, so
+    the metadata, registration and token fetches and the MCP requests that succeed went
+    through the proxy (``guard="proxy"``); its log shows a CONNECT to each."""
+    server, auth_server = gated
+    auth_port = int(auth_server.url.rsplit(":", 1)[1])
+    proxy = start_tinyproxy(tmp_path, [server.port, auth_port])
+    before = len(auth_server.requests)
+
+    async def step(url: str) -> str:
+        return follow(url)  # the person's browser: not through the client
+
+    config = Config(
+        url=server.url(),
+        oauth=OAuth(redirect_uri=REDIRECT, authorize=step, store=MemoryTokenStore()),
+    )
+    try:
+
+        async def main() -> None:
+            async with (
+                backend.Client(proxy=proxy.url, guard="proxy") as client,
+                client.connect(config) as conn,
+            ):
+                assert "echo" in [tool.name for tool in await conn.list_tools()]
+
+        backend.run(main)
+        assert auth_server.requests[before:] == [
+            ("GET", "/.well-known/oauth-authorization-server"),
+            ("POST", "/register"),
+            ("GET", "/authorize"),
+            ("POST", "/token"),
+        ]
+        assert proxy.connects(auth_port) >= 1 and proxy.connects(server.port) >= 1
+    finally:
+        proxy.stop()
 
 
 def test_guard_proxy_reaches_what_the_client_may_not(
