@@ -322,11 +322,7 @@ class ClientDriver:
             )
             memo = (config, settings, {}) if _immutable(config) else None
             self._settings_memo = memo
-        route: egress.Route | None = self.route
-        if config.proxy is not None or config.guard is not None or config.egress is not None:
-            route = egress.route(config.proxy, config.guard, config.egress, default=self.route)
-        elif self.route.proxy is None:
-            route = None
+        route = egress.route(config.proxy, config.guard, config.egress, default=self.route)
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
             hinted = None if memo is None else memo[2].get(hint)

@@ -113,6 +113,8 @@ def route(proxy: object, guard: object, egress: object, *, default: Route) -> Ro
     """A work item's route: ``proxy`` (a URL; None: ``default.proxy``), ``guard`` (None:
     ``default.guard``) and ``egress`` (None: ``default.policy``) checked; None when it is
     a plain direct dial under the default policy (the driver's fast path)."""
+    if proxy is None and guard is None and egress is None:
+        return None if default.proxy is None else default
     via = default.proxy if proxy is None else _proxy(proxy)
     mode = default.guard if guard is None else guard_mode(guard, "Config.guard")
     if egress is None:
