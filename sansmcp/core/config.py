@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import CallerError
@@ -52,7 +52,8 @@ class Config:
     optional ``user:password``; None: the Client's) and guard mode (``"local"`` or
     ``"proxy"``); ``egress`` widens or narrows the Client's guard for this work item
     (:class:`~sansmcp.core.net.egress.Egress`).  Every request of the work item --
-    including OAuth's -- goes through the proxy, in ``CONNECT`` tunnels.
+    including OAuth's -- goes through the proxy, in ``CONNECT`` tunnels; ``proxy`` is
+    not in the ``repr``.
     """
 
     url: str
@@ -67,7 +68,7 @@ class Config:
     on_notification: Callable[[LogMessage | Notification], object] | None = None
     log_level: str | None = None
     oauth: OAuth | None = None
-    proxy: str | None = None
+    proxy: str | None = field(default=None, repr=False)  # may hold the proxy's credentials
     guard: str | None = None
     egress: Egress | None = None
 

@@ -123,7 +123,8 @@ def test_credentials_ride_the_tunnel_request_and_never_a_repr() -> None:
     net.ok("connect", view)
     (connect,) = net.sockets(Connect)
     assert b"Proxy-Authorization: Basic YWxpY2U6c2VjcmV0\r\n" in net.tunnels[0]
-    for text in (repr(connect), repr(net.driver.route), repr(net.driver.pool.waiting())):
+    config = Config(url=TARGET, proxy="http://alice:secret@127.0.0.1:3128")
+    for text in (repr(connect), repr(net.driver.route), repr(config)):
         assert "secret" not in text and "YWxp" not in text
     assert resolved_hosts(net) == ["mcp.test"]  # a literal proxy is not resolved
 
