@@ -76,12 +76,15 @@ class Contender:
         self.ca = ca
 
     def ssl_context(self) -> Any:
-        """A client context trusting the bench CA (None: not TLS)."""
+        """A client context trusting the bench CA, offering h2 and http/1.1 by ALPN (a
+        caller's context is used as given: sansmcp sets no ALPN on it); None: not TLS."""
         if self.ca is None:
             return None
         import ssl
 
-        return ssl.create_default_context(cafile=self.ca)
+        context = ssl.create_default_context(cafile=self.ca)
+        context.set_alpn_protocols(["h2", "http/1.1"])
+        return context
 
     async def open(self) -> None:
         pass

@@ -51,9 +51,9 @@ SERVERS = {  # label: (http, body, tls)
 def child(name: str, url: str, era: str, http: str, ca: str, n: int, watcher: bool) -> None:
     """Run ``n`` work items of contender ``name`` (the process valgrind counts)."""
     if name == "sansmcp-sync" and not watcher:
-        from sansmcp.io_adapters.sync import Client
+        from sansmcp.io_adapters.blocking._turns import Turns
 
-        Client._start_watching = lambda self: None  # type: ignore[method-assign]
+        Turns._start_watching = lambda self: None  # type: ignore[method-assign]
     contender = make(name, url, era, http, ca or None)
     if RUNTIME[name] == "sync":
         asyncio.run(contender.open())

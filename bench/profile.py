@@ -119,7 +119,9 @@ def _client(backend: str, http: str, ca: str | None) -> Any:
 
     options: dict[str, Any] = {"allow_loopback": True}
     if ca is not None:
-        options["ssl_context"] = ssl.create_default_context(cafile=ca)
+        context = ssl.create_default_context(cafile=ca)
+        context.set_alpn_protocols(["h2", "http/1.1"])  # (a caller's context: used as given)
+        options["ssl_context"] = context
     elif http == "h2":
         options["http2_prior_knowledge"] = True
     if backend == "trio":

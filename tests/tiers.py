@@ -17,6 +17,8 @@ import os
 
 FULL = os.environ.get("SANSMCP_HOSTILE_FULL") == "1"
 QUICK = os.environ.get("SANSMCP_QUICK") == "1" and not FULL
+# fresh examples each run (``tests/conftest.py``): `make hostile`, or asked for
+RANDOM = FULL or os.environ.get("SANSMCP_RANDOM") == "1"
 QUICK_SHARE = 10  # `make check` runs a tenth of a test's `make test` count ...
 QUICK_FLOOR = 5  # ... and at least this many
 

@@ -1,14 +1,14 @@
 """The dial walk: resolve a host, vet its addresses, connect to them one at a time.
 
-The driver (:mod:`sansmcp.core.driver`) opens a :class:`Dial` when the pool says a new
-socket is needed, and hands it to the :class:`Dialer`, which walks it: a
+The driver's sockets (:mod:`sansmcp.core.sockets`) open a :class:`Dial` when the pool
+says a new socket is needed, and hand it to the :class:`Dialer`, which walks it: a
 :class:`~sansmcp.core.commands.Resolve` for a host name (an IP literal skips it), the
 answer vetted by :func:`sansmcp.core.net.dial.vet`, then one
 :class:`~sansmcp.core.commands.Connect` per vetted address until one is up
 (:data:`DialPhase` says where a connect failed).  Each step that ends the walk hands the
-dial back to the driver: up (:meth:`Dialer.connected`), or failed with ``dial.failure``
-(every other report).  The dial's deadline, the pool and the exchange waiting for the
-socket stay the driver's.
+dial back: up (:meth:`Dialer.connected`), or failed with ``dial.failure`` (every other
+report).  The dial's deadline (the driver's heap), the pool and the exchange waiting for
+the socket stay theirs.
 
 A dial for a :class:`~sansmcp.core.net.egress.RoutedOrigin` follows its route
 (:mod:`sansmcp.core.net.egress`): the work item's policy first (``only_hosts``; with the
@@ -247,7 +247,7 @@ class Dialer(Generic[OwnerT]):
         return self._next_address(dial)
 
     def give_up(self, dial: Dial[OwnerT]) -> None:
-        """Abandon the dial's resolve or connect in progress (the driver ends the dial)."""
+        """Abandon the dial's resolve or connect in progress (the caller ends the dial)."""
         assert dial.io_id is not None  # a live dial always waits for a resolve or a connect
         self._resolving.pop(dial.io_id, None)
         self._connecting.pop(dial.io_id, None)

@@ -1,19 +1,14 @@
-"""The pure client driver: the pool, the routes and every Conn's machine, as I/O commands.
-
-(Over ~600 lines on purpose: one state machine whose parts -- operations, exchanges and
-sockets, dials, deadlines -- share the same few tables (routes, pending exchanges,
-dials, the heap), and every method keeps their invariants together; about a third of
-the lines are docstrings and the command types.)
+"""The pure client driver: every Conn's machine, the caller's side, as I/O commands.
 
 Theory of operation
 -------------------
-One :class:`ClientDriver` per ``Client``.  It owns the connection
-:class:`~sansmcp.core.net.pool.Pool`, the route of every exchange in flight
-(exchange -> the Conn whose machine started it, and the socket carrying it) and
-each Conn's :class:`~sansmcp.core.mcp.McpMachine`.  It never touches a socket,
-a clock or a task: time comes in (``now=``), deadlines go out
-(:meth:`ClientDriver.next_deadline`), and what the adapter must do waits in an
-outbox of :data:`Command`\\ s (:meth:`ClientDriver.next_command`), h2-style:
+One :class:`ClientDriver` per ``Client``.  It owns each Conn's
+:class:`~sansmcp.core.mcp.McpMachine` (its record: :mod:`sansmcp.core.conn`), and
+through its :class:`~sansmcp.core.sockets.Sockets` the connection
+:class:`~sansmcp.core.net.pool.Pool`, the dials and the route of every exchange in
+flight.  It never touches a socket, a clock or a task: time comes in (``now=``),
+deadlines go out (:meth:`ClientDriver.next_deadline`), and what the adapter must do
+waits in an outbox of :data:`Command`\\ s (:meth:`ClientDriver.next_command`), h2-style:
 
 * I/O: :class:`Resolve` a host name, :class:`Connect` to one vetted address,
   :class:`Write` bytes, :class:`CloseSocket` (abort; also abandons a resolve or a
@@ -31,29 +26,18 @@ The adapter reports back: :meth:`~ClientDriver.resolved` /
 :meth:`~ClientDriver.reader_failed`, and calls :meth:`~ClientDriver.handle_timer`
 when :meth:`~ClientDriver.next_deadline` passes.
 
-**Machine outputs are acted on the moment they appear.**  ``StartExchange``
-checks out a socket: an exchange that must wait holds its pool ticket here until
-the pool grants it; a dial walks the vetted addresses one :class:`Connect` at a
-time, bounded by ``min(exchange deadline, checkout deadline)``.  Wire events go
-straight from a socket's wire machine to the machine that owns the exchange.  An
-input request or a terminal output goes to the caller while an operation runs;
-one that appears between operations (a server request on the standalone stream)
+**Machine outputs are acted on the moment they appear.**  ``StartExchange`` and
+``CancelExchange`` go to the :class:`~sansmcp.core.sockets.Sockets` (pool checkouts,
+the dial walk of :mod:`sansmcp.core.dialer`, the wires; a standalone stream yields its
+socket there), which hands each wire event straight to the machine that owns the
+exchange.  An input request or a terminal output goes to the caller while an operation
+runs; one that appears between operations (a server request on the standalone stream)
 is held for the next operation, and dropped then if the machine no longer wants it.
 
-**A standalone stream yields its socket.**  A legacy session's standalone GET
-stream (``StartExchange.preemptible``) holds a socket for the session's life; when
-an operation's exchange must wait for a socket to its origin (a cap is reached), one
-such stream to that origin -- its own session's first -- is cancelled
-(``McpMachine.yield_listen``) so its socket goes to the operation.  The session
-re-opens it after its next operation only when the origin has a socket to spare
-(``needs_room``: fewer sockets than both caps), so a stream never starves
-operations and the caps are never exceeded.
-
-**Deadlines** are kept in one heap with lazy deletion: each Conn and each dial
-has at most one live entry (the one it was last armed with, by sequence number); stale entries
-are skipped when they reach the top, and the heap is rebuilt when stale ones
-outnumber live ones.  The pool's idle expiry is one more deadline, recomputed
-only when the pool changed.  ``next_deadline()`` is O(1) amortised.
+**Deadlines** are kept in one heap with lazy deletion (:mod:`sansmcp.core.timers`):
+each Conn and each dial has at most one live entry.  The pool's idle expiry is one
+more deadline, recomputed only when the pool changed.  ``next_deadline()`` is O(1)
+amortised.
 
 **Errors.**  Misuse of the public API raises :class:`~sansmcp.core.errors.UsageError`
 (a closed or busy Conn, a closed Client) or ``CallerError`` (an unusable
@@ -80,9 +64,9 @@ from . import config as config_module
 from .cache import CallerCache, ListingCache
 from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
 from .config import Config
-from .dialer import Dial, Dialer, DialPhase
-from .errors import CallerError, ConnectionFailed, UsageError
-from .http import ExchangeFailed, ResponseEnded
+from .conn import ConnRecord
+from .dialer import Dial, DialPhase
+from .errors import CallerError, UsageError
 from .limits import Limits
 from .mcp import (
     CancelExchange,
@@ -100,16 +84,14 @@ from .mcp import (
 from .mcp.compiled import CompiledSchemas
 from .mcp.notifications import OBSERVATIONS, RequestEnded
 from .mcp.settings import ConnSettings
-from .net import dial as dialing
 from .net import egress
-from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
+from .net.pool import Pool
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
+from .sockets import Sockets
 from .timers import Timers
 from .tools import Tool
-from .url import Origin
 from .view import ConnView
-from .wire import Wire, reader_fault
 
 if TYPE_CHECKING:
     from .oauth.machine import OAuthMachine  # imported only for a Config.oauth Conn
@@ -132,68 +114,7 @@ CONN_BUSY = "a Conn runs one operation at a time"
 CLIENT_CLOSED = "this Client is closed"
 
 
-# ---------------------------------------------------------------- state
-
-
-class _Conn:
-    __slots__ = (
-        "attended",
-        "auth",
-        "exchanges",
-        "front",
-        "heap_at",
-        "heap_seq",
-        "held",
-        "http",
-        "listen_xid",
-        "machine",
-        "origin",
-        "outputs",
-        "route",
-        "view",
-    )
-
-    def __init__(self, view: ConnView) -> None:
-        self.view = view
-        self.machine = view.machine
-        # an OAuth Conn's authorizer: the operations, events and timers go to it, and the
-        # outputs come through it (its own, and the machine's screened)
-        self.auth = view.auth
-        self.front: McpMachine | OAuthMachine = view.machine if view.auth is None else view.auth
-        # the machine's outputs, drained here without a next_output() call each (a Conn
-        # without an authorizer)
-        self.outputs = view.machine.outputs
-        self.origin = view.machine.settings.endpoint.origin  # routed: the route's key
-        self.route: egress.Route | None = None  # through a proxy, or an own egress policy
-        self.exchanges: set[int] = set()  # started, dialling or waiting for a socket
-        self.attended = False  # an operation runs: the caller takes Deliver / Finished
-        self.held: list[Deliver] = []  # what came between operations
-        self.heap_at: float | None = None  # the deadline of its live heap entry
-        self.heap_seq: int | None = None  # and that entry's sequence number
-        self.http: str | None = None  # the HTTP version its last exchange began on (telemetry)
-        self.listen_xid: int | None = None  # its standalone stream's exchange, once begun
-
-
-class _Socket:
-    __slots__ = ("exchanges", "pool_id", "socket_id", "wire")
-
-    def __init__(self, socket_id: int, pool_id: int, wire: Wire) -> None:
-        self.socket_id = socket_id
-        self.pool_id = pool_id
-        self.wire = wire
-        self.exchanges: set[int] = set()
-
-
-_Timed: TypeAlias = "_Conn | Dial[_Conn]"  # what the timer heap holds
-
-
-_TERMINAL = (ResponseEnded, ExchangeFailed)  # an exchange's last event
-
-
-def _client_closed() -> ConnectionFailed:
-    return ConnectionFailed(
-        "the Client was closed while this work was in flight", cause="client_closed"
-    )
+_Timed: TypeAlias = "ConnRecord | Dial[ConnRecord]"  # what the timer heap holds
 
 
 # ---------------------------------------------------------------- the driver
@@ -262,23 +183,18 @@ class ClientDriver:
         self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
         self._conn_ids = itertools.count(1)
         self._outbox: deque[Command] = deque()
-        self._conns: dict[int, _Conn] = {}
-        self._routes: dict[int, tuple[_Conn, _Socket]] = {}  # exchange id ->
-        self._pending: dict[int, Dial[_Conn] | int] = {}  # exchange id -> its dial or pool ticket
-        self._waits: dict[int, tuple[_Conn, StartExchange]] = {}  # pool ticket ->
-        self._dialer: Dialer[_Conn] = Dialer(
+        self._conns: dict[int, ConnRecord] = {}
+        self._timers: Timers[_Timed] = Timers()
+        # the exchanges in flight and their sockets, pool checkouts and dials
+        self._sockets = Sockets(
+            self,
             self._outbox,
+            pool=self.pool,
+            limits=self.limits,
+            observe=observe,
             allow_private=allow_private,
             allow_loopback=allow_loopback,
-            limits=self.limits,
         )
-        self._sockets: dict[int, _Socket] = {}  # socket id ->
-        self._by_pool: dict[int, _Socket] = {}  # pool connection id ->
-        self._timers: Timers[_Timed] = Timers()
-        self._pool_seen = -1
-        self._pool_at: float | None = None
-        # origin -> the Conns whose standalone stream may hold a socket there (in order)
-        self._listeners: dict[Origin, dict[_Conn, None]] = {}
 
     # ------------------------------------------------------------ observation
 
@@ -289,18 +205,10 @@ class ClientDriver:
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` next has work (None: nothing timed)."""
         first = self._timers.first()
-        pool_at = self._pool_deadline()
+        pool_at = self._sockets.pool_deadline()
         if pool_at is None or (first is not None and first <= pool_at):
             return first
         return pool_at
-
-    def _pool_deadline(self) -> float | None:
-        """The pool's next idle expiry, recomputed only when the pool changed."""
-        changed = self.pool.changed
-        if changed != self._pool_seen:
-            self._pool_seen = changed
-            self._pool_at = self.pool.next_deadline()
-        return self._pool_at
 
     # ------------------------------------------------------------ the caller's inputs
 
@@ -341,17 +249,17 @@ class ClientDriver:
         machine.share_compiled(self.compiled)
         view = ConnView(next(self._conn_ids), machine, auth)
         view.on_notification = config.on_notification
-        conn = self._conns[view.conn_id] = _Conn(view)
+        conn = self._conns[view.conn_id] = ConnRecord(view)
         if route is not None:
             conn.route = route
-            conn.origin = _routed(conn.origin, route)
+            conn.origin = egress.routed(conn.origin, route)
         return view
 
     # ``trace`` (trace context: traceparent, tracestate, baggage) goes into the operation's
     # requests' ``_meta``; ``progress`` asks for the call's progress notifications.
 
     def connect(self, conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
-        def start(conn: _Conn) -> None:
+        def start(conn: ConnRecord) -> None:
             conn.machine.propagate(trace)
             conn.front.connect(now=now)
 
@@ -368,7 +276,7 @@ class ClientDriver:
     ) -> None:
         """List the tools (from the Client-wide cache while fresh there, unless ``fresh``)."""
 
-        def start(conn: _Conn) -> None:
+        def start(conn: ConnRecord) -> None:
             conn.machine.propagate(trace)
             conn.front.list_tools(now=now, fresh=fresh, timeout=timeout)
 
@@ -385,7 +293,7 @@ class ClientDriver:
         trace: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> None:
-        def start(conn: _Conn) -> None:
+        def start(conn: ConnRecord) -> None:
             conn.machine.propagate(trace)
             conn.front.call_tool(name, arguments, now=now, progress=progress, timeout=timeout)
 
@@ -425,7 +333,7 @@ class ClientDriver:
         made after an ``Unauthorized(cause="authorization_required")``; ends, connected,
         with :class:`Finished`."""
 
-        def start(conn: _Conn) -> None:
+        def start(conn: ConnRecord) -> None:
             if conn.auth is None:
                 raise CallerError("complete_authorization needs a Config with oauth")
             conn.auth.complete_authorization(redirect, now=now)
@@ -454,98 +362,64 @@ class ClientDriver:
     def close(self, *, now: float) -> None:
         """Client close: every socket closes, every dial and wait fails, later dials fail."""
         self.closed = True
-        for ticket, (conn, start) in list(self._waits.items()):
-            del self._waits[ticket], self._pending[start.exchange_id]
-            self._close_pool_ids(self.pool.withdraw(ticket, now=now), now)
-            self._fail(conn, start.exchange_id, _client_closed(), now)
-        while self._dialer.dials:
-            dial = next(iter(self._dialer.dials.values()))
-            self._give_up(dial, now)
-            self._settle(dial, _client_closed(), now)
-        for pool_id in self.pool.close_all(now=now):
-            self._close_socket(self._by_pool[pool_id], now, _client_closed())
+        self._sockets.close(now)
 
     # ------------------------------------------------------------ the adapter's reports
 
     def resolved(self, dial_id: int, answers: object, *, now: float) -> None:
         """The resolver's raw answer (any value: vetted here)."""
-        self._walked(self._dialer.resolved(dial_id, answers), now)
+        self._sockets.resolved(dial_id, answers, now)
 
     def resolve_failed(
         self, dial_id: int, exc: BaseException, *, from_hook: bool, now: float
     ) -> None:
         """The resolver hook raised ``exc`` (``from_hook``), or the system resolver did."""
-        self._walked(self._dialer.resolve_failed(dial_id, exc, from_hook=from_hook), now)
+        self._sockets.resolve_failed(dial_id, exc, from_hook=from_hook, now=now)
 
     def connected(self, socket_id: int, *, alpn: str | None, now: float) -> None:
         """The socket is up (TLS done); ``alpn`` is what the server selected."""
-        dial = self._dialer.connected(socket_id)
-        if dial is None:
-            return
-        self._end_dial(dial)
-        pool_id = dial.grant.conn_id
-        wire = self.pool.dial_succeeded(pool_id, alpn=alpn, now=now)
-        sock = _Socket(socket_id, pool_id, wire)
-        self._sockets[socket_id] = sock
-        self._by_pool[pool_id] = sock
-        self._begin(dial.conn, dial.start, sock, now)
+        self._sockets.connected(socket_id, alpn=alpn, now=now)
 
     def connect_failed(
         self, socket_id: int, phase: DialPhase, exc: BaseException, *, now: float
     ) -> None:
         """The connect failed in ``phase``: creating the socket or TCP (``"tcp"``), or the
         TLS handshake after TCP was up (``"tls"``, whatever the exception's class)."""
-        self._walked(self._dialer.connect_failed(socket_id, phase, exc), now)
+        self._sockets.connect_failed(socket_id, phase, exc, now)
 
     def received(self, socket_id: int, data: bytes, *, now: float) -> None:
-        sock = self._sockets.get(socket_id)
-        if sock is not None:
-            sock.wire.receive_data(data, now=now)
-            self._dispatch(sock, now, ended=False)
+        self._sockets.received(socket_id, data, now)
 
     def eof(self, socket_id: int, *, now: float) -> None:
-        sock = self._sockets.get(socket_id)
-        if sock is not None:
-            sock.wire.receive_eof(now=now)
-            self._dispatch(sock, now, ended=True)
+        self._sockets.eof(socket_id, now)
 
     def tunnel_received(self, socket_id: int, data: bytes, *, now: float) -> bool | None:
         """An egress proxy's answer to the ``CONNECT`` of ``socket_id`` (``b""``: its EOF):
         None, read on; True, the tunnel is up (TLS, if any, next); False, close the socket
         and report nothing more (see :class:`Connect`)."""
-        verdict, dial = self._dialer.tunnel_received(socket_id, data)
-        self._walked(dial, now)
-        return verdict
+        return self._sockets.tunnel_received(socket_id, data, now)
 
     def reader_failed(self, socket_id: int, exc: Exception, *, now: float) -> None:
         """The socket's reader caught ``exc`` (from anything on its way): the socket's
         exchanges fail classified (framing) and it closes."""
-        sock = self._sockets.get(socket_id)
-        if sock is not None:
-            reader_fault(sock.wire, exc)
-            self._dispatch(sock, now, ended=True)
+        self._sockets.reader_failed(socket_id, exc, now)
 
     def handle_timer(self, *, now: float) -> None:
         """Act on every deadline at or before ``now``."""
         for timed in self._timers.due(now):
             if isinstance(timed, Dial):
-                failure = self._dialer.timeout_error(timed)
-                self._give_up(timed, now)
-                self._settle(timed, failure, now)
+                self._sockets.dial_timed_out(timed, now)
             else:
                 timed.front.handle_timer(now=now)
                 self._drive(timed, now)
-        pool_at = self._pool_deadline()
-        if pool_at is not None and pool_at <= now:
-            self._close_pool_ids(self.pool.expire(now=now), now)
-            self._grants(now)
+        self._sockets.expire(now)
 
     # ------------------------------------------------------------ operations
 
     def _operate(
         self,
         conn_id: int,
-        start: Callable[[_Conn], None],
+        start: Callable[[ConnRecord], None],
         now: float,
         *,
         closing: bool = False,
@@ -566,16 +440,16 @@ class ClientDriver:
             if conn.machine.wanted(item):
                 self._outbox.insert(mark, deliver)
 
-    def _drive(self, conn: _Conn, now: float) -> None:
+    def _drive(self, conn: ConnRecord, now: float) -> None:
         """Act on the machine's outputs, then re-arm its deadline."""
         self._act(conn, now)
         self._rearm(conn)
 
-    def _rearm(self, conn: _Conn) -> None:
+    def _rearm(self, conn: ConnRecord) -> None:
         if self._conns.get(conn.view.conn_id) is conn:
             self._arm(conn, conn.front.next_deadline())
 
-    def _act(self, conn: _Conn, now: float) -> None:
+    def _act(self, conn: ConnRecord, now: float) -> None:
         """Act on the machine's outputs the moment they appear."""
         auth = conn.auth
         outputs = conn.outputs
@@ -590,11 +464,11 @@ class ClientDriver:
                 return
             match output:
                 case StartExchange():
-                    self._start(conn, output, now)
+                    self._sockets.start(conn, output, now)
                 case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
                     self._finish(conn, output, now)
                 case CancelExchange(exchange_id=exchange_id):
-                    self._cancel(exchange_id, now)
+                    self._sockets.cancel(exchange_id, now)
                 case AuthorizationNeeded():  # the embedder's wait: no deadline
                     self._outbox.append(
                         Deliver(conn_id=conn.view.conn_id, item=output, deadline=math.inf)
@@ -615,7 +489,7 @@ class ClientDriver:
                 case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                     assert_never(output)
 
-    def _observed(self, conn: _Conn, item: Observation) -> None:
+    def _observed(self, conn: ConnRecord, item: Observation) -> None:
         """An observation for the embedder: now, or at the next operation (bounded by
         ``Limits.max_notifications``: only notifications come between operations)."""
         if isinstance(item, RequestEnded):
@@ -626,7 +500,7 @@ class ClientDriver:
         else:
             conn.held.append(deliver)
 
-    def _finish(self, conn: _Conn, output: Output, now: float) -> None:
+    def _finish(self, conn: ConnRecord, output: Output, now: float) -> None:
         conn.attended = False
         view = conn.view
         value: list[Tool] | CallResult | None = None
@@ -647,271 +521,22 @@ class ClientDriver:
             self.pool.remember_era(conn.machine.settings.endpoint.url, version)
         self._outbox.append(Finished(conn_id=view.conn_id, value=value))
 
-    def _drop(self, conn: _Conn, now: float) -> None:
+    def _drop(self, conn: ConnRecord, now: float) -> None:
         """The Conn is over: forget it, cancelling whatever it still has in flight."""
         conn.view.closed = True
         del self._conns[conn.view.conn_id]
         conn.heap_at = conn.heap_seq = None
-        listeners = self._listeners.get(conn.origin)
-        if listeners is not None:
-            listeners.pop(conn, None)
-            if not listeners:
-                del self._listeners[conn.origin]
-        for exchange_id in list(conn.exchanges):
-            self._cancel(exchange_id, now)
-
-    # ------------------------------------------------------------ exchanges and sockets
-
-    def _start(self, conn: _Conn, start: StartExchange, now: float) -> None:
-        conn.exchanges.add(start.exchange_id)
-        if self.closed:
-            self._fail(conn, start.exchange_id, _client_closed(), now)
-            return
-        origin = _origin_of(conn, start)
-        if start.needs_room and not self._room(origin):
-            failure = ConnectionFailed("no socket to spare for the stream", cause="refused")
-            self._fail(conn, start.exchange_id, failure, now)
-            return
-        self._serve(conn, start, self.pool.checkout(origin, now=now), now)
-
-    def _room(self, origin: Origin) -> bool:
-        """A stream re-opened to ``origin`` would still leave a socket for an operation:
-        fewer than the per-origin cap busy after it, and an idle socket for it to take
-        or room under the Client's cap."""
-        pool = self.pool
-        idle = pool.idle_count(origin)
-        busy = pool.origin_socket_count(origin) - idle
-        return busy + 1 < pool.max_sockets_per_origin and (
-            idle > 0 or pool.socket_count < self.limits.pool_max_sockets
-        )
-
-    def _preempt(self, conn: _Conn, origin: Origin, now: float) -> None:
-        """``conn`` waits for a socket to ``origin`` (its MCP server's, or an OAuth
-        server's): a standalone stream to that origin (its own first) gives its socket
-        up (see the module docstring)."""
-        listeners = self._listeners.get(origin)
-        while listeners:
-            owner = conn if conn in listeners else next(iter(listeners))
-            del listeners[owner]
-            exchange_id, owner.listen_xid = owner.listen_xid, None
-            if exchange_id is not None and exchange_id in self._routes:
-                owner.machine.yield_listen(exchange_id, now=now)
-                self._drive(owner, now)
-                return
-
-    def _serve(
-        self, conn: _Conn, start: StartExchange, checkout: Grant | MustWait, now: float
-    ) -> None:
-        match checkout:
-            case UseConnection(conn_id=pool_id):
-                self._begin(conn, start, self._by_pool[pool_id], now)
-            case DialNeeded():
-                self._dial(conn, start, checkout, now)
-            case MustWait(ticket=ticket):
-                self._waits[ticket] = (conn, start)
-                self._pending[start.exchange_id] = ticket
-                self._preempt(conn, _origin_of(conn, start), now)
-            case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
-                assert_never(checkout)
-
-    def _begin(self, conn: _Conn, start: StartExchange, sock: _Socket, now: float) -> None:
-        sock.wire.start(start.exchange_id, start.request, now=now)
-        if self.observe:
-            from .wire.h2 import H2Connection  # not at the top: only telemetry loads h2 for h1
-
-            conn.http = "2" if isinstance(sock.wire, H2Connection) else "1.1"
-        if start.preemptible:
-            conn.listen_xid = start.exchange_id
-            self._listeners.setdefault(conn.origin, {})[conn] = None
-        self.pool.started(sock.pool_id, now=now)
-        self._routes[start.exchange_id] = (conn, sock)
-        sock.exchanges.add(start.exchange_id)
-        self._flush(sock)
-        self._grants(now)
-
-    def _cancel(self, exchange_id: int, now: float) -> None:
-        route = self._routes.pop(exchange_id, None)
-        if route is not None:
-            conn, sock = route
-            conn.exchanges.discard(exchange_id)
-            sock.exchanges.discard(exchange_id)
-            sock.wire.cancel(exchange_id, now=now)
-            self._flush(sock)
-            self._close_pool_ids(self.pool.release(sock.pool_id, now=now), now)
-            self._grants(now)
-            return
-        pending = self._pending.get(exchange_id)
-        match pending:
-            case None:
-                return
-            case Dial():
-                pending.conn.exchanges.discard(exchange_id)
-                self._give_up(pending, now)
-                self.pool.dial_failed(pending.grant.conn_id, now=now)
-            case int():
-                pending_conn = self._waits.pop(pending)[0]
-                del self._pending[exchange_id]
-                pending_conn.exchanges.discard(exchange_id)
-                self._close_pool_ids(self.pool.withdraw(pending, now=now), now)
-            case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
-                assert_never(pending)
-        self._grants(now)
-
-    def _fail(self, conn: _Conn, exchange_id: int, error: ConnectionFailed, now: float) -> None:
-        conn.exchanges.discard(exchange_id)
-        conn.front.receive(ExchangeFailed(exchange_id=exchange_id, error=error), now=now)
-        self._drive(conn, now)
-
-    def _grants(self, now: float) -> None:
-        """Hand what the pool granted to the exchanges waiting for it."""
-        pool = self.pool
-        while pool.has_grants and not self.closed:
-            for ticket, _ in pool.take_grants():
-                entry = self._waits.pop(ticket, None)
-                if entry is None:  # pragma: no cover - re-granted and served by a nested pass
-                    continue
-                grant = pool.claim(ticket, now=now)
-                if grant is None:  # pragma: no cover - claimed at once: nothing broke it since
-                    # (the socket broke before the claim: the ticket is queued again)
-                    self._waits[ticket] = entry
-                    continue
-                conn, start = entry
-                del self._pending[start.exchange_id]
-                self._serve(conn, start, grant, now)
-
-    def _dispatch(self, sock: _Socket, now: float, *, ended: bool) -> None:
-        """Every event the wire has goes to its owner; then flush, or close the socket."""
-        wire = sock.wire
-        routes = self._routes
-        unarmed: _Conn | None = None
-        doomed: list[int] = []  # closed once every queued event is handed out: a broken
-        # wire's other exchanges get their own errors, not "closed mid-response"
-        while (event := wire.next_event()) is not None:
-            route = routes.get(event.exchange_id)
-            if route is None:  # pragma: no cover - the wires drop a cancelled exchange's events
-                continue
-            conn = route[0]
-            if unarmed is not None and unarmed is not conn:
-                self._rearm(unarmed)
-            machine = conn.front
-            if isinstance(event, _TERMINAL):
-                del routes[event.exchange_id]
-                conn.exchanges.discard(event.exchange_id)
-                sock.exchanges.discard(event.exchange_id)
-                machine.receive(event, now=now)
-                doomed += self.pool.release(sock.pool_id, now=now)
-                self._grants(now)
-            else:
-                machine.receive(event, now=now)
-            if conn.auth is not None or conn.outputs:  # most body events produce nothing
-                self._act(conn, now)
-            unarmed = conn  # re-armed once, when the events move on to another Conn
-        if unarmed is not None:
-            self._rearm(unarmed)
-        if doomed:
-            self._close_pool_ids(doomed, now)
-        if self._sockets.get(sock.socket_id) is sock:
-            if ended or wire.is_broken:
-                self._close_socket(sock, now)
-            else:
-                self._flush(sock)
-
-    def _flush(self, sock: _Socket) -> None:
-        data = sock.wire.data_to_send()
-        if data:
-            self._outbox.append(Write(socket_id=sock.socket_id, data=data))
-
-    def _close_pool_ids(self, pool_ids: list[int], now: float) -> None:
-        for pool_id in pool_ids:
-            self._close_socket(self._by_pool[pool_id], now)
-
-    def _close_socket(
-        self, sock: _Socket, now: float, failure: ConnectionFailed | None = None
-    ) -> None:
-        """Close the socket: its live exchanges fail (``failure``, else reset), their
-        leases end."""
-        del self._sockets[sock.socket_id], self._by_pool[sock.pool_id]
-        self._outbox.append(CloseSocket(socket_id=sock.socket_id))
-        self.pool.discard(sock.pool_id, now=now)
-        exchanges = list(sock.exchanges)
-        sock.exchanges.clear()
-        for exchange_id in exchanges:
-            conn = self._routes.pop(exchange_id)[0]
-            self.pool.release(sock.pool_id, now=now)
-            self._fail(conn, exchange_id, failure or dialing.reset_error(), now)
-        self._grants(now)
-
-    # ------------------------------------------------------------ dials
-
-    def _dial(self, conn: _Conn, start: StartExchange, grant: DialNeeded, now: float) -> None:
-        for pool_id in grant.close_first:
-            self._close_pool_ids([pool_id], now)
-        dial = self._dialer.open(conn, start, grant)
-        self._pending[start.exchange_id] = dial
-        self._arm(dial, dial.deadline)
-        self._walked(self._dialer.walk(dial), now)
-
-    def _walked(self, dial: Dial[_Conn] | None, now: float) -> None:
-        """The dialer's step ended ``dial`` failed (None: nothing ended)."""
-        if dial is not None:
-            assert dial.failure is not None  # the dialer hands back a failed dial only
-            self._dial_failed(dial, dial.failure, now)
-
-    def _end_dial(self, dial: Dial[_Conn]) -> None:
-        del self._dialer.dials[dial.grant.conn_id], self._pending[dial.start.exchange_id]
-        dial.heap_at = dial.heap_seq = None
-        # (a stale heap entry may keep the dial: not the failure the caller gets raised,
-        # whose traceback's frames would make a reference cycle through this driver)
-        dial.failure = None
-
-    def _give_up(self, dial: Dial[_Conn], now: float) -> None:
-        """Abandon the dial's resolve or connect in progress, and the dial."""
-        self._dialer.give_up(dial)
-        self._end_dial(dial)
-
-    def _dial_failed(self, dial: Dial[_Conn], failure: ConnectionFailed, now: float) -> None:
-        self._end_dial(dial)
-        self._settle(dial, failure, now)
-
-    def _settle(self, dial: Dial[_Conn], failure: ConnectionFailed, now: float) -> None:
-        """The ended dial failed with ``failure``: tell the pool, then the exchange.
-
-        When the dial ran out of time because the exchange's own, tighter deadline
-        passed (``connect_timeout``, ``call_timeout``...), the exchange is not told:
-        the machine's timer reports that bound by its name.
-        """
-        self.pool.dial_failed(dial.grant.conn_id, now=now)
-        self._grants(now)
-        exchange_id = dial.start.exchange_id
-        if failure.bound == "dial_timeout" and dial.grant.deadline > dial.start.deadline:
-            dial.conn.exchanges.discard(exchange_id)
-            return
-        self._fail(dial.conn, exchange_id, failure, now)
+        self._sockets.drop(conn, now)
 
     # ------------------------------------------------------------ deadlines
 
     def _arm(self, timed: _Timed, deadline: float | None) -> None:
         """``timed``'s one live heap entry is for ``deadline`` (none for None)."""
-        self._timers.arm(timed, deadline, live=len(self._conns) + len(self._dialer.dials))
+        self._timers.arm(timed, deadline, live=len(self._conns) + len(self._sockets.dialer.dials))
 
     @property
     def _heap(self) -> list[tuple[float, int, _Timed]]:
         return self._timers.heap  # (what the tests measure)
-
-
-def _origin_of(conn: _Conn, start: StartExchange) -> Origin:
-    """Where ``start`` goes: its Conn's server, or another (OAuth) origin, by the Conn's
-    route."""
-    if start.origin is None:
-        return conn.origin
-    return start.origin if conn.route is None else _routed(start.origin, conn.route)
-
-
-def _routed(origin: Origin, route: egress.Route) -> Origin:
-    """``origin`` as reached by ``route`` (the pool keys sockets by both)."""
-    return egress.RoutedOrigin(
-        scheme=origin.scheme, host=origin.host, port=origin.port, route=route
-    )
 
 
 def _immutable(config: Config) -> bool:

@@ -3,11 +3,15 @@
 Theory of operation
 -------------------
 The protocol lives in :class:`~sansmcp.core.driver.ClientDriver`.  An adapter
-subclasses :class:`ClientBase` and :class:`ConnBase` and adds only its runtime:
-``_now()`` (its clock), ``_pump()`` (the one loop executing the driver's
-commands), ``_within(deadline, awaitable)`` (a bounded await) and, on the Conn,
-``_post(command)`` / ``_next()`` (the caller's mailbox).  The coroutines here
-await nothing but those, so they run on asyncio and trio alike.
+subclasses :class:`ClientBase` and :class:`ConnBase` and adds only its runtime, what
+:class:`Runtime` and :class:`AsyncRuntime` name on the Client -- ``_setup()`` (its
+state), ``_now()`` (its clock), ``_pump()`` (the one loop executing the driver's
+commands), ``aclose()``, ``_within(deadline, awaitable)`` (a bounded await) -- and
+:class:`Mailbox` on the Conn: ``_post(command)`` / ``_next()`` (the caller's
+mailbox).  The faces subclass those protocols, so an adapter that leaves one member
+out is a class mypy refuses to instantiate ("abstract attribute").  The coroutines
+here await nothing but those, so they run on asyncio and trio alike; the blocking
+adapter subclasses :class:`ClientFace` / :class:`ConnFace` (:class:`Runtime` only).
 
 An operation is written once, runtime-free, as a generator
 (:meth:`ConnFace._operation`): start it on the driver, then take the caller's
@@ -54,11 +58,14 @@ from ..core.tools import SkippedTool, Tool
 from ..core.view import ConnView
 
 __all__ = [
+    "AsyncRuntime",
     "ClientBase",
     "ClientFace",
     "ConnBase",
     "ConnFace",
+    "Mailbox",
     "ProgressCallback",
+    "Runtime",
     "Steps",
     "TelemetryHook",
     "numeric_socket",
@@ -158,13 +165,53 @@ def checked_carrier(value: object) -> Mapping[str, str] | None:
     return dict(items) or None
 
 
-class ClientFace(Generic[ConnT]):
+class Runtime(Protocol):
+    """What every adapter's ``Client`` provides the runtime-free face (:class:`ClientFace`,
+    :func:`report_resolve`): a member left out, mypy refuses to instantiate the Client."""
+
+    def _setup(self) -> None:
+        """The runtime's own state (called at the end of ``ClientFace.__init__``)."""
+
+    def _now(self) -> float:
+        """The runtime's clock (seconds, monotonic): every ``now=`` given to the driver."""
+
+    def _pump(self) -> None:
+        """Execute the driver's commands (``next_command()`` until None: one arm per
+        command type, ``assert_never`` after the last) and keep the runtime's timer at or
+        before ``next_deadline()``; called after every call into the driver."""
+
+
+class AsyncRuntime(Runtime, Protocol):
+    """What an async adapter's ``Client`` provides besides :class:`Runtime`
+    (:class:`ClientBase`)."""
+
+    async def aclose(self) -> None:
+        """Close every socket; in-flight work fails ``ConnectionFailed``."""
+
+    async def _within(self, deadline: float, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
+        """``(True, what awaitable gave)``, or ``(False, None)`` once ``deadline`` (on the
+        runtime's clock; ``inf``: none) passed first."""
+
+
+class Mailbox(Protocol):
+    """What an async adapter's ``Conn`` provides (:class:`ConnBase`): the caller's mailbox."""
+
+    def _post(self, command: Deliver | Finished) -> None:
+        """Mail for the Conn (in the pumping task): wake its caller if it waits."""
+
+    async def _next(self) -> Deliver | Finished:
+        """The Conn's next mail (what is there already: without a checkpoint)."""
+
+
+class ClientFace(Runtime, Generic[ConnT]):
     """Owns the connection pool and its sockets; hands out ``Conn``\\ s.
 
     ``limits`` bounds everything (:class:`~sansmcp.core.limits.Limits`);
     ``allow_loopback`` / ``allow_private`` widen the address guard.
-    ``ssl_context`` (default: the system's trust store, TLS >= 1.2) verifies every
-    server; its ALPN protocols are set to ``h2`` and ``http/1.1`` on each dial.
+    ``ssl_context`` verifies every server; by default sansmcp's own (the system's trust
+    store, TLS >= 1.2, ALPN ``h2`` and ``http/1.1``).  A caller's context is used as
+    given and never changed: HTTP/2 over TLS needs ``h2`` in the ALPN protocols set on it
+    (``set_alpn_protocols(["h2", "http/1.1"])``); without ALPN the server speaks HTTP/1.1.
     ``http2_prior_knowledge`` speaks h2c to ``http://`` origins (tests).
     ``resolver(host, port)`` replaces DNS (tests); every address it returns is still
     vetted by the guard.  ``input_handler`` answers what servers ask for
@@ -179,7 +226,7 @@ class ClientFace(Generic[ConnT]):
     and vets, and tunnels to the vetted address) or ``"proxy"`` (the proxy resolves).
     """
 
-    _conn_type: Callable[[Any, ConnView], ConnT]  # the runtime's Conn
+    _conn_type: type[ConnT]  # the runtime's Conn
 
     def __init__(
         self,
@@ -213,7 +260,8 @@ class ClientFace(Generic[ConnT]):
             random_bytes=os.urandom,  # what secrets.token_bytes calls, without importing secrets
             wall_clock=time.time,
         )
-        self._ssl = ssl_context
+        self._ssl = ssl_context  # the caller's: used as given, never changed
+        self._own_tls: dict[tuple[str, ...], ssl.SSLContext] = {}  # ours, by ALPN offer
         self._resolver = resolver
         self.input_handler = input_handler
         self._conns: dict[int, ConnT] = {}  # their mailboxes, by conn id (of _conn_type)
@@ -230,12 +278,20 @@ class ClientFace(Generic[ConnT]):
         return self._driver.pool
 
     def tls_context(self, alpn: tuple[str, ...]) -> ssl.SSLContext:
-        """The SSL context, built once (loading the system CA store costs ~35 ms)."""
-        if self._ssl is None:
-            self._ssl = ssl.create_default_context()
-            self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
-        self._ssl.set_alpn_protocols(list(alpn))
-        return self._ssl
+        """The SSL context of a dial whose ALPN offer is ``alpn``: the caller's
+        ``ssl_context`` as given -- never changed, so what it offers is what its owner
+        set on it (a context may be shared, and ALPN, once set, cannot be read back nor
+        restored) -- else sansmcp's own, built once per offer (loading the system CA
+        store costs ~35 ms) with its ALPN set then, once."""
+        if self._ssl is not None:
+            return self._ssl
+        context = self._own_tls.get(alpn)
+        if context is None:
+            context = ssl.create_default_context()
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.set_alpn_protocols(list(alpn))
+            self._own_tls[alpn] = context
+        return context
 
     def _shut(self) -> None:
         """The driver closed (every Conn's work fails ``ConnectionFailed``), what it emits
@@ -249,20 +305,8 @@ class ClientFace(Generic[ConnT]):
         self._conns[conn.view.conn_id] = conn
         return conn
 
-    # what each runtime provides
 
-    def _setup(self) -> None:  # pragma: no cover - overridden
-        """The runtime's own state (called at the end of ``__init__``)."""
-
-    def _pump(self) -> None:  # pragma: no cover - overridden
-        """Execute the driver's commands (and move its timer)."""
-        raise NotImplementedError
-
-    def _now(self) -> float:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-
-class ClientBase(ClientFace[AsyncConnT]):
+class ClientBase(ClientFace[AsyncConnT], AsyncRuntime):
     __doc__ = ClientFace.__doc__
 
     async def __aenter__(self) -> Self:
@@ -270,9 +314,6 @@ class ClientBase(ClientFace[AsyncConnT]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    async def aclose(self) -> None:  # pragma: no cover - every adapter overrides it
-        raise NotImplementedError
 
     @contextlib.asynccontextmanager
     async def connect(self, config: Config) -> AsyncIterator[AsyncConnT]:
@@ -293,11 +334,6 @@ class ClientBase(ClientFace[AsyncConnT]):
             await conn._run(conn._completing(redirect))
         finally:
             await conn.aclose()
-
-    async def _within(  # pragma: no cover - overridden
-        self, deadline: float, awaitable: Awaitable[T]
-    ) -> tuple[bool, T | None]:
-        raise NotImplementedError
 
 
 class ConnFace:
@@ -484,7 +520,7 @@ class ConnFace:
                 assert_never(item)
 
 
-class ConnBase(ConnFace):
+class ConnBase(ConnFace, Mailbox):
     __doc__ = ConnFace.__doc__
     client: ClientBase[Any]
 
@@ -540,14 +576,6 @@ class ConnBase(ConnFace):
             )
         done, value = await self.client._within(step.deadline, pending)  # (inf: unbounded)
         return value if done else LATE
-
-    # what each runtime provides
-
-    def _post(self, command: Deliver | Finished) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    async def _next(self) -> Deliver | Finished:  # pragma: no cover - overridden
-        raise NotImplementedError
 
 
 def numeric_socket(address: str, port: int) -> tuple[socket.socket, tuple[Any, ...]]:

@@ -5,9 +5,18 @@ Theory of operation
 Every decision is the driver's (:mod:`sansmcp.core.driver`); this module does
 I/O.  :meth:`Client._pump`, the one loop, executes the driver's commands and keeps
 the deadline of the one timer task's cancel scope at or before ``next_deadline()``.
-Each resolve and each socket is a system task in a cancel scope ``CloseSocket``
-cancels; a socket's task connects, then reads (bytes and EOF in).  The caller's task
-runs its operation and takes what it must see from its mailbox (``_common.ConnBase``).
+Each resolve and each socket is a task in a cancel scope ``CloseSocket`` cancels; a
+socket's task connects, then reads (bytes and EOF in).  The caller's task runs its
+operation and takes what it must see from its mailbox (``_common.ConnBase``).
+
+**Who owns the tasks.**  ``async with Client()`` opens the Client's nursery: every
+task (resolves, sockets, the timer) runs in it, and the block ends only once each has
+ended -- none outlives the Client.  The block's own exception leaves it unchanged (never
+wrapped in an ``ExceptionGroup``): no task raises, since what would escape one is
+reported instead (a socket's: the driver's ``reader_failed``, its exchanges failing
+classified) or dropped (the timer's, a resolve's: the driver's deadlines bound what
+waited for them).  A Client never entered (``connect()``'s default one, or one closed
+with ``aclose()`` alone) has no nursery: its tasks are trio system tasks.
 
 What a sequential work item costs the scheduler is what a hand-written client costs
 it: per response one wake-up of the socket's reader and one of the caller's task.
@@ -33,7 +42,7 @@ import math
 import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, assert_never
+from typing import Any, Self, assert_never
 
 import trio
 
@@ -80,7 +89,7 @@ class Conn(ConnBase):
 
 class Client(ClientBase["Conn"]):
     __doc__ = ClientBase.__doc__
-    _conn_type = Conn
+    _conn_type: type[Conn] = Conn
     _now = staticmethod(trio.current_time)
 
     def _setup(self) -> None:
@@ -89,6 +98,32 @@ class Client(ClientBase["Conn"]):
         self._timer = trio.CancelScope()
         self._ticking = False
         self._view = memoryview(bytearray(READ_SIZE))  # every plain socket's reads
+        self._owner: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._nursery: trio.Nursery | None = None  # where the tasks run (None: system tasks)
+        self._entered = 0  # ``async with`` blocks open (the outermost owns the nursery)
+
+    async def __aenter__(self) -> Self:
+        if not self._entered:
+            owner = trio.open_nursery()
+            self._nursery = await owner.__aenter__()
+            self._owner = owner
+        self._entered += 1
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Close, then wait until every task of the Client's nursery has ended; what the
+        block raised propagates unchanged."""
+        self._entered -= 1
+        try:
+            await self.aclose()
+        finally:
+            owner, nursery = self._owner, self._nursery
+            if owner is not None and nursery is not None and not self._entered:
+                nursery.cancel_scope.cancel()
+                try:  # (not given the block's exception: a nursery would wrap it in a group)
+                    await owner.__aexit__(None, None, None)
+                finally:
+                    self._owner = self._nursery = None
 
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``."""
@@ -120,7 +155,7 @@ class Client(ClientBase["Conn"]):
             self._timer.deadline = deadline
         if not self._ticking:
             self._ticking = True
-            trio.lowlevel.spawn_system_task(self._tick)
+            self._start(self._tick, "sansmcp-timer")
 
     async def _tick(self) -> None:
         """The one timer: sleeps until the driver's next deadline (or earlier, moved by
@@ -140,18 +175,35 @@ class Client(ClientBase["Conn"]):
             return True, await awaitable
         return False, None
 
+    def _start(self, task: Callable[[], Awaitable[None]], name: str) -> None:
+        """Run ``task`` in the Client's nursery, or as a system task when it has none."""
+        if self._nursery is not None:
+            self._nursery.start_soon(task, name=name)
+        else:
+            trio.lowlevel.spawn_system_task(task, name=name)
+
     def _spawn(self, io_id: int, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         scope = self._scopes[io_id] = trio.CancelScope()
 
         async def scoped() -> None:
-            with scope:
+            with scope, contextlib.suppress(Exception):  # a task must not die of one
                 await fn(*args)
             if self._scopes.get(io_id) is scope:
                 del self._scopes[io_id]
 
-        trio.lowlevel.spawn_system_task(scoped)
+        self._start(scoped, f"sansmcp-{fn.__name__.strip('_')}-{io_id}")
 
     async def _socket(self, command: Connect) -> None:
+        """A socket's task: :meth:`_connect` it; what escapes (a fault anywhere on its way)
+        is the driver's ``reader_failed``: the socket's exchanges fail classified."""
+        try:
+            await self._connect(command)
+        except Exception as exc:  # the task must not die of one
+            with contextlib.suppress(Exception):
+                self._driver.reader_failed(command.socket_id, exc, now=self._now())
+                self._pump()
+
+    async def _connect(self, command: Connect) -> None:
         """Connect (one address; the phase of a failure reported), then read and write."""
         socket_id = command.socket_id
         phase: Phase = "tcp"

@@ -10,7 +10,9 @@ tests move it, to the driver's ``next_deadline()``.
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -954,6 +956,26 @@ def test_the_heap_stays_bounded_while_deadlines_move() -> None:
     assert len(net.driver._heap) <= 64 + 2 * 2
 
 
+def test_a_dropped_driver_is_freed_without_the_collector() -> None:
+    """The driver holds its :class:`~sansmcp.core.sockets.Sockets`, which call it back
+    through a weak reference: no reference cycle, so a dropped ``Client``'s driver (and
+    what it holds) goes by reference counting alone, with sockets still open."""
+    net = make()
+    view = net.open()
+    net.ok("connect", view)
+    assert net.ok("list_tools", view)
+    driver = weakref.ref(net.driver)
+    sockets = weakref.ref(net.driver._sockets)
+    assert net.driver._sockets.by_id  # an idle socket kept open
+    gc.collect()
+    gc.disable()
+    try:
+        del net, view
+        assert driver() is None and sockets() is None
+    finally:
+        gc.enable()
+
+
 def test_a_fault_in_the_dispatch_reaches_the_reader() -> None:
     """Whatever raises on the way from a socket's bytes: the adapter's reader catches it and
     reports ``reader_failed`` (as :class:`sansmcp.core.wire.h1.H1Connection` would be)."""
@@ -961,7 +983,7 @@ def test_a_fault_in_the_dispatch_reaches_the_reader() -> None:
     view = net.open()
     net.ok("connect", view)
     (connect,) = net.sockets(Connect)
-    sock = net.driver._sockets[connect.socket_id]
+    sock = net.driver._sockets.by_id[connect.socket_id]
 
     def broken(data: bytes, *, now: float) -> None:
         raise RuntimeError("injected")

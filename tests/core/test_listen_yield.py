@@ -124,6 +124,8 @@ def test_a_closed_session_is_forgotten_by_the_others_origin() -> None:
     net.ok("connect", first)
     net.ok("connect", second)
     net.ok("close_conn", first)
-    assert list(net.driver._listeners.values()) == [{net.driver._conns[second.conn_id]: None}]
+    assert list(net.driver._sockets.listeners.values()) == [
+        {net.driver._conns[second.conn_id]: None}
+    ]
     net.ok("close_conn", second)
-    assert net.driver._listeners == {}
+    assert net.driver._sockets.listeners == {}

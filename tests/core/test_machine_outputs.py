@@ -14,7 +14,8 @@ import pytest
 
 from sansmcp import Config
 from sansmcp.core import driver as driver_module
-from sansmcp.core.driver import ConnView, _Conn
+from sansmcp.core.conn import ConnRecord
+from sansmcp.core.driver import ConnView
 from sansmcp.core.mcp import ConnSettings, McpMachine, Output, ToolCalled
 from sansmcp.core.oauth.store import OAuth
 from sansmcp.core.results import CallResult
@@ -53,14 +54,14 @@ def test_a_machine_is_drained_directly() -> None:
     machine = McpMachine(settings())
     deque = machine.outputs
     assert deque is machine._outputs  # the deque next_output pops
-    conn = _Conn(ConnView(1, machine))
+    conn = ConnRecord(ConnView(1, machine))
     assert conn.outputs is deque and conn.auth is None and conn.front is machine
 
 
 def test_an_oauth_conns_outputs_come_through_its_authorizer() -> None:
     auth = Runner(World()).machine
     assert not isinstance(auth, McpMachine)  # composed: no McpMachine subclass
-    conn = _Conn(ConnView(1, auth.machine, auth))
+    conn = ConnRecord(ConnView(1, auth.machine, auth))
     assert conn.auth is auth and conn.front is auth and conn.machine is auth.machine
 
 

@@ -604,6 +604,30 @@ def test_per_origin_cap_defaults_to_64_and_always_leaves_a_socket_to_another_ori
     assert make(pool_max_sockets_per_origin=2)[0].max_sockets_per_origin == 2
 
 
+def test_room_for_a_stream_leaves_a_socket_for_an_operation() -> None:
+    """A standalone stream may take a socket only when one more stays for an operation:
+    below the per-origin cap after it, and an idle socket or room under the Client's cap."""
+    pool, _ = make(pool_max_sockets=4, pool_max_sockets_per_origin=3)
+    assert pool.has_room_for_stream(HTTP)  # nothing busy, room to dial
+    busy = dial(pool, HTTP)
+    assert pool.has_room_for_stream(HTTP)  # one busy: a second still leaves a third
+    second = dial(pool, HTTP)
+    assert not pool.has_room_for_stream(HTTP)  # two busy: a third would reach the cap
+    assert finish(pool, second) == []
+    assert pool.has_room_for_stream(HTTP)  # the idle one takes it
+    dial(pool, THIRD)
+    dial(pool, THIRD)
+    assert pool.socket_count == 4 and pool.idle_count(HTTP) == 1
+    assert pool.has_room_for_stream(HTTP)  # the Client is full, but one socket is idle
+    assert finish(pool, busy) == []
+    pool.discard(second, now=0.0)
+    assert pool.socket_count == 3 and pool.idle_count(HTTP) == 1
+    assert use(pool, HTTP) == busy
+    dial(pool, THIRD)
+    assert pool.socket_count == 4 and pool.idle_count(HTTP) == 0
+    assert not pool.has_room_for_stream(HTTP)  # one busy, none idle, the Client full
+
+
 def test_an_origin_at_its_cap_waits_while_another_origin_dials() -> None:
     pool, _ = make(pool_max_sockets=4, pool_max_sockets_per_origin=2)
     stalled = [dial(pool, HTTP), dial(pool, HTTP)]  # their server never answers

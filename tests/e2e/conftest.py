@@ -276,8 +276,11 @@ class Tls:
     key: Path
 
     def client_context(self) -> ssl.SSLContext:
+        """A caller's context trusting the test CA, offering h2 and http/1.1 by ALPN (the
+        Client uses a caller's context as given: it sets no ALPN on it)."""
         context = ssl.create_default_context()
         self.ca.configure_trust(context)
+        context.set_alpn_protocols(["h2", "http/1.1"])
         return context
 
 

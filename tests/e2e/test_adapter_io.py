@@ -11,6 +11,9 @@
   by every pump (no other thread selects, so no one else minds it) -- and a deadline
   another thread arms while one selects, already due when that select returns, fires in
   that same step (no later step may come).
+* Every runtime's timer takes the farthest deadline the driver arms (``Limits`` at
+  1e308 s: deadlines of ~1e308, or inf once overflowed): trio's cancel scope and asyncio's
+  ``call_at`` as they are, the blocking adapter's ``poll`` cut to ``MAX_WAIT`` per wait.
 """
 
 from __future__ import annotations
@@ -290,3 +293,34 @@ def test_mail_for_an_asyncio_caller_cancelled_while_parked_is_kept() -> None:
         return [await conn._next()]  # kept: taken without parking
 
     assert asyncio.run(main()) == ["mail"]
+
+
+FAR = 1e308  # seconds: now + FAR is as far as a float goes (or overflows to inf)
+
+
+def test_the_farthest_deadlines_arm_every_runtime_s_timer(backend: Backend) -> None:
+    limits = Limits(
+        dial_timeout=FAR,
+        connect_timeout=FAR,
+        list_timeout=FAR,
+        call_timeout=FAR,
+        close_timeout=FAR,
+        pool_idle_timeout=FAR,
+    )
+
+    async def main(url: str) -> list[str | None]:
+        texts = []
+        async with (
+            backend.Client(allow_loopback=True, limits=limits) as client,
+            client.connect(Config(url=url)) as conn,
+        ):
+            deadline = client._driver.next_deadline()
+            assert deadline is not None and deadline > 1e307  # (armed: the idle socket's)
+            for timeout in (None, FAR):
+                result = await conn.call_tool("echo", b'{"text": "hi"}', timeout=timeout)
+                texts.append(result.content[0].text)
+        return texts
+
+    with ServerThread(H1Server()) as server:
+        url = f"http://127.0.0.1:{server.port}/mcp"
+        assert backend.run(lambda: main(url)) == ['{"text": "hi"}'] * 2

@@ -1,4 +1,4 @@
-"""The blocking adapter's runtime on its own (``sansmcp.io_adapters._selectloop``): real
+"""The blocking adapter's runtime on its own (``sansmcp.io_adapters.blocking._selectloop``): real
 loopback sockets and trustme TLS, a recording sink, no driver.
 
 Connect refused, a TLS handshake the client refuses, ALPN, partial writes to a peer
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import signal
 import socket
 import ssl
@@ -25,7 +26,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from sansmcp.io_adapters._common import READ_SIZE
-from sansmcp.io_adapters._selectloop import Bell, SelectLoop, Workers, hold, unlocked
+from sansmcp.io_adapters.blocking._selectloop import (
+    MAX_WAIT,
+    Bell,
+    SelectLoop,
+    Workers,
+    hold,
+    unlocked,
+)
 from tests.tiers import examples
 
 WAIT = 30.0  # s: a safety net on anything here (a loaded machine), never a speed assertion
@@ -410,6 +418,20 @@ def test_wake_cuts_a_wait_in_another_thread_short(loop: tuple[SelectLoop, Record
     selectloop.wake()
     assert returned.wait(WAIT)
     thread.join(WAIT)
+
+
+@pytest.mark.parametrize("timeout", [1e308, math.inf, MAX_WAIT + 1.0])
+def test_a_wait_longer_than_poll_takes_is_cut_to_max_wait(
+    loop: tuple[SelectLoop, Recorder], timeout: float
+) -> None:
+    """``poll`` refuses more than 2**31 - 1 ms (OverflowError): a longer timeout waits
+    ``MAX_WAIT`` and says so (``cut``); woken first, the wait returns at once."""
+    selectloop, _ = loop
+    selectloop.wake()
+    assert selectloop.wait(timeout) != []  # the wake-up, not an OverflowError
+    assert selectloop.cut
+    selectloop.handle(selectloop.wait(0))
+    assert not selectloop.cut
 
 
 def test_workers_are_bounded_and_end_on_close() -> None:

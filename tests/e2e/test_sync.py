@@ -23,6 +23,7 @@ import pytest
 from sansmcp import Config, ConnectionFailed, Limits
 from sansmcp.core.url import parse_endpoint
 from sansmcp.io_adapters import sync
+from sansmcp.io_adapters.blocking import sync as blocking
 
 from ..timing import Span, Stopwatch, assert_span_within, assert_within
 from .conftest import MODES, REPO, Launcher, Relay, Server
@@ -197,7 +198,7 @@ def interrupt_main_when() -> Iterator[Callable[[Callable[[], bool]], list[Stopwa
 
 def in_select(client: sync.Client, proxy: Relay, marker: bytes) -> Callable[[], bool]:
     """The request carrying ``marker`` is on the wire and the main thread reads (selects)."""
-    return lambda: marker in proxy.from_client and client._selecting
+    return lambda: marker in proxy.from_client and client._turns._selecting
 
 
 @pytest.mark.parametrize("transport", ["h1", "h2c"])
@@ -281,7 +282,8 @@ def test_a_second_interrupt_while_the_lock_is_re_taken_escapes_as_itself(
     url = proxy.url()
     client = sync.Client(allow_loopback=True)
     lock = SecondInterrupt()
-    client._lock, client._watching = lock, threading.Condition(lock)  # type: ignore[assignment]
+    client._lock = client._turns._lock = lock  # type: ignore[assignment]
+    client._turns._watching = threading.Condition(lock)
     real_wait = client._loop.wait
     first = threading.Event()  # set: the next select in the main thread is interrupted
 
@@ -355,7 +357,7 @@ def test_the_default_client_is_one_per_process(plain: Server) -> None:
         with pytest.raises(ConnectionFailed) as failed, sync.connect(Config(url=plain.url())):
             pass
         assert failed.value.cause == "refused_address"  # the default guard: no loopback
-        seen.append(sync._default_client)
+        seen.append(blocking._default_client)  # (the code's module: the public one re-exports)
 
     threads = [threading.Thread(target=first) for _ in range(8)]
     for thread in threads:

@@ -1,4 +1,4 @@
-"""The blocking adapter's turn-taking on its own (``sansmcp.io_adapters._turns``): real
+"""The blocking adapter's turn-taking on its own (``sansmcp.io_adapters.blocking._turns``): real
 threads, no driver, no socket.
 
 The owner here is a fake whose poll step blocks on an event (its "select") and then
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from sansmcp.io_adapters._selectloop import Bell
-from sansmcp.io_adapters._turns import GRACE, Turns
+from sansmcp.io_adapters.blocking._selectloop import Bell
+from sansmcp.io_adapters.blocking._turns import GRACE, Turns
 
 from .test_selectloop import Flaky
 
@@ -41,11 +41,19 @@ class Box:
 
 
 class Owner(Turns):
-    """A fake owner: its poll step "selects" on ``ready`` (set by ``wake`` and ``feed``),
-    then posts what was fed to the boxes."""
+    """A fake owner (the turn-taking and its owner in one object, so a test reads both):
+    its poll step "selects" on ``ready`` (set by ``wake`` and ``feed``), then posts what
+    was fed to the boxes."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        super().__init__(
+            threading.RLock(),
+            now=time.monotonic,
+            poll=self.poll,
+            wake=self.wake,
+            release=self.release,
+            name="test-watcher",
+        )
         self.ready = threading.Event()
         self.pending: deque[tuple[Box, Any]] = deque()
         self.polls: list[str] = []  # the thread of each poll step
@@ -55,12 +63,8 @@ class Owner(Turns):
         self.explode: set[int] = set()  # threads whose next select raises KeyboardInterrupt
         self.inside = self.most = 0  # threads in a poll step now, at most
         self.wakes = self.released = self.hung = 0
-        self._turns(self.wake, self.release, "test-watcher")
 
-    def _now(self) -> float:
-        return time.monotonic()
-
-    def _poll(self) -> None:
+    def poll(self) -> None:
         self.inside += 1
         self.most = max(self.most, self.inside)
         try:

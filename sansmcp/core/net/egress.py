@@ -35,7 +35,8 @@ from .guard import refusal_reason
 from .tunnel import Proxy, parse_proxy
 
 __all__ = ["GUARD_MODES", "Egress", "GuardMode", "Policy", "Route", "RoutedOrigin"]
-__all__ += ["check_target", "default_route", "egress_policy", "guard_mode", "route", "vet_target"]
+__all__ += ["check_target", "default_route", "egress_policy", "guard_mode", "route", "routed"]
+__all__ += ["vet_target"]
 
 GuardMode = Literal["local", "proxy"]
 GUARD_MODES: tuple[GuardMode, ...] = ("local", "proxy")
@@ -88,6 +89,11 @@ class RoutedOrigin(Origin):
     route (a proxy, a credential, a policy) never serves another."""
 
     route: Route
+
+
+def routed(origin: Origin, route: Route) -> Origin:
+    """``origin`` as reached by ``route`` (the pool keys sockets by both)."""
+    return RoutedOrigin(scheme=origin.scheme, host=origin.host, port=origin.port, route=route)
 
 
 def guard_mode(value: object, where: str) -> GuardMode:

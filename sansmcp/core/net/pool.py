@@ -331,6 +331,15 @@ class Pool:
         state = self._origins.get(origin)
         return 0 if state is None else len(state.idle)
 
+    def has_room_for_stream(self, origin: Origin) -> bool:
+        """A long-lived stream to ``origin`` would leave a socket for an operation: fewer
+        than the per-origin cap busy after it, and an idle socket or room to dial one."""
+        idle = self.idle_count(origin)
+        busy = self.origin_socket_count(origin) - idle
+        return busy + 1 < self._per_origin and (
+            idle > 0 or self._sockets < self._limits.pool_max_sockets
+        )
+
     def waiting(self) -> list[tuple[int, Origin]]:
         """The queued tickets and their origins, oldest first."""
         return sorted(self._tickets.items())

@@ -27,6 +27,10 @@ class Wire(Protocol):
     """
 
     @property
+    def http_version(self) -> str:
+        """The HTTP version it speaks, as telemetry labels it: ``"1.1"`` or ``"2"``."""
+
+    @property
     def is_broken(self) -> bool:
         """The socket must be closed and never reused."""
 

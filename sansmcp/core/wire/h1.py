@@ -258,6 +258,8 @@ class H1Connection:
     raises ``LocalProtocolError``, and leaves the machine unchanged.
     """
 
+    http_version = "1.1"  # (the Wire's label)
+
     def __init__(self, *, limits: Limits, now: float) -> None:
         self._limits = limits
         self._max_head = limits.max_header_bytes

@@ -270,6 +270,8 @@ def _framing(message: str) -> ConnectionFailed:
 class H2Connection:
     """An HTTP/2 client connection carrying many exchanges (see the module docstring)."""
 
+    http_version = "2"  # (the Wire's label)
+
     def __init__(self, *, limits: Limits, now: float) -> None:
         self._limits = limits
         self._encoder = RequestEncoder()

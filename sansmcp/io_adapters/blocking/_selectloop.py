@@ -51,11 +51,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
-from ._common import READ_SIZE, numeric_socket  # (the loop knows no driver)
+from .._common import READ_SIZE, numeric_socket  # (the loop knows no driver)
 
-__all__ = ["Bell", "SelectLoop", "Sink", "Workers", "hold", "retake", "unlocked"]
+__all__ = ["MAX_WAIT", "Bell", "SelectLoop", "Sink", "Workers", "hold", "retake", "unlocked"]
 
 _R, _W = select.POLLIN, select.POLLOUT
+MAX_WAIT = 86_400.0  # s a wait lasts at most (poll takes 2**31 - 1 ms; asyncio's cap, trio's)
 _BAD = select.POLLERR | select.POLLHUP | select.POLLNVAL  # shown as whatever is watched
 _SSL_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
 ConnectPhase = Literal["tcp", "tls", "proxy"]  # which step of a connect failed
@@ -116,6 +117,7 @@ class SelectLoop:
         self._socks: dict[int, _Sock] = {}  # by key
         self._fds: dict[int, _Sock] = {}  # the same, by file descriptor
         self.stirred = False
+        self.cut = False  # the last wait's timeout was cut to MAX_WAIT
 
     def connect(
         self,
@@ -179,9 +181,13 @@ class SelectLoop:
             entry.sock.close()
 
     def wait(self, timeout: float | None) -> _Events:
-        """Block until a socket is ready, :meth:`wake` is called, or ``timeout`` s passed."""
+        """Block until a socket is ready, :meth:`wake` is called, or ``timeout`` s passed --
+        at most ``MAX_WAIT`` (``cut`` tells a longer timeout, inf included, was cut to it)."""
         self.stirred = False
-        return self._poll.poll(None if timeout is None else timeout * 1e3)  # (ms, rounded up)
+        self.cut = timeout is not None and timeout > MAX_WAIT
+        if timeout is None:
+            return self._poll.poll(None)
+        return self._poll.poll(min(timeout, MAX_WAIT) * 1e3)  # (ms, rounded up)
 
     def wake(self) -> None:
         """Make a :meth:`wait` in another thread return (any thread may call this)."""

@@ -3,9 +3,11 @@
 Theory of operation
 -------------------
 An owner keeps its state under one lock (an ``RLock`` held once at most, see
-:func:`~._selectloop.hold`) and has one poll step, :meth:`Turns._poll`, that blocks
-(``select``) with the lock let go, then feeds what it found to its machine, which
-posts mail to waiters.  :class:`Turns` decides who runs that step.  A waiter is
+:func:`~._selectloop.hold`) and has one poll step that blocks (``select``) with the
+lock let go, then feeds what it found to its machine, which posts mail to waiters.
+:class:`Turns`, which the owner holds, decides who runs that step; the owner gives it
+all it uses when it makes it: the lock, the clock, the poll step, ``wake`` and
+``release``.  A waiter is
 anything with a ``_mail`` (a deque the poll step appends to) and a ``_bell`` (a
 :class:`~._selectloop.Bell`); its thread runs a generator of steps with
 :meth:`Turns._perform`, holding the lock but to block: a step None takes the next
@@ -24,7 +26,9 @@ One watcher thread (:meth:`Turns._start_watching`) takes the turn once no one ha
 wanted it for ``GRACE`` s, so what comes between work items is polled for, and yields
 it to the first thread that wants it (it polls until a follower waits).  It never dies
 of an exception.  :meth:`Turns._end_turns` (the owner closed) ends the watcher and
-calls the owner's ``release`` now if no one has the turn, else once the leader leaves.
+calls the owner's ``release`` now if no one has the turn, else once the leader leaves;
+then it lets go of what the owner gave it (its poll step may hold the owner, which holds
+its :class:`Turns`: a reference cycle until then).
 
 **Interrupts.**  A ``KeyboardInterrupt`` may land wherever a thread blocks: the lock is
 re-taken with :func:`~._selectloop.hold`, the turn left or the follower unlisted, the
@@ -40,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any, Protocol, TypeVar, cast
 
-from ._common import Steps
+from .._common import Steps
 from ._selectloop import Bell, hold, retake, unlocked
 
 __all__ = ["GRACE", "Turns", "Waiter"]
@@ -60,21 +64,24 @@ class Waiter(Protocol):
 
 
 class Turns:
-    """The turn-taking of an owner (a subclass) that provides ``_lock``, ``_now`` and
-    ``_poll`` and calls :meth:`_turns` once it has its lock; every method runs under it."""
+    """The turn-taking of an owner that made it (under its lock: every method runs under
+    it) with what it uses: ``lock``, an ``RLock`` held once at most; ``now``, the clock;
+    ``poll``, one poll step (under the lock: :meth:`_select`, then handle what it
+    returned); ``wake`` cuts a :meth:`_select` short (from any thread); ``release`` frees
+    what polling uses once the owner is closed; ``name`` names the watcher thread."""
 
-    _lock: Any  # an RLock, held once at most
-
-    def _now(self) -> float:  # pragma: no cover - the owner's
-        raise NotImplementedError
-
-    def _poll(self) -> None:  # pragma: no cover - the owner's
-        """One poll step (under the lock): :meth:`_select`, then handle what it returned."""
-        raise NotImplementedError
-
-    def _turns(self, wake: Callable[[], None], release: Callable[[], None], name: str) -> None:
-        """``wake`` cuts a :meth:`_select` short (from any thread); ``release`` frees what
-        polling uses once the owner is closed; ``name`` names the watcher thread."""
+    def __init__(
+        self,
+        lock: Any,
+        *,
+        now: Callable[[], float],
+        poll: Callable[[], None],
+        wake: Callable[[], None],
+        release: Callable[[], None],
+        name: str,
+    ) -> None:
+        self._lock = lock
+        self._now, self._poll = now, poll
         self._wake, self._release, self._watcher_name = wake, release, name
         self._leader: Waiter | Turns | None = None  # who has the turn (self: the watcher)
         self._followers: dict[Waiter, None] = {}  # waiting for mail or for the turn, in order
@@ -83,7 +90,7 @@ class Turns:
         self._armed = math.inf  # the soonest deadline other threads armed during that select
         self._freed = 0.0  # when a caller last left the turn
         self._over = False  # the owner is closed
-        self._watching = threading.Condition(self._lock)
+        self._watching = threading.Condition(lock)
         self._watcher: threading.Thread | None = None
 
     def _wait(self, waiter: Waiter) -> None:
@@ -174,7 +181,7 @@ class Turns:
         self._over = True
         self._watching.notify()
         if self._leader is None:
-            self._release()
+            self._let_go()
         else:
             self._wake()
 
@@ -191,11 +198,17 @@ class Turns:
             interrupt = None if self._lock._is_owned() else hold(self._lock)
             self._leader, self._selecting, self._freed = None, False, self._now()
             if self._over:
-                self._release()
+                self._let_go()
             if self._followers:
                 self._pass_turn()
             if interrupt is not None:
                 raise interrupt
+
+    def _let_go(self) -> None:
+        """Closed, the turn free: ``release``, then drop the owner's poll step and release
+        (they may hold the owner: no reference cycle through them outlives its close)."""
+        release, self._poll, self._release = self._release, _spent, _spent
+        release()
 
     def _pass_turn(self) -> None:
         if self._leader is None and self._followers:  # to the first waiting thread
@@ -213,3 +226,7 @@ class Turns:
                         self._take_turn(self)
                 else:
                     self._watching.wait(GRACE - calm if free else GRACE)
+
+
+def _spent() -> None:
+    """What a closed :class:`Turns` keeps in place of its owner's poll step and release."""
