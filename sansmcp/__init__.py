@@ -21,6 +21,7 @@ from .core.errors import (
 )
 from .core.limits import Limits
 from .core.mcp.notifications import LogMessage, Notification
+from .core.net.egress import Egress
 from .core.oauth.store import ClientRegistration, MemoryTokenStore, OAuth, Tokens, TokenStore
 from .core.results import CallResult, Content
 from .core.tools import SkippedTool, Tool
@@ -32,6 +33,7 @@ __all__ = [
     "Config",
     "ConnectionFailed",
     "Content",
+    "Egress",
     "Limits",
     "LogMessage",
     "McpError",

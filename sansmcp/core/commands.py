@@ -38,12 +38,19 @@ class Resolve:
 class Connect:
     """Open a TCP socket to the IP literal ``address`` (numeric semantics: ``inet_pton``,
     never a resolver), then, when ``tls`` is ``(server_hostname, alpn)``, the TLS
-    handshake; answer with ``connected(socket_id, alpn=)`` or ``connect_failed``."""
+    handshake; answer with ``connected(socket_id, alpn=)`` or ``connect_failed``.
+
+    With ``tunnel`` (an egress proxy's ``CONNECT`` request; never in a ``repr``: it may
+    carry the proxy's credentials), after TCP: send it, then hand each read to
+    ``tunnel_received(socket_id, data)`` (``b""`` at EOF) until it answers True (go on
+    with TLS, if any, on the same socket) or False (close the socket, report nothing
+    more); a socket error meanwhile is ``connect_failed`` in the ``"proxy"`` phase."""
 
     socket_id: int
     address: str
     port: int
     tls: tuple[str, tuple[str, ...]] | None
+    tunnel: bytes | None = dataclasses.field(default=None, repr=False)
 
 
 @dataclass(slots=True, kw_only=True, unsafe_hash=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import CallerError
@@ -20,6 +20,7 @@ from .jsonvalue import JsonError, dumps_compact
 from .mcp.notifications import LOG_LEVELS, LogMessage, Notification
 from .mcp.settings import ConnSettings, usable_versions
 from .messages import SUPPORTED_VERSIONS
+from .net.egress import Egress
 from .oauth.store import OAuth
 from .url import Endpoint, is_loopback_host, parse_endpoint
 
@@ -51,6 +52,12 @@ class Config:
     ``insufficient_scope``); without it those raise ``Unauthorized``.  ``tasks``
     declares the tasks extension (2026-07-28): a server may then run a call as a task,
     which ``call_tool`` polls to its end (``Limits.task_timeout`` and the poll bounds).
+    ``proxy`` and ``guard`` override the ``Client``'s egress proxy (an ``http://`` URL,
+    optional ``user:password``; None: the Client's) and guard mode (``"local"`` or
+    ``"proxy"``); ``egress`` widens or narrows the Client's guard for this work item
+    (:class:`~sansmcp.core.net.egress.Egress`).  Every request of the work item --
+    including OAuth's -- goes through the proxy, in ``CONNECT`` tunnels; ``proxy`` is
+    not in the ``repr``.
     """
 
     url: str
@@ -66,6 +73,9 @@ class Config:
     log_level: str | None = None
     oauth: OAuth | None = None
     tasks: bool = False
+    proxy: str | None = field(default=None, repr=False)  # may hold the proxy's credentials
+    guard: str | None = None
+    egress: Egress | None = None
 
 
 def _header_bytes(name: object, value: object) -> tuple[bytes, bytes]:

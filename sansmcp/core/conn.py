@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .commands import Deliver
 from .mcp import McpMachine
+from .net.egress import Route
 from .view import ConnView
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class ConnRecord:
         "machine",
         "origin",
         "outputs",
+        "route",
         "view",
     )
 
@@ -51,7 +53,8 @@ class ConnRecord:
         # the machine's outputs, drained here without a next_output() call each (a Conn
         # without an authorizer)
         self.outputs = view.machine.outputs
-        self.origin = view.machine.settings.endpoint.origin
+        self.origin = view.machine.settings.endpoint.origin  # routed: the route's key
+        self.route: Route | None = None  # through a proxy, or an own egress policy
         self.exchanges: set[int] = set()  # started, dialling or waiting for a socket
         self.attended = False  # an operation runs: the caller takes Deliver / Finished
         self.held: list[Deliver] = []  # what came between operations

@@ -8,7 +8,20 @@ answer vetted by :func:`sansmcp.core.net.dial.vet`, then one
 (:data:`DialPhase` says where a connect failed).  Each step that ends the walk hands the
 dial back: up (:meth:`Dialer.connected`), or failed with ``dial.failure`` (every other
 report).  The dial's deadline (the driver's heap), the pool and the exchange waiting for
-the socket stay theirs.  A later step of the walk (a proxy's ``CONNECT``) goes here.
+the socket stay theirs.
+
+A dial for a :class:`~sansmcp.core.net.egress.RoutedOrigin` follows its route
+(:mod:`sansmcp.core.net.egress`): the work item's policy first (``only_hosts``; with the
+guard mode ``"proxy"``, a refused IP literal), then -- direct, or with the guard mode
+``"local"`` -- the target resolved and vetted under that policy; through a proxy, the
+proxy's host resolved (its addresses refused only for what no setting admits: the
+proxy is the caller's own) and each of its addresses tried in turn with a
+:class:`~sansmcp.core.commands.Connect` whose ``tunnel`` is the ``CONNECT`` to the
+first vetted target address (guard ``"local"``) or to the target's host (``"proxy"``).
+The adapter hands the proxy's answer to :meth:`Dialer.tunnel_received`, read by a
+:class:`~sansmcp.core.net.tunnel.TunnelReply`; a refusal or a misbehaving proxy ends the
+dial (no other address is tried: the proxy answered), a 2xx lets the adapter go on with
+TLS to the target's name inside the tunnel.
 """
 
 from __future__ import annotations
@@ -19,14 +32,18 @@ from typing import Generic, Literal, TypeVar
 
 from .commands import CloseSocket, Command, Connect, Resolve
 from .errors import ConnectionFailed
+from .limits import Limits
 from .mcp import StartExchange
 from .net import dial as dialing
+from .net.egress import Route, RoutedOrigin, check_target, vet_target
 from .net.pool import DialNeeded
+from .net.tunnel import TunnelReply, connect_request
 from .url import Origin
 
 __all__ = ["Dial", "DialPhase", "Dialer"]
 
-DialPhase = Literal["tcp", "tls"]  # where a connect failed: TCP (or the socket), or TLS
+# where a connect failed: TCP (or the socket), TLS, or the proxy's CONNECT (a socket error)
+DialPhase = Literal["tcp", "tls", "proxy"]
 
 OwnerT = TypeVar("OwnerT")  # what a dial is for: the driver's Conn
 
@@ -45,7 +62,10 @@ class Dial(Generic[OwnerT]):
         "heap_seq",
         "index",
         "io_id",
+        "reply",
+        "route",
         "start",
+        "target",
     )
 
     def __init__(self, conn: OwnerT, start: StartExchange, grant: DialNeeded) -> None:
@@ -60,6 +80,14 @@ class Dial(Generic[OwnerT]):
         self.failure: ConnectionFailed | None = None
         self.heap_at: float | None = None
         self.heap_seq: int | None = None
+        origin = grant.origin
+        self.route: Route | None = origin.route if isinstance(origin, RoutedOrigin) else None
+        self.target = ""  # through a proxy: the CONNECT target's host, once known
+        self.reply: TunnelReply | None = None  # the proxy's answer being read
+
+    @property
+    def via_proxy(self) -> bool:
+        return self.route is not None and self.route.proxy is not None
 
 
 class Dialer(Generic[OwnerT]):
@@ -72,6 +100,7 @@ class Dialer(Generic[OwnerT]):
     __slots__ = (
         "_connecting",
         "_io_ids",
+        "_limits",
         "_outbox",
         "_resolving",
         "allow_loopback",
@@ -80,9 +109,15 @@ class Dialer(Generic[OwnerT]):
     )
 
     def __init__(
-        self, outbox: deque[Command], *, allow_private: bool, allow_loopback: bool
+        self,
+        outbox: deque[Command],
+        *,
+        allow_private: bool,
+        allow_loopback: bool,
+        limits: Limits | None = None,
     ) -> None:
         self._outbox = outbox
+        self._limits = limits or Limits()
         self.allow_private = allow_private
         self.allow_loopback = allow_loopback
         self._io_ids = itertools.count(1)  # Resolve, Connect and socket ids
@@ -99,6 +134,20 @@ class Dialer(Generic[OwnerT]):
     def walk(self, dial: Dial[OwnerT]) -> Dial[OwnerT] | None:
         """Start the walk: resolve the host, or vet it when it is an IP literal."""
         origin = dial.grant.origin
+        route = dial.route
+        if route is not None:
+            try:
+                check_target(route.policy, route.guard if dial.via_proxy else "local", origin)
+            except ConnectionFailed as failure:
+                dial.failure = failure
+                return dial
+            if route.proxy is not None and route.guard == "proxy":
+                dial.target = origin.host
+                return self._to_proxy(dial)
+        return self._lookup(dial, origin)
+
+    def _lookup(self, dial: Dial[OwnerT], origin: Origin) -> Dial[OwnerT] | None:
+        """Resolve ``origin``'s host (the target's or the proxy's), or vet its literal."""
         literal = dialing.literal_address(origin.host)
         if literal is not None:
             return self._vet(dial, [literal])
@@ -106,6 +155,11 @@ class Dialer(Generic[OwnerT]):
         self._resolving[dial.io_id] = dial
         self._outbox.append(Resolve(dial_id=dial.io_id, host=origin.host, port=origin.port))
         return None
+
+    def _to_proxy(self, dial: Dial[OwnerT]) -> Dial[OwnerT] | None:
+        """The target is settled (``dial.target``): on to the proxy's addresses."""
+        assert dial.route is not None and dial.route.proxy is not None
+        return self._lookup(dial, dial.route.proxy.origin)
 
     def resolved(self, dial_id: int, answers: object) -> Dial[OwnerT] | None:
         dial = self._resolving.pop(dial_id, None)
@@ -121,7 +175,7 @@ class Dialer(Generic[OwnerT]):
         if dial is None:
             return None
         dial.io_id = None
-        origin = dial.grant.origin
+        origin = self._dialled(dial)
         if from_hook:
             failure = dialing.hook_error(origin, exc)
             failure.__cause__ = exc
@@ -133,6 +187,39 @@ class Dialer(Generic[OwnerT]):
     def connected(self, socket_id: int) -> Dial[OwnerT] | None:
         return self._connecting.pop(socket_id, None)
 
+    def tunnel_received(
+        self, socket_id: int, data: bytes
+    ) -> tuple[bool | None, Dial[OwnerT] | None]:
+        """The proxy's bytes (``b""``: its EOF) on a tunnel being set up: (None: read on;
+        True: the tunnel is up, go on; False: stop and close -- the dial, failed, is the
+        second item when it ended now), as :class:`~sansmcp.core.commands.Connect` says."""
+        dial = self._connecting.get(socket_id)
+        if dial is None or dial.reply is None:
+            return False, None  # given up meanwhile (or not a tunnel): the adapter closes it
+        try:
+            up = dial.reply.receive_data(data) if data else dial.reply.receive_eof()
+        except ConnectionFailed as failure:
+            del self._connecting[socket_id]
+            dial.io_id = None
+            dial.failure = failure
+            return False, dial  # the proxy answered: no other of its addresses is tried
+        return (None if up is None else True), None
+
+    def timeout_error(self, dial: Dial[OwnerT]) -> ConnectionFailed:
+        """The failure of ``dial`` when its deadline passed, naming the proxy when it was
+        still waiting for the answer to its ``CONNECT``."""
+        failure = dialing.timeout_error(self._limits)
+        reply = dial.reply
+        if reply is None or reply.answered or dial.io_id not in self._connecting:
+            return failure
+        return ConnectionFailed(
+            f"no tunnel through the proxy {reply.proxy.url} in time (no answer to its "
+            f"CONNECT): {failure.message}",
+            cause="timeout",
+            bound=failure.bound,
+            limit=failure.limit,
+        )
+
     def connect_failed(
         self, socket_id: int, phase: DialPhase, exc: BaseException
     ) -> Dial[OwnerT] | None:
@@ -141,12 +228,22 @@ class Dialer(Generic[OwnerT]):
             return None
         dial.io_id = None
         origin = dial.grant.origin
+        route = dial.route
+        proxy = None if route is None else route.proxy
         if phase == "tls":
             # a runtime may wrap the TLS library's error: its reason is in the cause
             reason = exc.__cause__ if exc.__cause__ is not None else exc
-            dial.failure = dialing.tls_error(origin, dial.address, reason)
-        else:
+            where = dial.address if proxy is None else f"{dial.target} via {proxy.url}"
+            dial.failure = dialing.tls_error(origin, where, reason)
+        elif proxy is None:
             dial.failure = dialing.connect_error(origin, dial.address, exc)
+        else:
+            failed = dialing.connect_error(proxy.origin, dial.address, exc)
+            what = "lost during CONNECT" if phase == "proxy" else "failed"
+            dial.failure = ConnectionFailed(
+                f"the connection to the proxy {what}: {failed.message}",
+                cause="proxy" if phase == "proxy" else "dial",
+            )
         return self._next_address(dial)
 
     def give_up(self, dial: Dial[OwnerT]) -> None:
@@ -157,17 +254,36 @@ class Dialer(Generic[OwnerT]):
         self._outbox.append(CloseSocket(socket_id=dial.io_id))
         dial.io_id = None
 
+    def _dialled(self, dial: Dial[OwnerT]) -> Origin:
+        """The origin whose host the walk is at: the target's, or -- its address settled --
+        the proxy's."""
+        route = dial.route
+        if route is not None and route.proxy is not None and dial.target:
+            return route.proxy.origin
+        return dial.grant.origin
+
     def _vet(self, dial: Dial[OwnerT], answers: object) -> Dial[OwnerT] | None:
+        route = dial.route
+        origin = self._dialled(dial)
         try:
-            dial.addresses = dialing.vet(
-                dial.grant.origin,
-                answers,
-                allow_private=self.allow_private,
-                allow_loopback=self.allow_loopback,
-            )
+            if route is None:
+                addresses = dialing.vet(
+                    origin,
+                    answers,
+                    allow_private=self.allow_private,
+                    allow_loopback=self.allow_loopback,
+                )
+            elif origin is not dial.grant.origin:  # the proxy's: the caller named it
+                addresses = dialing.vet(origin, answers, allow_private=True, allow_loopback=True)
+            else:
+                addresses = vet_target(route.policy, origin, answers)
         except ConnectionFailed as failure:
             dial.failure = failure
             return dial
+        if origin is dial.grant.origin and dial.via_proxy:
+            dial.target = addresses[0]  # CONNECT to the address vetted here
+            return self._to_proxy(dial)
+        dial.addresses = addresses
         return self._next_address(dial)
 
     def _next_address(self, dial: Dial[OwnerT]) -> Dial[OwnerT] | None:
@@ -181,7 +297,26 @@ class Dialer(Generic[OwnerT]):
         dial.io_id = socket_id = next(self._io_ids)
         self._connecting[socket_id] = dial
         tls = (origin.host, dial.grant.alpn) if origin.scheme == "https" else None
+        route = dial.route
+        if route is None or route.proxy is None:
+            self._outbox.append(
+                Connect(socket_id=socket_id, address=dial.address, port=origin.port, tls=tls)
+            )
+            return None
+        proxy = route.proxy
+        limits = self._limits
+        dial.reply = TunnelReply(
+            proxy,
+            max_header_bytes=limits.max_header_bytes,
+            max_informational=limits.max_informational,
+        )
         self._outbox.append(
-            Connect(socket_id=socket_id, address=dial.address, port=origin.port, tls=tls)
+            Connect(
+                socket_id=socket_id,
+                address=dial.address,
+                port=proxy.origin.port,
+                tls=tls,
+                tunnel=connect_request(proxy, dial.target, origin.port),
+            )
         )
         return None

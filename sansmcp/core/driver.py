@@ -84,6 +84,7 @@ from .mcp import (
 from .mcp.compiled import CompiledSchemas
 from .mcp.notifications import OBSERVATIONS, RequestEnded
 from .mcp.settings import ConnSettings
+from .net import egress
 from .net.pool import Pool
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
@@ -127,6 +128,10 @@ class ClientDriver:
     ``answers_input`` says the embedder can answer input requests (only then are
     ``capabilities`` declared); ``client_info`` replaces sansmcp's ``clientInfo``;
     ``observe`` reports every request's start and end (telemetry).
+    ``proxy`` (an ``http://`` URL, with optional ``user:password``) sends every request
+    through that egress proxy's ``CONNECT`` tunnels, with the guard mode ``guard``
+    (``"local"``, the default, or ``"proxy"``: :mod:`sansmcp.core.net.egress`); a
+    ``Config`` may override both, and narrow or widen the guard (``Config.egress``).
     ``cache_salt`` (random bytes the adapter draws, up to 64) salts the caller digests
     that key ``private`` entries of the Client-wide listing cache (:attr:`cache`).
     """
@@ -145,8 +150,13 @@ class ClientDriver:
         observe: bool = False,
         random_bytes: Callable[[int], bytes] | None = None,
         wall_clock: Callable[[], float] | None = None,
+        proxy: str | None = None,
+        guard: str | None = None,
     ) -> None:
         self.limits = limits or Limits()
+        self.route = egress.default_route(
+            proxy, guard, allow_private=allow_private, allow_loopback=allow_loopback
+        )
         self.observe = observe
         self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
         self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
@@ -220,6 +230,7 @@ class ClientDriver:
             )
             memo = (config, settings, {}) if _immutable(config) else None
             self._settings_memo = memo
+        route = egress.route(config.proxy, config.guard, config.egress, default=self.route)
         hint = self.pool.era_hint(settings.endpoint.url)
         if hint is not None:
             hinted = None if memo is None else memo[2].get(hint)
@@ -238,7 +249,10 @@ class ClientDriver:
         machine.share_compiled(self.compiled)
         view = ConnView(next(self._conn_ids), machine, auth)
         view.on_notification = config.on_notification
-        self._conns[view.conn_id] = ConnRecord(view)
+        conn = self._conns[view.conn_id] = ConnRecord(view)
+        if route is not None:
+            conn.route = route
+            conn.origin = egress.routed(conn.origin, route)
         return view
 
     # ``trace`` (trace context: traceparent, tracestate, baggage) goes into the operation's
@@ -378,6 +392,12 @@ class ClientDriver:
 
     def eof(self, socket_id: int, *, now: float) -> None:
         self._sockets.eof(socket_id, now)
+
+    def tunnel_received(self, socket_id: int, data: bytes, *, now: float) -> bool | None:
+        """An egress proxy's answer to the ``CONNECT`` of ``socket_id`` (``b""``: its EOF):
+        None, read on; True, the tunnel is up (TLS, if any, next); False, close the socket
+        and report nothing more (see :class:`Connect`)."""
+        return self._sockets.tunnel_received(socket_id, data, now)
 
     def reader_failed(self, socket_id: int, exc: Exception, *, now: float) -> None:
         """The socket's reader caught ``exc`` (from anything on its way): the socket's

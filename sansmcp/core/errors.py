@@ -51,6 +51,7 @@ Cause = Literal[
     "session_expired",
     "bad_document",
     "client_closed",
+    "proxy",
 ]
 """Every value of ``ConnectionFailed.cause``; each is described in that class's docstring."""
 
@@ -151,7 +152,11 @@ class ConnectionFailed(McpError):
     * ``"bad_document"`` -- an OAuth document (metadata, registration or token answer)
       is malformed, not JSON, or names a URL that is not https (except on loopback);
     * ``"client_closed"`` -- the ``Client`` was closed (from another task or thread)
-      while this work was in flight: no fault of the server's.
+      while this work was in flight: no fault of the server's;
+    * ``"proxy"`` -- the egress proxy refused the ``CONNECT`` (``status``; for 407 its
+      ``Proxy-Authenticate`` challenge in ``proxy_authenticate``), or misbehaved before the
+      tunnel was up (a malformed answer, an answer with a body, bytes before the target
+      spoke, the connection closed).
 
     For a deadline or a budget, ``bound`` names the ``Limits`` field and ``limit`` /
     ``observed`` give the figures.
@@ -169,6 +174,7 @@ class ConnectionFailed(McpError):
         observed: float | None = None,
         status: int | None = None,
         location: str | None = None,
+        proxy_authenticate: str | None = None,
     ) -> None:
         super().__init__(message)
         self.cause = cause
@@ -177,6 +183,7 @@ class ConnectionFailed(McpError):
         self.observed = observed
         self.status = status
         self.location = location
+        self.proxy_authenticate = proxy_authenticate
 
 
 class Unauthorized(McpError):

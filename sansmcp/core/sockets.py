@@ -43,6 +43,7 @@ from .http import ExchangeFailed, ResponseEnded
 from .limits import Limits
 from .mcp import StartExchange
 from .net import dial as dialing
+from .net.egress import routed
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .url import Origin
 from .wire import Wire, reader_fault
@@ -106,7 +107,7 @@ class Sockets:
         self.observe = observe
         self.closed = False
         self.dialer: Dialer[ConnRecord] = Dialer(
-            outbox, allow_private=allow_private, allow_loopback=allow_loopback
+            outbox, allow_private=allow_private, allow_loopback=allow_loopback, limits=limits
         )
         self.routes: dict[int, tuple[ConnRecord, _Socket]] = {}  # exchange id ->
         # exchange id -> its dial or pool ticket
@@ -127,7 +128,7 @@ class Sockets:
         if self.closed:
             self._fail(conn, start.exchange_id, client_closed(), now)
             return
-        origin = start.origin or conn.origin
+        origin = _origin_of(conn, start)
         if start.needs_room and not self.pool.has_room_for_stream(origin):
             failure = ConnectionFailed("no socket to spare for the stream", cause="refused")
             self._fail(conn, start.exchange_id, failure, now)
@@ -202,8 +203,9 @@ class Sockets:
             self._grants(now)
 
     def dial_timed_out(self, dial: Dial[ConnRecord], now: float) -> None:
+        failure = self.dialer.timeout_error(dial)  # (naming a proxy that has not answered)
         self._give_up(dial, now)
-        self._settle(dial, dialing.timeout_error(self.limits), now)
+        self._settle(dial, failure, now)
 
     # ------------------------------------------------------------ the adapter's reports
 
@@ -231,6 +233,11 @@ class Sockets:
         self, socket_id: int, phase: DialPhase, exc: BaseException, now: float
     ) -> None:
         self._walked(self.dialer.connect_failed(socket_id, phase, exc), now)
+
+    def tunnel_received(self, socket_id: int, data: bytes, now: float) -> bool | None:
+        verdict, dial = self.dialer.tunnel_received(socket_id, data)
+        self._walked(dial, now)
+        return verdict
 
     def received(self, socket_id: int, data: bytes, now: float) -> None:
         sock = self.by_id.get(socket_id)
@@ -277,7 +284,7 @@ class Sockets:
             case MustWait(ticket=ticket):
                 self.waits[ticket] = (conn, start)
                 self.pending[start.exchange_id] = ticket
-                self._preempt(conn, start.origin or conn.origin, now)
+                self._preempt(conn, _origin_of(conn, start), now)
             case _:  # pragma: no cover - exhaustive: mypy proves it unreachable
                 assert_never(checkout)
 
@@ -427,3 +434,11 @@ class Sockets:
             dial.conn.exchanges.discard(exchange_id)
             return
         self._fail(dial.conn, exchange_id, failure, now)
+
+
+def _origin_of(conn: ConnRecord, start: StartExchange) -> Origin:
+    """Where ``start`` goes: its Conn's server, or another (OAuth) origin, by the Conn's
+    route."""
+    if start.origin is None:
+        return conn.origin
+    return start.origin if conn.route is None else routed(start.origin, conn.route)

@@ -220,6 +220,10 @@ class ClientFace(Runtime, Generic[ConnT]):
     declared and every ask is refused.  ``client_info`` replaces sansmcp's own
     ``clientInfo``.  ``telemetry`` (e.g. ``sansmcp.otel.Telemetry()``) turns on a
     span and a duration point per MCP request and trace context propagation.
+    ``proxy`` (an ``http://`` URL, optional ``user:password``; never taken from the
+    environment) sends every request through that egress proxy's ``CONNECT`` tunnels;
+    ``guard`` says who vets the destination: ``"local"`` (the default: sansmcp resolves
+    and vets, and tunnels to the vetted address) or ``"proxy"`` (the proxy resolves).
     """
 
     _conn_type: type[ConnT]  # the runtime's Conn
@@ -237,9 +241,13 @@ class ClientFace(Runtime, Generic[ConnT]):
         capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
         telemetry: TelemetryHook | None = None,
+        proxy: str | None = None,
+        guard: str = "local",
     ) -> None:
         self.telemetry = telemetry
         self._driver = ClientDriver(
+            proxy=proxy,
+            guard=guard,
             limits=limits,
             allow_loopback=allow_loopback,
             allow_private=allow_private,

@@ -151,6 +151,17 @@ class Client(ClientBase["Conn"]):
         loop = asyncio.get_running_loop()
         try:
             await loop.sock_connect(sock, sockaddr)
+            if command.tunnel is not None:  # an egress proxy's CONNECT, read for the driver
+                phase = "proxy"
+                await loop.sock_sendall(sock, command.tunnel)
+                verdict = None
+                while verdict is None:
+                    data = await loop.sock_recv(sock, READ_SIZE)
+                    verdict = self._driver.tunnel_received(socket_id, data, now=self._now())
+                    self._pump()
+                if not verdict:
+                    sock.close()
+                    return None
             phase = "tls"
             tls: dict[str, Any] = {}
             if command.tls is not None:

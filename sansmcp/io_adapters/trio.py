@@ -214,6 +214,11 @@ class Client(ClientBase["Conn"]):
             return self._failed(socket_id, "tcp", exc)
         try:
             await sock.connect(sockaddr)
+            if command.tunnel is not None:  # an egress proxy's CONNECT, read for the driver
+                phase = "proxy"
+                if not await self._tunnel(socket_id, sock, command.tunnel):
+                    sock.close()
+                    return None
             if command.tls is None:
                 return await self._plain(socket_id, sock, raw)
             phase = "tls"
@@ -256,6 +261,18 @@ class Client(ClientBase["Conn"]):
         finally:
             sender.broken = True
             sock.close()
+
+    async def _tunnel(self, socket_id: int, sock: trio.socket.SocketType, request: bytes) -> bool:
+        """Send the ``CONNECT``; hand the proxy's answer to the driver until it decides."""
+        sent = 0
+        while sent < len(request):
+            sent += await sock.send(request[sent:])
+        verdict = None
+        while verdict is None:
+            data = await sock.recv(READ_SIZE)
+            verdict = self._driver.tunnel_received(socket_id, data, now=self._now())
+            self._pump()
+        return verdict
 
     def _failed(self, socket_id: int, phase: Phase, exc: BaseException) -> None:
         self._driver.connect_failed(socket_id, phase, exc, now=self._now())

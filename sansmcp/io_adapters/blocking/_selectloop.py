@@ -59,7 +59,7 @@ _R, _W = select.POLLIN, select.POLLOUT
 MAX_WAIT = 86_400.0  # s a wait lasts at most (poll takes 2**31 - 1 ms; asyncio's cap, trio's)
 _BAD = select.POLLERR | select.POLLHUP | select.POLLNVAL  # shown as whatever is watched
 _SSL_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
-ConnectPhase = Literal["tcp", "tls"]  # which step of a connect failed
+ConnectPhase = Literal["tcp", "tls", "proxy"]  # which step of a connect failed
 _Events = list[tuple[int, int]]  # (file descriptor, poll events)
 Wrap = Callable[[ssl.MemoryBIO, ssl.MemoryBIO], ssl.SSLObject]  # e.g. a context's wrap_bio
 
@@ -75,6 +75,10 @@ class Sink(Protocol):
 
     def received(self, key: int, data: bytes, *, now: float) -> None: ...
 
+    def tunnel_received(self, key: int, data: bytes, *, now: float) -> bool | None:
+        """A proxy's answer to the ``tunnel`` sent (``b""``: EOF): None, read on; True, go
+        on (TLS, if any); False, ``key`` is closed, nothing more reported."""
+
     def eof(self, key: int, *, now: float) -> None:
         """EOF, or a broken socket: nothing more comes (the owner closes it)."""
 
@@ -86,10 +90,16 @@ class _Sock:
     """One socket: connecting (``tls`` None), handshaking, or ``open``; ``events`` 0: closed
     or ended, watched no more."""
 
-    __slots__ = ("events", "fd", "inbox", "key", "open", "out", "outbox", "sock", "tls", "wrap")
+    __slots__ = (
+        *("events", "fd", "inbox", "key", "open", "out", "outbox", "proxying", "sock", "tls"),
+        *("tunnel", "wrap"),
+    )
 
-    def __init__(self, key: int, sock: socket.socket, wrap: Wrap | None) -> None:
+    def __init__(
+        self, key: int, sock: socket.socket, wrap: Wrap | None, tunnel: bytes | None = None
+    ) -> None:
         self.key, self.sock, self.wrap, self.fd = key, sock, wrap, sock.fileno()
+        self.tunnel, self.proxying = tunnel, False  # a proxy's CONNECT: to send, then read
         self.events, self.open, self.out = _W, False, bytearray()
         self.tls: ssl.SSLObject | None = None
         self.inbox = self.outbox = ssl.MemoryBIO()
@@ -115,18 +125,24 @@ class SelectLoop:
         sock: socket.socket,
         address: tuple[Any, ...],
         tls: Wrap | None = None,
+        tunnel: bytes | None = None,
     ) -> None:
         """Connect the non-blocking ``sock`` to ``address``, then shake hands (``tls``
         wraps the socket's two ``MemoryBIO``\\ s in an ``SSLObject``) and report
         ``connected`` or ``failed``."""
         sock.connect_ex(address)  # its outcome shows as writability, then SO_ERROR
-        entry = self._socks[key] = _Sock(key, sock, tls)
+        entry = self._socks[key] = _Sock(key, sock, tls, tunnel)
         self._fds[entry.fd] = entry
         self._poll.register(entry.fd, _W)
         self.stirred = True
 
     def dial(
-        self, key: int, address: str, port: int, tls: tuple[ssl.SSLContext, str] | None = None
+        self,
+        key: int,
+        address: str,
+        port: int,
+        tls: tuple[ssl.SSLContext, str] | None = None,
+        tunnel: bytes | None = None,
     ) -> None:
         """:meth:`connect` a new socket to the IP literal ``address`` (``tls``: a context
         and the server's name to verify); a socket that cannot be made (not a literal, no
@@ -136,7 +152,7 @@ class SelectLoop:
         except OSError as exc:
             return self._sink.connect_failed(key, "tcp", exc, now=self._clock())
         wrap = None if tls is None else functools.partial(tls[0].wrap_bio, server_hostname=tls[1])
-        self.connect(key, sock, sockaddr, wrap)
+        self.connect(key, sock, sockaddr, wrap, tunnel)
 
     def send(self, key: int, data: bytes) -> None:
         """Send ``data`` on ``key`` after what waits already (a closed key: dropped)."""
@@ -211,9 +227,15 @@ class SelectLoop:
                 if mask & _W or entry.tls is not None:  # (TLS: what reading left to send)
                     self._flush(entry)
                 return
-            if entry.tls is None:  # the TCP connect ended
+            if entry.proxying and not self._tunnel(entry, mask, now):
+                return  # (the proxy's answer is not complete, or the dial ended)
+            if entry.tls is None:  # the TCP connect (or a proxy's tunnel) ended
                 if error := entry.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
                     raise OSError(error, os.strerror(error))
+                if entry.tunnel is not None:  # an egress proxy's CONNECT first
+                    entry.out += entry.tunnel
+                    entry.tunnel, entry.proxying = None, True
+                    return self._flush(entry)
                 if entry.wrap is None:
                     entry.open = True
                     self._sink.connected(entry.key, alpn=None, now=now)
@@ -235,9 +257,23 @@ class SelectLoop:
             pass
         except OSError as exc:  # SSLError included
             self.close(entry.key)
-            self._sink.connect_failed(
-                entry.key, "tcp" if entry.tls is None else "tls", exc, now=now
-            )
+            phase: ConnectPhase = "tls" if entry.tls is not None else "tcp"
+            self._sink.connect_failed(entry.key, "proxy" if entry.proxying else phase, exc, now=now)
+
+    def _tunnel(self, entry: _Sock, mask: int, now: float) -> bool:
+        """Read the proxy's answer for the owner: True once it says go on (the socket is
+        the target's now); False while it reads on, or when the owner ended the dial."""
+        if not mask & _R:
+            self._flush(entry)
+            return False
+        verdict = self._sink.tunnel_received(entry.key, entry.sock.recv(READ_SIZE), now=now)
+        if verdict is None:
+            return False
+        if not verdict:
+            self.close(entry.key)
+            return False
+        entry.proxying = False
+        return True
 
     def _read(self, entry: _Sock, now: float, *, fresh: bool = True) -> None:
         """Read what ``entry`` has (``fresh`` False: only what TLS holds already)."""
@@ -315,7 +351,7 @@ class SelectLoop:
                 pass
             except OSError:  # a reader sees the socket end
                 entry.out.clear()
-        events = _R | (_W if entry.out else 0) if entry.open or entry.tls else _W
+        events = _R | (_W if entry.out else 0) if entry.open or entry.tls or entry.proxying else _W
         if events != entry.events:
             entry.events = events
             self._poll.modify(entry.fd, events)

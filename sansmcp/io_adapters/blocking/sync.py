@@ -101,7 +101,7 @@ class Client(ClientFace["Conn"]):
                     turns._post(conn)
                 case Connect(socket_id=key, address=address, port=port, tls=tls):
                     context = None if tls is None else (self.tls_context(tls[1]), tls[0])
-                    self._loop.dial(key, address, port, context)
+                    self._loop.dial(key, address, port, context, command.tunnel)
                     turns._start_watching()
                 case Resolve():
                     self._resolvers.submit(resolve_blocking, self, command, self._lock)

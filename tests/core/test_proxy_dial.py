@@ -1,0 +1,326 @@
+"""The proxy dial step through the pure ClientDriver: the walk, the CONNECT, the pool key.
+
+``ProxyNet`` plays an adapter in front of a fake proxy: for a ``Connect`` with a
+``tunnel`` it records the CONNECT request, hands the proxy's scripted answer to
+``tunnel_received`` and, when told to go on, connects the socket to the target's fake
+server (the port named in the CONNECT).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from sansmcp import CallerError, Config, ConnectionFailed, OAuth
+from sansmcp.core.driver import ClientDriver, CloseSocket, Command, Connect, Resolve
+from sansmcp.core.limits import Limits
+from sansmcp.core.net.egress import Egress, RoutedOrigin
+from sansmcp.core.net.tunnel import parse_proxy
+
+from .fakemcp import FakeServer
+from .oauth_world import REDIRECT, counter_bytes
+from .test_driver import Net, ServerSocket
+from .test_oauth_driver import OAuthNet, as_side, mcp_side, oauth_world
+
+PROXY = "http://proxy.internal:3128"
+OK = b"HTTP/1.1 200 Connection established\r\n\r\n"
+TARGET = "http://mcp.test:8000/mcp"
+TLS_TARGET = "https://mcp.test/mcp"
+DNS = {"mcp.test": ["93.184.216.34"], "proxy.internal": ["10.0.0.5", "10.0.0.6"]}
+
+
+@dataclass
+class ProxyNet(Net):
+    answer_with: bytes | str = OK  # the proxy's answer; "hang": none; "up-hang": OK, then no TLS
+    tunnels: list[bytes] = field(default_factory=list)
+    verdicts: list[bool | None] = field(default_factory=list)
+
+    def execute(self, command: Command) -> None:
+        if not isinstance(command, Connect) or command.tunnel is None:
+            return super().execute(command)
+        if self.plan.get(command.address, "ok") != "ok":
+            return super().execute(command)
+        tunnel = command.tunnel
+        self.tunnels.append(tunnel)
+        socket_id = command.socket_id
+        port = int(tunnel.split(b" ")[1].rsplit(b":", 1)[1])
+
+        def answer() -> None:
+            if self.answer_with == "hang":
+                return
+            data = OK if self.answer_with == "up-hang" else self.answer_with
+            assert isinstance(data, bytes)
+            verdict = self.driver.tunnel_received(socket_id, data, now=self.now)
+            self.verdicts.append(verdict)
+            if verdict and self.answer_with != "up-hang":
+                scheme = b"https" if command.tls is not None else b"http"
+                self.servers[socket_id] = ServerSocket(self.handlers[port], scheme)
+                self.driver.connected(socket_id, alpn=self.alpn, now=self.now)
+
+        self.react(socket_id, answer)
+        return None
+
+
+def make(
+    *, proxy: str | None = PROXY, limits: Limits | None = None, port: int = 8000, **kw: Any
+) -> ProxyNet:
+    guard = kw.pop("guard", None)
+    dns = kw.pop("dns", DNS)
+    driver = ClientDriver(limits=limits, proxy=proxy, guard=guard)
+    return ProxyNet(driver, handlers={port: FakeServer()}, dns=dict(dns), **kw)
+
+
+def resolved_hosts(net: Net) -> list[str]:
+    return [command.host for command in net.sockets(Resolve)]
+
+
+# ---------------------------------------------------------------- the walk
+
+
+def test_guard_local_connects_to_the_vetted_address_through_the_proxy() -> None:
+    net = make()
+    view = net.open(TARGET)
+    net.ok("connect", view)
+    assert net.ok("list_tools", view)
+    assert resolved_hosts(net) == ["mcp.test", "proxy.internal"]
+    (connect,) = net.sockets(Connect)
+    assert (connect.address, connect.port, connect.tls) == ("10.0.0.5", 3128, None)
+    assert net.tunnels == [
+        b"CONNECT 93.184.216.34:8000 HTTP/1.1\r\nHost: 93.184.216.34:8000\r\n\r\n"
+    ]
+    assert net.verdicts == [True]
+    # the next work item (another Conn, the same route) reuses the tunnelled socket
+    other = net.open(TARGET)
+    net.ok("connect", other)
+    assert net.ok("list_tools", other)
+    assert len(net.sockets(Connect)) == 1
+
+
+def test_guard_proxy_connects_to_the_host_and_resolves_only_the_proxy() -> None:
+    net = make(guard="proxy", dns={"mcp.test": ["10.9.9.9"], "proxy.internal": ["10.0.0.5"]})
+    view = net.open(TARGET)
+    net.ok("connect", view)
+    assert resolved_hosts(net) == ["proxy.internal"]  # the proxy resolves the target
+    assert net.tunnels[0].startswith(b"CONNECT mcp.test:8000 HTTP/1.1\r\n")
+
+
+def test_tls_runs_to_the_targets_name_inside_the_tunnel() -> None:
+    net = make(port=443, alpn="h2")
+    net.alpn = "http/1.1"
+    view = net.open(TLS_TARGET)
+    net.ok("connect", view)
+    (connect,) = net.sockets(Connect)
+    assert connect.tls == ("mcp.test", ("h2", "http/1.1")) and connect.port == 3128
+    assert net.tunnels[0].startswith(b"CONNECT 93.184.216.34:443 ")
+
+
+def test_credentials_ride_the_tunnel_request_and_never_a_repr() -> None:
+    net = make(proxy="http://alice:secret@127.0.0.1:3128")
+    view = net.open(TARGET)
+    net.ok("connect", view)
+    (connect,) = net.sockets(Connect)
+    assert b"Proxy-Authorization: Basic YWxpY2U6c2VjcmV0\r\n" in net.tunnels[0]
+    config = Config(url=TARGET, proxy="http://alice:secret@127.0.0.1:3128")
+    for text in (repr(connect), repr(net.driver.route), repr(config)):
+        assert "secret" not in text and "YWxp" not in text
+    assert resolved_hosts(net) == ["mcp.test"]  # a literal proxy is not resolved
+
+
+def test_a_config_overrides_the_proxy_and_routes_key_the_pool() -> None:
+    net = make(proxy=None)
+    for config in ({}, {"proxy": "http://127.0.0.1:3128"}, {"proxy": "http://u:p@127.0.0.1:3128"}):
+        view = net.open(TARGET, **config)
+        net.ok("connect", view)
+        assert net.ok("list_tools", view)
+    connects = net.sockets(Connect)
+    assert [c.tunnel is not None for c in connects] == [False, True, True]
+    assert net.driver.pool.socket_count == 3  # one per route: never shared across them
+
+
+@pytest.mark.parametrize(
+    ("answer", "cause", "status", "words"),
+    [
+        (
+            b'HTTP/1.1 407 Auth\r\nProxy-Authenticate: Basic realm="p"\r\n\r\n',
+            "proxy",
+            407,
+            "wants credentials",
+        ),
+        (b"HTTP/1.1 403 Forbidden\r\n\r\n", "proxy", 403, "refused CONNECT with status 403"),
+        (OK + b"hello", "proxy", None, "before the target spoke"),
+        (b"", "proxy", None, "closed the connection before answering CONNECT"),
+    ],
+)
+def test_a_proxy_refusal_ends_the_dial_classified(
+    answer: bytes, cause: str, status: int | None, words: str
+) -> None:
+    net = make(answer_with=answer)
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == cause
+    assert error.status == status and words in error.message
+    assert len(net.sockets(Connect)) == 1  # the proxy answered: no other address is tried
+    assert net.verdicts == [False] and net.driver.pool.socket_count == 0
+    if status == 407:
+        assert error.proxy_authenticate == 'Basic realm="p"'
+
+
+def test_a_stalled_proxy_ends_at_the_dial_deadline_naming_it() -> None:
+    net = make(answer_with="hang", limits=Limits(dial_timeout=2.0))
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "timeout"
+    assert error.bound == "dial_timeout" and error.limit == 2.0
+    assert "no tunnel through the proxy http://proxy.internal:3128" in error.message
+    (connect,) = net.sockets(Connect)
+    assert net.closes[connect.socket_id] == 1
+    assert net.driver.tunnel_received(connect.socket_id, OK, now=net.now) is False  # gone
+
+
+def test_a_stall_after_the_tunnel_is_up_is_the_plain_dial_timeout() -> None:
+    net = make(answer_with="up-hang", limits=Limits(dial_timeout=2.0))
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.bound == "dial_timeout"
+    assert error.message.startswith("could not connect within 2 s")
+
+
+def test_proxy_socket_failures_try_the_next_proxy_address() -> None:
+    net = make(
+        plan={
+            "10.0.0.5": ("tcp", ConnectionRefusedError("refused")),
+            "10.0.0.6": ("proxy", ConnectionResetError("reset")),
+        }
+    )
+    error = net.failure("connect", net.open(TARGET))
+    assert [c.address for c in net.sockets(Connect)] == ["10.0.0.5", "10.0.0.6"]
+    assert isinstance(error, ConnectionFailed) and error.cause == "proxy"
+    assert error.message.startswith("the connection to the proxy lost during CONNECT:")
+    net = make(plan={"10.0.0.5": ("tcp", OSError("a")), "10.0.0.6": ("tcp", OSError("b"))})
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "dial"
+    assert error.message.startswith("the connection to the proxy failed: could not connect")
+
+
+def test_a_tls_failure_inside_the_tunnel_names_the_target_and_the_proxy() -> None:
+    net = make(port=443, plan={})
+
+    def fail_tls(command: Command) -> None:
+        if isinstance(command, Connect):
+            net.react(
+                command.socket_id,
+                lambda: (
+                    net.driver.tunnel_received(command.socket_id, OK, now=net.now),
+                    net.driver.connect_failed(command.socket_id, "tls", OSError("x"), now=net.now),
+                ),
+            )
+        else:
+            Net.execute(net, command)
+
+    net.execute = fail_tls  # type: ignore[method-assign]
+    error = net.failure("connect", net.open(TLS_TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "tls"
+    assert "at 93.184.216.34 via http://proxy.internal:3128" in error.message
+
+
+def test_the_proxys_resolve_failure_names_the_proxy() -> None:
+    net = make(dns={**DNS, "proxy.internal": OSError("no such name")})
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "dns"
+    assert error.message == "could not resolve proxy.internal: no such name"
+    net = make(dns={**DNS, "proxy.internal": ["169.254.169.254"]})
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "refused_address"
+
+
+# ---------------------------------------------------------------- the policy
+
+
+def test_the_targets_policy_is_applied_before_the_proxy() -> None:
+    net = make(dns={**DNS, "mcp.test": ["10.1.2.3"]})
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "refused_address"
+    assert net.sockets(Connect) == []
+    view = net.open(TARGET, egress=Egress(allowed_networks=["10.1.0.0/16"]))
+    net.ok("connect", view)
+    assert net.tunnels[-1].startswith(b"CONNECT 10.1.2.3:8000 ")
+
+
+def test_guard_proxy_still_refuses_metadata_literals_and_narrows() -> None:
+    net = make(guard="proxy")
+    for url in ("http://169.254.169.254/mcp", "http://[fe80::1]/mcp"):
+        error = net.failure("connect", net.open(url))
+        assert isinstance(error, ConnectionFailed) and error.cause == "refused_address"
+    narrow = net.open(TARGET, egress=Egress(only_hosts=["other.test"]))
+    error = net.failure("connect", narrow)
+    assert isinstance(error, ConnectionFailed) and "only_hosts" in error.message
+    assert net.sockets(Resolve) == [] and net.sockets(Connect) == []
+
+
+def test_an_egress_policy_applies_to_direct_dials_too() -> None:
+    net = make(proxy=None, dns={"mcp.test": ["10.1.2.3"]})
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "refused_address"
+    view = net.open(TARGET, egress=Egress(allowed_hosts=["mcp.test"]))
+    net.ok("connect", view)
+    (connect,) = net.sockets(Connect)
+    assert connect.address == "10.1.2.3" and connect.tunnel is None
+    same = net.open(TARGET, egress=Egress())  # the Client's policy: the plain route
+    assert net.driver._conns[same.conn_id].route is None
+
+
+def test_bad_proxy_and_guard_settings_are_caller_errors() -> None:
+    with pytest.raises(CallerError, match="https:// proxy URL"):
+        ClientDriver(proxy="https://proxy.internal")
+    with pytest.raises(CallerError, match="Client guard must be 'local' or 'proxy'"):
+        ClientDriver(guard="remote")
+    driver = ClientDriver()
+    with pytest.raises(CallerError, match=r"Config\.guard must be"):
+        driver.open(Config(url=TARGET, proxy=PROXY, guard="none"), now=0.0)
+    with pytest.raises(CallerError, match="http:// or https://"):
+        driver.open(Config(url=TARGET, proxy="socks5://p"), now=0.0)
+    assert ClientDriver(guard="proxy").route.guard == "proxy"
+
+
+def test_the_environments_proxy_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, "http://env-proxy.invalid:1")
+    net = make(proxy=None)
+    net.ok("connect", net.open(TARGET))
+    (connect,) = net.sockets(Connect)
+    assert connect.tunnel is None and connect.address == "93.184.216.34"
+    assert ClientDriver().route.proxy is None
+
+
+# ---------------------------------------------------------------- OAuth goes through it too
+
+
+@dataclass
+class OAuthProxyNet(ProxyNet, OAuthNet):
+    pass
+
+
+def test_every_oauth_fetch_goes_through_the_proxy() -> None:
+    world = oauth_world()
+    driver = ClientDriver(random_bytes=counter_bytes(), proxy=PROXY, allow_loopback=True)
+    net = OAuthProxyNet(
+        driver,
+        handlers={443: mcp_side(world), 9000: as_side(world)},
+        dns=dict(DNS),
+        world=world,
+    )
+    view = net.open(TLS_TARGET, oauth=OAuth(redirect_uri=REDIRECT))
+    assert net.ok("connect", view) is None
+    assert net.ok("list_tools", view)
+    connects = net.sockets(Connect)
+    assert connects and all(c.tunnel is not None and c.port == 3128 for c in connects)
+    targets = {t.split(b" ")[1] for t in net.tunnels}
+    assert targets == {b"93.184.216.34:443", b"127.0.0.1:9000"}
+    assert all(isinstance(key, RoutedOrigin) for key in net.driver.pool._origins)
+    assert not [c for c in net.log if isinstance(c, CloseSocket)] or True
+    assert math.isfinite(net.now)
+
+
+def test_a_proxy_url_parses_once_per_client() -> None:
+    driver = ClientDriver(proxy=PROXY)
+    assert driver.route.proxy == parse_proxy(PROXY)
