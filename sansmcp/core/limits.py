@@ -139,6 +139,10 @@ _RULES: dict[str, _Rule] = {
     "auth_timeout": _TIME,
     "max_auth_attempts": _COUNT,
     "max_auth_document_bytes": _COUNT,
+    "max_store_value_bytes": _COUNT,
+    "store_timeout": _TIME,
+    "store_lease_expiry": _TIME,
+    "store_load_wait": _WAIT,
 }
 
 
@@ -265,3 +269,12 @@ class Limits:
     auth_timeout: float = 30.0  # > 0
     max_auth_attempts: int = 3  # >= 1
     max_auth_document_bytes: int = 64 << 10  # >= 1
+    # the shared store (issue 28; sansmcp.core.store): bytes of one stored value (a
+    # larger record is not stored, a larger value read back is a miss), the deadline of
+    # each store operation, how long a lease holds (a worker killed while holding one
+    # delays the others by at most this), and how long a worker waits for another's load
+    # of a cold key before it loads it itself (0: it never waits)
+    max_store_value_bytes: int = 1 << 20  # >= 1
+    store_timeout: float = 1.0  # > 0
+    store_lease_expiry: float = 15.0  # > 0
+    store_load_wait: float = 2.0  # >= 0
