@@ -23,8 +23,9 @@ on the embedder's store and hands back one :data:`StoreAnswer`.  :class:`MemoryS
 * every written key has a TTL (nothing lives forever in the embedder's store);
 * a lease is a key held by a ``holder`` token until released by that token
   (:class:`Released`, else :class:`NotHeld`) or until it expires;
-* a value whose stored form is unreadable counts as absent (a read misses, a
-  compare-and-set expecting ``0`` replaces it);
+* a value whose stored form is unreadable is a miss: :class:`Missing` carries its
+  version when the store can still read that (a compare-and-set on it replaces the
+  value), else it counts as absent (version ``0``);
 * a failure is the answer :class:`StoreFailed` (``reason``), never an exception.
 
 **Keys** are pure functions of what they name: ``<prefix>:<kind>:<hex SHA-256 of the
@@ -223,7 +224,11 @@ class Found:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Missing:
-    """No such key (never written, deleted, expired, or unreadable)."""
+    """No usable value: never written, deleted, expired, or unreadable.  ``version`` is
+    that of an unreadable value still stored (sealed under a key this worker does not
+    hold, too big), so a compare-and-set may replace it; 0 when there is none."""
+
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
