@@ -78,10 +78,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias, assert_never
 
 from . import config as config_module
 from .cache import CallerCache, ListingCache
-from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
+from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, StoreOp, Write
 from .config import Config
 from .dialer import Dial, Dialer, DialPhase
 from .errors import CallerError, ConnectionFailed, UsageError
+from .fleet import Fleet
 from .http import ExchangeFailed, ResponseEnded
 from .limits import Limits
 from .mcp import (
@@ -104,6 +105,7 @@ from .net import dial as dialing
 from .net.pool import DialNeeded, Grant, MustWait, Pool, UseConnection
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
+from .store import StoreAnswer
 from .timers import Timers
 from .tools import Tool
 from .url import Origin
@@ -123,6 +125,7 @@ __all__ = [
     "DialPhase",
     "Finished",
     "Resolve",
+    "StoreOp",
     "Write",
 ]
 
@@ -206,6 +209,8 @@ class ClientDriver:
     ``observe`` reports every request's start and end (telemetry).
     ``cache_salt`` (random bytes the adapter draws, up to 64) salts the caller digests
     that key ``private`` entries of the Client-wide listing cache (:attr:`cache`).
+    ``shared_store``: the adapter performs :class:`StoreOp` on a store the fleet shares
+    (era hints: :mod:`sansmcp.core.fleet`); without it none is emitted.
     """
 
     def __init__(
@@ -222,8 +227,13 @@ class ClientDriver:
         observe: bool = False,
         random_bytes: Callable[[int], bytes] | None = None,
         wall_clock: Callable[[], float] | None = None,
+        shared_store: bool = False,
     ) -> None:
         self.limits = limits or Limits()
+        self.fleet = Fleet(self.limits) if shared_store else None
+        # Conns whose connect waits for their endpoint's era from the store: conn id ->
+        # (the operation's start, the endpoint)
+        self._parked: dict[int, tuple[Callable[[_Conn], None], str]] = {}
         self.observe = observe
         self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
         self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
@@ -336,7 +346,21 @@ class ClientDriver:
             conn.machine.propagate(trace)
             conn.front.connect(now=now)
 
-        self._operate(conn_id, start, now)
+        conn = self._conns.get(conn_id)
+        fleet = self.fleet
+        if fleet is None or conn is None or conn.machine.settings.era_hint is not None:
+            self._operate(conn_id, start, now)
+            return
+        url = conn.machine.settings.endpoint.url
+        if fleet.era_known(url) or conn.view.closed or self._busy(conn):
+            self._operate(conn_id, start, now)  # (its UsageError, if any)
+            return
+        self._parked[conn_id] = (start, url)  # until the era is read, or store_timeout
+        conn.attended = True
+        self._arm(conn, now + self.limits.store_timeout)
+        op = fleet.wait_era(url, conn_id)
+        if op is not None:
+            self._outbox.append(op)
 
     def list_tools(
         self,
@@ -435,6 +459,9 @@ class ClientDriver:
     def close(self, *, now: float) -> None:
         """Client close: every socket closes, every dial and wait fails, later dials fail."""
         self.closed = True
+        for conn_id in list(self._parked):  # a connect waiting for the store
+            self._drop(self._conns[conn_id], now)
+            self._outbox.append(Finished(conn_id=conn_id, error=_client_closed()))
         for ticket, (conn, start) in list(self._waits.items()):
             del self._waits[ticket], self._pending[start.exchange_id]
             self._close_pool_ids(self.pool.withdraw(ticket, now=now), now)
@@ -447,6 +474,29 @@ class ClientDriver:
             self._close_socket(self._by_pool[pool_id], now, _client_closed())
 
     # ------------------------------------------------------------ the adapter's reports
+
+    def store_answered(self, op_id: int, answer: StoreAnswer, *, now: float) -> None:
+        """The shared store's answer to :class:`StoreOp` ``op_id`` (untrusted)."""
+        assert self.fleet is not None, "a StoreOp answered without a shared store"
+        read = self.fleet.answered(op_id, answer)
+        if read is None:
+            return
+        url, hint, waiting = read
+        if hint is not None and self.pool.era_hint(url) is None:
+            self.pool.remember_era(url, hint)
+        for conn_id in waiting:
+            self._unpark(conn_id, hint, now)
+
+    def _unpark(self, conn_id: int, hint: str | None, now: float) -> None:
+        """A parked connect goes on (with the fleet's era hint, when one came)."""
+        start, url = self._parked.pop(conn_id)
+        assert self.fleet is not None
+        self.fleet.stop_waiting(url, conn_id)
+        conn = self._conns[conn_id]
+        if hint is not None:
+            conn.machine.use_era_hint(hint)
+        self._arm(conn, None)
+        self._operate(conn_id, start, now)
 
     def resolved(self, dial_id: int, answers: object, *, now: float) -> None:
         """The resolver's raw answer (any value: vetted here)."""
@@ -504,6 +554,8 @@ class ClientDriver:
             if isinstance(timed, Dial):
                 self._give_up(timed, now)
                 self._settle(timed, dialing.timeout_error(self.limits), now)
+            elif timed.view.conn_id in self._parked:  # the store did not answer in time
+                self._unpark(timed.view.conn_id, None, now)
             else:
                 timed.front.handle_timer(now=now)
                 self._drive(timed, now)
@@ -525,7 +577,7 @@ class ClientDriver:
         conn = self._conns.get(conn_id)
         if conn is None or (conn.view.closed and not closing):
             raise UsageError(CONN_CLOSED)
-        if conn.front.busy:
+        if self._busy(conn):
             raise UsageError(CONN_BUSY)
         start(conn)
         conn.attended = True
@@ -537,6 +589,9 @@ class ClientDriver:
             assert not isinstance(item, AuthorizationNeeded)  # never held: delivered at once
             if conn.machine.wanted(item):
                 self._outbox.insert(mark, deliver)
+
+    def _busy(self, conn: _Conn) -> bool:
+        return conn.front.busy or conn.view.conn_id in self._parked
 
     def _drive(self, conn: _Conn, now: float) -> None:
         """Act on the machine's outputs, then re-arm its deadline."""
@@ -616,7 +671,10 @@ class ClientDriver:
                 value = output.result
             version = conn.machine.protocol_version
             assert version is not None  # an operation succeeded: the era is known
-            self.pool.remember_era(conn.machine.settings.endpoint.url, version)
+            url = conn.machine.settings.endpoint.url
+            self.pool.remember_era(url, version)
+            if self.fleet is not None and (op := self.fleet.era_write(url, version)):
+                self._outbox.append(op)
         self._outbox.append(Finished(conn_id=view.conn_id, value=value))
 
     def _drop(self, conn: _Conn, now: float) -> None:
@@ -624,6 +682,10 @@ class ClientDriver:
         conn.view.closed = True
         del self._conns[conn.view.conn_id]
         conn.heap_at = conn.heap_seq = None
+        parked = self._parked.pop(conn.view.conn_id, None)
+        if parked is not None:
+            assert self.fleet is not None
+            self.fleet.stop_waiting(parked[1], conn.view.conn_id)
         listeners = self._listeners.get(conn.origin)
         if listeners is not None:
             listeners.pop(conn, None)

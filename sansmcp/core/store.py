@@ -42,8 +42,6 @@ cache lookup goes on with a miss; :func:`store_error`: a token operation fails w
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -332,6 +330,8 @@ def store_key(kind: str, parts: Sequence[Part], *, prefix: str = DEFAULT_PREFIX)
     ``parts`` (None, a str and the same bytes never digest alike)."""
     if not isinstance(prefix, str) or not 0 < len(prefix) <= MAX_PREFIX_CHARS:
         raise CallerError(f"a store prefix is a str of 1 to {MAX_PREFIX_CHARS} characters")
+    import hashlib  # here: a plain work item builds no key (``import sansmcp`` stays light)
+
     digest = hashlib.sha256(kind.encode())
     for part in parts:
         if part is None:
@@ -393,6 +393,9 @@ def fleet_identity(secret: bytes, parts: Sequence[tuple[bytes, bytes]]) -> bytes
     (``cache.credential_parts``); None when there is none (nothing private is shared)."""
     if not parts:
         return None
+    import hashlib
+    import hmac
+
     mac = hmac.new(secret, b"sansmcp-listing", hashlib.sha256)
     for name, value in parts:  # length-prefixed: no two part lists digest alike
         mac.update(len(name).to_bytes(4, "big") + name + len(value).to_bytes(4, "big") + value)
