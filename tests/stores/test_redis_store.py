@@ -386,3 +386,41 @@ def test_a_lease_of_a_killed_holder_expires(redis_server: RedisServer) -> None:
         assert set(answers[:-1]) == {Held()}
     finally:
         store.close()
+
+
+THREADS = 8
+
+
+def test_one_store_serves_many_threads(redis_server: RedisServer) -> None:
+    """The blocking API is shared by threads (the sync adapter's workers, trio's
+    ``to_thread``): 8 threads x 25 read + compare-and-set increments lose no update."""
+    import threading
+
+    store = redis_store(redis_server.url)
+    conflicts = [0] * THREADS
+
+    def add(index: int) -> None:
+        done = 0
+        while done < 25:
+            current = store.execute(Read(key=KEY))
+            count, version = (
+                (int(current.value), current.version) if isinstance(current, Found) else (0, 0)
+            )
+            answer = store.execute(cas(b"%d" % (count + 1), version))
+            if isinstance(answer, Written):
+                done += 1
+            else:
+                assert isinstance(answer, Conflict), answer
+                conflicts[index] += 1
+
+    threads = [threading.Thread(target=add, args=(index,)) for index in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    try:
+        found = store.execute(Read(key=KEY))
+        assert isinstance(found, Found) and found.value == b"%d" % (THREADS * 25)
+        assert sum(store.failures.values()) == 0 and sum(store.misses.values()) == 0
+    finally:
+        store.close()
