@@ -51,6 +51,7 @@ Cause = Literal[
     "session_expired",
     "bad_document",
     "client_closed",
+    "store",
 ]
 """Every value of ``ConnectionFailed.cause``; each is described in that class's docstring."""
 
@@ -151,7 +152,10 @@ class ConnectionFailed(McpError):
     * ``"bad_document"`` -- an OAuth document (metadata, registration or token answer)
       is malformed, not JSON, or names a URL that is not https (except on loopback);
     * ``"client_closed"`` -- the ``Client`` was closed (from another task or thread)
-      while this work was in flight: no fault of the server's.
+      while this work was in flight: no fault of the server's;
+    * ``"store"`` -- the shared store (``Client(store=...)``, e.g. Redis) failed or timed
+      out during an operation that cannot go on safely without it (a token's read,
+      refresh lease or write); nothing was written or deleted.
 
     For a deadline or a budget, ``bound`` names the ``Limits`` field and ``limit`` /
     ``observed`` give the figures.

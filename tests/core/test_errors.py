@@ -47,6 +47,7 @@ CAUSES = frozenset(
         "session_expired",
         "bad_document",
         "client_closed",
+        "store",
     }
 )
 REASONS = frozenset(
