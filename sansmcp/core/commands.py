@@ -3,7 +3,7 @@
 An adapter executes each :data:`Command` it takes from ``ClientDriver.next_command``:
 the I/O ones (:class:`Resolve`, :class:`Connect`, :class:`Write`, :class:`CloseSocket`)
 on sockets, the caller's (:class:`Deliver`, :class:`Finished`) in the caller's task or
-thread.  This module owns their shapes only; when each is made is the driver's.
+thread, a shared store's (:class:`StoreOp`) on the store.  This module owns their shapes only; when each is made is the driver's.
 
 Commands made per request (``Write``, ``Finished``) are read-only by contract, not
 ``frozen`` (a frozen ``__init__`` costs about four times a plain one; see
@@ -19,9 +19,19 @@ from .errors import McpError
 from .mcp import InputRequired, Observation
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
+from .store import StoreCommand
 from .tools import Tool
 
-__all__ = ["CloseSocket", "Command", "Connect", "Deliver", "Finished", "Resolve", "Write"]
+__all__ = [
+    "CloseSocket",
+    "Command",
+    "Connect",
+    "Deliver",
+    "Finished",
+    "Resolve",
+    "StoreOp",
+    "Write",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,4 +100,14 @@ class Finished:
     error: McpError | None = dataclasses.field(default=None, compare=False)
 
 
-Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreOp:
+    """Perform ``command`` on the Client's shared store (``Client(store=...)``), bounded
+    by ``Limits.store_timeout``; answer with ``store_answered(op_id, answer)`` -- a
+    failure (an exception of the store included) as a ``StoreFailed`` answer."""
+
+    op_id: int
+    command: StoreCommand
+
+
+Command = Resolve | Connect | Write | CloseSocket | Deliver | Finished | StoreOp

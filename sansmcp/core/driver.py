@@ -62,11 +62,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias, assert_never
 
 from . import config as config_module
 from .cache import CallerCache, ListingCache
-from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, Write
+from .commands import CloseSocket, Command, Connect, Deliver, Finished, Resolve, StoreOp, Write
 from .config import Config
 from .conn import ConnRecord
 from .dialer import Dial, DialPhase
 from .errors import CallerError, UsageError
+from .fleet import Fleet
 from .limits import Limits
 from .mcp import (
     CancelExchange,
@@ -88,7 +89,8 @@ from .net import egress
 from .net.pool import Pool
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
-from .sockets import Sockets
+from .sockets import Sockets, client_closed
+from .store import StoreAnswer
 from .timers import Timers
 from .tools import Tool
 from .view import ConnView
@@ -106,6 +108,7 @@ __all__ = [
     "DialPhase",
     "Finished",
     "Resolve",
+    "StoreOp",
     "Write",
 ]
 
@@ -134,6 +137,8 @@ class ClientDriver:
     ``Config`` may override both, and narrow or widen the guard (``Config.egress``).
     ``cache_salt`` (random bytes the adapter draws, up to 64) salts the caller digests
     that key ``private`` entries of the Client-wide listing cache (:attr:`cache`).
+    ``shared_store``: the adapter performs :class:`StoreOp` on a store the fleet shares
+    (:mod:`sansmcp.core.fleet`: :attr:`fleet`); without it none is emitted.
     """
 
     def __init__(
@@ -152,11 +157,13 @@ class ClientDriver:
         wall_clock: Callable[[], float] | None = None,
         proxy: str | None = None,
         guard: str | None = None,
+        shared_store: bool = False,
     ) -> None:
         self.limits = limits or Limits()
         self.route = egress.default_route(
             proxy, guard, allow_private=allow_private, allow_loopback=allow_loopback
         )
+        self.fleet = Fleet(self.limits) if shared_store else None
         self.observe = observe
         self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
         self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
@@ -263,7 +270,19 @@ class ClientDriver:
             conn.machine.propagate(trace)
             conn.front.connect(now=now)
 
-        self._operate(conn_id, start, now)
+        conn = self._conns.get(conn_id)
+        fleet = self.fleet
+        if fleet is None or conn is None or self._busy(conn) or conn.view.closed:
+            self._operate(conn_id, start, now)  # (its UsageError, if any)
+            return
+        parked = fleet.park_connect(conn, start)  # until the era is read, or store_timeout
+        if parked is None:
+            self._operate(conn_id, start, now)
+            return
+        conn.attended = True
+        self._arm(conn, now + self.limits.store_timeout)
+        if isinstance(parked, StoreOp):
+            self._outbox.append(parked)
 
     def list_tools(
         self,
@@ -306,7 +325,7 @@ class ClientDriver:
         if conn is None or conn.view.closed:
             self._outbox.append(Finished(conn_id=conn_id))
             return
-        if conn.front.busy:
+        if self._busy(conn):
             raise UsageError(CONN_BUSY)  # before anything changes
         conn.view.closed = True
         self._operate(conn_id, lambda conn: conn.machine.close(now=now), now, closing=True)
@@ -362,9 +381,37 @@ class ClientDriver:
     def close(self, *, now: float) -> None:
         """Client close: every socket closes, every dial and wait fails, later dials fail."""
         self.closed = True
+        if self.fleet is not None:
+            for conn_id in list(self.fleet.parked):  # a connect waiting for the store
+                self._drop(self._conns[conn_id], now)
+                self._outbox.append(Finished(conn_id=conn_id, error=client_closed()))
         self._sockets.close(now)
 
     # ------------------------------------------------------------ the adapter's reports
+
+    def store_answered(self, op_id: int, answer: StoreAnswer, *, now: float) -> None:
+        """The shared store's answer to :class:`StoreOp` ``op_id`` (untrusted)."""
+        fleet = self.fleet
+        assert fleet is not None, "a StoreOp answered without a shared store"
+        read = fleet.answered(op_id, answer)
+        if read is None:
+            return
+        url, hint, waiting = read
+        if hint is not None and self.pool.era_hint(url) is None:
+            self.pool.remember_era(url, hint)
+        for conn_id in waiting:
+            self._unpark(conn_id, hint, now)
+
+    def _unpark(self, conn_id: int, hint: str | None, now: float) -> None:
+        """A parked connect goes on (with the fleet's era hint, when one came)."""
+        assert self.fleet is not None
+        start = self.fleet.unpark(conn_id)
+        assert start is not None  # (a Conn waiting for a read is parked)
+        conn = self._conns[conn_id]
+        if hint is not None:
+            conn.machine.use_era_hint(hint)
+        self._arm(conn, None)
+        self._operate(conn_id, start, now)
 
     def resolved(self, dial_id: int, answers: object, *, now: float) -> None:
         """The resolver's raw answer (any value: vetted here)."""
@@ -409,6 +456,8 @@ class ClientDriver:
         for timed in self._timers.due(now):
             if isinstance(timed, Dial):
                 self._sockets.dial_timed_out(timed, now)
+            elif self.fleet is not None and timed.view.conn_id in self.fleet.parked:
+                self._unpark(timed.view.conn_id, None, now)  # the store did not answer in time
             else:
                 timed.front.handle_timer(now=now)
                 self._drive(timed, now)
@@ -427,7 +476,7 @@ class ClientDriver:
         conn = self._conns.get(conn_id)
         if conn is None or (conn.view.closed and not closing):
             raise UsageError(CONN_CLOSED)
-        if conn.front.busy:
+        if self._busy(conn):
             raise UsageError(CONN_BUSY)
         start(conn)
         conn.attended = True
@@ -439,6 +488,11 @@ class ClientDriver:
             assert not isinstance(item, AuthorizationNeeded)  # never held: delivered at once
             if conn.machine.wanted(item):
                 self._outbox.insert(mark, deliver)
+
+    def _busy(self, conn: ConnRecord) -> bool:
+        return conn.front.busy or (
+            self.fleet is not None and conn.view.conn_id in self.fleet.parked
+        )
 
     def _drive(self, conn: ConnRecord, now: float) -> None:
         """Act on the machine's outputs, then re-arm its deadline."""
@@ -518,7 +572,10 @@ class ClientDriver:
                 value = output.result
             version = conn.machine.protocol_version
             assert version is not None  # an operation succeeded: the era is known
-            self.pool.remember_era(conn.machine.settings.endpoint.url, version)
+            url = conn.machine.settings.endpoint.url
+            self.pool.remember_era(url, version)
+            if self.fleet is not None and (op := self.fleet.era_write(url, version)):
+                self._outbox.append(op)
         self._outbox.append(Finished(conn_id=view.conn_id, value=value))
 
     def _drop(self, conn: ConnRecord, now: float) -> None:
@@ -526,6 +583,8 @@ class ClientDriver:
         conn.view.closed = True
         del self._conns[conn.view.conn_id]
         conn.heap_at = conn.heap_seq = None
+        if self.fleet is not None:
+            self.fleet.unpark(conn.view.conn_id)
         self._sockets.drop(conn, now)
 
     # ------------------------------------------------------------ deadlines

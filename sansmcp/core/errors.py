@@ -52,6 +52,7 @@ Cause = Literal[
     "bad_document",
     "client_closed",
     "proxy",
+    "store",
 ]
 """Every value of ``ConnectionFailed.cause``; each is described in that class's docstring."""
 
@@ -157,6 +158,9 @@ class ConnectionFailed(McpError):
       ``Proxy-Authenticate`` challenge in ``proxy_authenticate``), or misbehaved before the
       tunnel was up (a malformed answer, an answer with a body, bytes before the target
       spoke, the connection closed).
+    * ``"store"`` -- the shared store (``Client(store=...)``, e.g. Redis) failed or timed
+      out during an operation that cannot go on safely without it (a token's read,
+      refresh lease or write); nothing was written or deleted.
 
     For a deadline or a budget, ``bound`` names the ``Limits`` field and ``limit`` /
     ``observed`` give the figures.

@@ -143,6 +143,10 @@ _RULES: dict[str, _Rule] = {
     "min_task_poll_interval": _TIME,
     "max_task_poll_interval": _TIME,
     "max_task_polls": _COUNT,
+    "max_store_value_bytes": _COUNT,
+    "store_timeout": _TIME,
+    "store_lease_expiry": _TIME,
+    "store_load_wait": _WAIT,
 }
 
 
@@ -278,3 +282,12 @@ class Limits:
     min_task_poll_interval: float = 0.1  # > 0
     max_task_poll_interval: float = 30.0  # > 0
     max_task_polls: int = 200  # >= 1
+    # the shared store (issue 28; sansmcp.core.store): bytes of one stored value (a
+    # larger record is not stored, a larger value read back is a miss), the deadline of
+    # each store operation, how long a lease holds (a worker killed while holding one
+    # delays the others by at most this), and how long a worker waits for another's load
+    # of a cold key before it loads it itself (0: it never waits)
+    max_store_value_bytes: int = 1 << 20  # >= 1
+    store_timeout: float = 1.0  # > 0
+    store_lease_expiry: float = 15.0  # > 0
+    store_load_wait: float = 2.0  # >= 0

@@ -35,10 +35,10 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, Self, TypeVar, assert_never, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, assert_never, cast
 
 from ..core.config import Config
-from ..core.driver import ClientDriver, Deliver, Finished, Resolve
+from ..core.driver import ClientDriver, Deliver, Finished, Resolve, StoreOp
 from ..core.errors import CallerError
 from ..core.limits import Limits
 from ..core.mcp import (
@@ -54,8 +54,12 @@ from ..core.mcp import (
 from ..core.net.pool import Pool
 from ..core.oauth.store import AuthorizationNeeded
 from ..core.results import CallResult
+from ..core.store import StoreAnswer, StoreFailed
 from ..core.tools import SkippedTool, Tool
 from ..core.view import ConnView
+
+if TYPE_CHECKING:
+    from ..stores import SharedStore
 
 __all__ = [
     "AsyncRuntime",
@@ -69,8 +73,11 @@ __all__ = [
     "Steps",
     "TelemetryHook",
     "numeric_socket",
+    "perform_store",
+    "perform_store_blocking",
     "resolve",
     "resolve_blocking",
+    "store_answer_blocking",
 ]
 
 Resolver = Callable[[str, int], Awaitable[object]]
@@ -224,6 +231,8 @@ class ClientFace(Runtime, Generic[ConnT]):
     environment) sends every request through that egress proxy's ``CONNECT`` tunnels;
     ``guard`` says who vets the destination: ``"local"`` (the default: sansmcp resolves
     and vets, and tunnels to the vetted address) or ``"proxy"`` (the proxy resolves).
+    ``store`` (a :class:`~sansmcp.stores.SharedStore`, e.g. ``sansmcp.stores.RedisStore``)
+    shares era hints with the other processes of a fleet.
     """
 
     _conn_type: type[ConnT]  # the runtime's Conn
@@ -243,8 +252,10 @@ class ClientFace(Runtime, Generic[ConnT]):
         telemetry: TelemetryHook | None = None,
         proxy: str | None = None,
         guard: str = "local",
+        store: SharedStore | None = None,
     ) -> None:
         self.telemetry = telemetry
+        self._store = store
         self._driver = ClientDriver(
             proxy=proxy,
             guard=guard,
@@ -259,6 +270,7 @@ class ClientFace(Runtime, Generic[ConnT]):
             observe=telemetry is not None,
             random_bytes=os.urandom,  # what secrets.token_bytes calls, without importing secrets
             wall_clock=time.time,
+            shared_store=store is not None,
         )
         self._ssl = ssl_context  # the caller's: used as given, never changed
         self._own_tls: dict[tuple[str, ...], ssl.SSLContext] = {}  # ours, by ALPN offer
@@ -659,3 +671,35 @@ def report_resolve(
         hooked = client._resolver is not None
         driver.resolve_failed(command.dial_id, failure, from_hook=hooked, now=now)
     client._pump()
+
+
+def _store_raised(exc: Exception) -> StoreFailed:
+    return StoreFailed(reason="failed", detail=f"the store raised {type(exc).__name__}: {exc}")
+
+
+async def perform_store(client: ClientFace[Any], command: StoreOp) -> None:
+    """Perform ``command`` on the Client's store (asyncio) and report its answer."""
+    assert client._store is not None
+    try:
+        answer: StoreAnswer = await client._store.aexecute(command.command)
+    except Exception as exc:  # the embedder's store: any exception is a failure
+        answer = _store_raised(exc)
+    client._driver.store_answered(command.op_id, answer, now=client._now())
+    client._pump()
+
+
+def store_answer_blocking(client: ClientFace[Any], command: StoreOp) -> StoreAnswer:
+    """The answer to ``command`` from the store's blocking API (on a worker thread)."""
+    assert client._store is not None
+    try:
+        return client._store.execute(command.command)
+    except Exception as exc:  # the embedder's store: any exception is a failure
+        return _store_raised(exc)
+
+
+def perform_store_blocking(client: ClientFace[Any], command: StoreOp, lock: Any) -> None:
+    """Perform ``command`` (on a worker thread) and report its answer holding ``lock``."""
+    answer = store_answer_blocking(client, command)
+    with lock:
+        client._driver.store_answered(command.op_id, answer, now=client._now())
+        client._pump()

@@ -38,10 +38,10 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar, assert_never
 
 from ..core.config import Config
-from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Write
+from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, StoreOp, Write
 from ..core.driver import DialPhase as Phase
 from ..core.view import ConnView
-from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, resolve
+from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, perform_store, resolve
 
 __all__ = ["Client", "Conn", "connect"]
 
@@ -67,8 +67,9 @@ class Client(ClientBase["Conn"]):
         (``Limits.client_close_timeout``)."""
         self._shut()
         waits: list[asyncio.Future[Any]] = list(self._tasks.values())
-        for task in waits:
-            task.cancel()
+        for io_id, task in self._tasks.items():
+            if io_id >= 0:  # a store op (negative id) ends by itself, in store_timeout
+                task.cancel()
         if self._closing:
             self._lost = asyncio.get_running_loop().create_future()
             waits.append(self._lost)
@@ -100,6 +101,8 @@ class Client(ClientBase["Conn"]):
                     )
                 case CloseSocket(socket_id=socket_id):
                     self._abort(socket_id)
+                case StoreOp(op_id=op_id):  # (negative: apart from socket and dial ids)
+                    self._spawn(-op_id, perform_store(self, command))
                 case _:
                     assert_never(command)
         deadline = driver.next_deadline()

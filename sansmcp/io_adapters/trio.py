@@ -47,10 +47,17 @@ from typing import Any, Self, assert_never
 import trio
 
 from ..core.config import Config
-from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Write
+from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, StoreOp, Write
 from ..core.driver import DialPhase as Phase
 from ..core.view import ConnView
-from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, resolve
+from ._common import (
+    READ_SIZE,
+    ClientBase,
+    ConnBase,
+    numeric_socket,
+    resolve,
+    store_answer_blocking,
+)
 
 __all__ = ["Client", "Conn", "connect"]
 
@@ -128,8 +135,9 @@ class Client(ClientBase["Conn"]):
     async def aclose(self) -> None:
         """Close every socket; in-flight work fails ``ConnectionFailed``."""
         self._shut()
-        for scope in [*self._scopes.values(), self._timer]:
-            scope.cancel()
+        for io_id, scope in [*self._scopes.items(), (0, self._timer)]:
+            if io_id >= 0:  # a store op (negative id) ends by itself, in store_timeout
+                scope.cancel()
         await trio.lowlevel.checkpoint()
 
     def _pump(self) -> None:
@@ -148,6 +156,8 @@ class Client(ClientBase["Conn"]):
                     self._spawn(command.dial_id, resolve, self, command, ask, trio.Cancelled)
                 case Connect():
                     self._spawn(command.socket_id, self._socket, command)
+                case StoreOp():  # the blocking API in a worker thread (negative: apart from ids)
+                    self._spawn(-command.op_id, self._store_op, command)
                 case _:
                     assert_never(command)
         deadline = driver.next_deadline()
@@ -192,6 +202,14 @@ class Client(ClientBase["Conn"]):
                 del self._scopes[io_id]
 
         self._start(scoped, f"sansmcp-{fn.__name__.strip('_')}-{io_id}")
+
+    async def _store_op(self, command: StoreOp) -> None:
+        """Perform ``command`` with the store's blocking API in a worker thread."""
+        answer = await trio.to_thread.run_sync(
+            store_answer_blocking, self, command, abandon_on_cancel=True
+        )
+        self._driver.store_answered(command.op_id, answer, now=self._now())
+        self._pump()
 
     async def _socket(self, command: Connect) -> None:
         """A socket's task: :meth:`_connect` it; what escapes (a fault anywhere on its way)

@@ -48,6 +48,7 @@ CAUSES = frozenset(
         "bad_document",
         "client_closed",
         "proxy",
+        "store",
     }
 )
 REASONS = frozenset(

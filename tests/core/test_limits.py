@@ -22,7 +22,7 @@ from sansmcp.core.errors import CallerError
 from sansmcp.core.limits import Limits
 
 FIELDS = [field.name for field in dataclasses.fields(Limits)]
-WAITS = {"stream_end_wait", "cancel_grace"}
+WAITS = {"stream_end_wait", "cancel_grace", "store_load_wait"}
 ALLOWANCES = {
     "pool_max_idle_per_origin",
     "max_stream_retries",

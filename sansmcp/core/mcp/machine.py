@@ -351,6 +351,12 @@ class McpMachine:
         self.settings = dataclasses.replace(self.settings, bearer_token=token)
         self._requests.use_settings(self.settings)
 
+    def use_era_hint(self, version: str) -> None:
+        """Negotiate as if ``version`` was last negotiated here (a hint the shared store
+        gave) from the next connect on; a hint the server contradicts is dropped."""
+        self.settings = dataclasses.replace(self.settings, era_hint=version)
+        self._ops.settings = self.settings
+
     def next_output(self) -> Output | None:
         return self._outputs.popleft() if self._outputs else None
 

@@ -30,11 +30,18 @@ from collections.abc import Callable
 from typing import Self, assert_never, cast
 
 from ...core.config import Config
-from ...core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Write
+from ...core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, StoreOp, Write
 from ...core.results import CallResult
 from ...core.tools import Tool
 from ...core.view import ConnView
-from .._common import Call, ClientFace, ConnFace, ProgressCallback, resolve_blocking
+from .._common import (
+    Call,
+    ClientFace,
+    ConnFace,
+    ProgressCallback,
+    perform_store_blocking,
+    resolve_blocking,
+)
 from ._selectloop import Bell, SelectLoop, Workers
 from ._turns import Turns
 
@@ -105,6 +112,8 @@ class Client(ClientFace["Conn"]):
                     turns._start_watching()
                 case Resolve():
                     self._resolvers.submit(resolve_blocking, self, command, self._lock)
+                case StoreOp():
+                    self._resolvers.submit(perform_store_blocking, self, command, self._lock)
                 case CloseSocket(socket_id=socket_id):
                     self._loop.close(socket_id)
                 case _:

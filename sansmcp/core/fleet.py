@@ -1,0 +1,172 @@
+"""The driver's side of the store seam: what one Client shares with its fleet, and when.
+
+Theory of operation
+-------------------
+With a shared store (``Client(store=...)``) the driver builds a :class:`Fleet`; it
+decides which :class:`~sansmcp.core.commands.StoreOp` to emit and reads their answers.
+Today it shares **era hints** (the protocol version last negotiated per endpoint), so
+a fleet probes a legacy endpoint once, not once per process:
+
+* before the first connect to an endpoint this process has no hint for, the Conn
+  waits (at most ``Limits.store_timeout``, on the driver's timer) for one
+  :class:`~sansmcp.core.store.Read` of the endpoint's era key; Conns to the same
+  endpoint that come meanwhile wait for the same read (:meth:`Fleet.wait_era`);
+* the answer (:meth:`Fleet.answered`) is opened defensively
+  (:class:`~sansmcp.core.store_values.ValueCodec`); anything else -- a miss, an
+  unreadable value, a failed store -- is no hint, and the connect goes on as it would
+  have without a store.  An endpoint is read once per process (per
+  :data:`ERA_CAPACITY` endpoints remembered);
+* after an operation succeeds, a hint that differs from the one known to be stored
+  is written by compare-and-set on the version read (:meth:`Fleet.era_write`), with a
+  TTL of a day; a conflict (another worker wrote first) only updates the version
+  known.  Era hints are soft state: no failure of the store fails a work item.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .commands import StoreOp
+from .limits import Limits
+from .store import (
+    DEFAULT_PREFIX,
+    CompareAndSet,
+    Conflict,
+    Found,
+    Missing,
+    Read,
+    StoreAnswer,
+    StoreFailed,
+    Written,
+    era_key,
+)
+from .store_values import ValueCodec, era_body, era_from
+
+if TYPE_CHECKING:
+    from .conn import ConnRecord
+
+Start = Callable[["ConnRecord"], None]  # what starts a parked Conn's operation
+
+__all__ = ["ERA_CAPACITY", "ERA_TTL", "Fleet"]
+
+ERA_CAPACITY = 1024  # endpoints whose stored hint this process remembers (oldest out)
+ERA_TTL = 86_400.0  # a stored era hint lives a day unless written again
+
+
+class Fleet:
+    """Era hints through the shared store, for one driver (see the module docstring).
+
+    ``counts``: ``"reads"`` and ``"writes"`` emitted, ``"hints"`` found,
+    ``"failures"`` (answers ``StoreFailed``), ``"conflicts"`` (a write another worker
+    beat); ``codec.misses``: values read that did not open.
+    """
+
+    def __init__(self, limits: Limits, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self.prefix = prefix
+        self.codec = ValueCodec(limits.max_store_value_bytes)
+        self._op_ids = itertools.count(1)
+        # endpoint URL -> (the hint known stored there or None, its store version; 0: none)
+        self._known: OrderedDict[str, tuple[str | None, int]] = OrderedDict()
+        self._reads: dict[int, str] = {}  # op id -> the endpoint whose era is being read
+        self._writes: dict[int, tuple[str, str]] = {}  # op id -> (endpoint, hint written)
+        self._waiting: dict[str, list[int]] = {}  # endpoint -> Conns waiting for its read
+        self.counts = dict.fromkeys(("reads", "writes", "hints", "failures", "conflicts"), 0)
+        # Conns whose operation waits for a store read: conn id -> (its start, the endpoint)
+        self.parked: dict[int, tuple[Start, str]] = {}
+
+    def __repr__(self) -> str:
+        return f"Fleet({len(self._known)} endpoints, {self.counts})"
+
+    def era_known(self, url: str) -> bool:
+        """The store was read for ``url`` already (whatever it answered)."""
+        return url in self._known
+
+    def park_connect(self, conn: ConnRecord, start: Start) -> StoreOp | bool | None:
+        """Park ``conn``'s connect until its endpoint's era is read: the read to emit, or
+        True (parked behind a read in flight); None: it goes on at once (a hint known, or
+        the store read already for this endpoint)."""
+        settings = conn.machine.settings
+        url = settings.endpoint.url
+        if settings.era_hint is not None or self.era_known(url):
+            return None
+        self.parked[conn.view.conn_id] = (start, url)
+        return self.wait_era(url, conn.view.conn_id) or True
+
+    def unpark(self, conn_id: int) -> Start | None:
+        """``conn_id`` waits no more (its read came, it timed out, or it was dropped): its
+        operation's start (None: it was not parked)."""
+        parked = self.parked.pop(conn_id, None)
+        if parked is None:
+            return None
+        self.stop_waiting(parked[1], conn_id)
+        return parked[0]
+
+    def wait_era(self, url: str, conn_id: int) -> StoreOp | None:
+        """``conn_id`` waits for ``url``'s era: the read to emit (None: one is in flight)."""
+        waiting = self._waiting.setdefault(url, [])
+        waiting.append(conn_id)
+        if len(waiting) > 1:
+            return None
+        op = StoreOp(op_id=next(self._op_ids), command=Read(key=era_key(url, prefix=self.prefix)))
+        self._reads[op.op_id] = url
+        self.counts["reads"] += 1
+        return op
+
+    def stop_waiting(self, url: str, conn_id: int) -> None:
+        """``conn_id`` no longer waits (it timed out, or was dropped)."""
+        waiting = self._waiting.get(url)
+        if waiting is not None and conn_id in waiting:
+            waiting.remove(conn_id)
+
+    def answered(self, op_id: int, answer: StoreAnswer) -> tuple[str, str | None, list[int]] | None:
+        """Take the answer to ``op_id``: for an era read, (the endpoint, its hint or None,
+        the Conns that waited for it); None for anything else (a write, an unknown id)."""
+        if isinstance(answer, StoreFailed):
+            self.counts["failures"] += 1
+        written = self._writes.pop(op_id, None)
+        if written is not None:
+            if isinstance(answer, Written):
+                self._remember(written[0], written[1], answer.version)
+            elif isinstance(answer, Conflict):
+                self.counts["conflicts"] += 1
+                self._remember(written[0], None, answer.version)
+            return None
+        endpoint = self._reads.pop(op_id, None)
+        if endpoint is None:
+            return None
+        hint: str | None = None
+        version = 0
+        if isinstance(answer, Found):
+            hint, version = self.codec.open("era", answer.value, era_from), answer.version
+        elif isinstance(answer, Missing):
+            version = answer.version
+        if hint is not None:
+            self.counts["hints"] += 1
+        self._remember(endpoint, hint, version)
+        return endpoint, hint, self._waiting.pop(endpoint, [])
+
+    def era_write(self, url: str, version: str) -> StoreOp | None:
+        """The write that shares ``version`` as ``url``'s era (None: stored already, a
+        write is in flight, or the value is over the bound)."""
+        hint, stored = self._known.get(url, (None, 0))
+        if hint == version or any(url == w for w, _ in self._writes.values()):
+            return None
+        value = self.codec.seal("era", era_body(version))
+        if value is None:
+            return None
+        command = CompareAndSet(
+            key=era_key(url, prefix=self.prefix), value=value, expected=stored, ttl=ERA_TTL
+        )
+        op = StoreOp(op_id=next(self._op_ids), command=command)
+        self._writes[op.op_id] = (url, version)
+        self.counts["writes"] += 1
+        return op
+
+    def _remember(self, url: str, hint: str | None, version: int) -> None:
+        self._known[url] = (hint, version)
+        self._known.move_to_end(url)
+        while len(self._known) > ERA_CAPACITY:
+            self._known.popitem(last=False)

@@ -1,0 +1,206 @@
+"""What shared state is stored as: records sealed into bytes, opened defensively.
+
+Theory of operation
+-------------------
+A store (:mod:`sansmcp.core.store`) holds bytes; this module owns their layout.
+:meth:`ValueCodec.seal` writes a record as the compact JSON ``[1, kind, body]`` (the
+``1`` is the layout's version, ``kind`` what the key holds: ``"tokens"``,
+``"registration"``, ``"pending"``, ``"era"``, ``"listing"``); a body is a JSON object
+built by one ``*_body`` function and read back by its ``*_from`` twin.
+
+Everything a store returns is untrusted (another worker's older code, an operator's
+``SET``, a corrupted or hostile store): :meth:`ValueCodec.open` parses with the core's
+bounded JSON parser and checks the layout, the kind and every field's type; anything
+else is a miss (None), counted in ``ValueCodec.misses`` by cause -- never an exception.
+Members a body does not name are ignored (a newer worker may add some).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from .jsonvalue import JsonError, dumps_compact, parse_json
+from .oauth.store import Binding, ClientRegistration, PendingAuthorization, Tokens
+
+__all__ = [
+    "FORMAT",
+    "ValueCodec",
+    "era_body",
+    "era_from",
+    "pending_body",
+    "pending_from",
+    "registration_body",
+    "registration_from",
+    "tokens_body",
+    "tokens_from",
+]
+
+FORMAT = 1  # the sealed values' layout: [FORMAT, kind, body]
+_VALUE_DEPTH = 64  # nesting of a sealed value (a listing page's schemas included)
+MAX_ERA_CHARS = 64
+
+R = TypeVar("R")
+
+# A field's kind: "str", "str?" (or null), "num?" (int or float, or null), "bool".
+Spec = tuple[tuple[str, str], ...]
+
+TOKENS_SPEC: Spec = (
+    ("access_token", "str"),
+    ("token_type", "str"),
+    ("refresh_token", "str?"),
+    ("expires_at", "num?"),
+    ("scope", "str?"),
+    ("issuer", "str"),
+    ("token_endpoint", "str"),
+)
+REGISTRATION_SPEC: Spec = (("client_id", "str"), ("client_secret", "str?"), ("auth_method", "str"))
+BINDING_SPEC: Spec = (
+    ("url", "str"),
+    ("issuer", "str?"),
+    ("client_id", "str?"),
+    ("client_secret_sha256", "str?"),
+    ("client_metadata_url", "str?"),
+    ("redirect_uri", "str"),
+)
+PENDING_SPEC: Spec = (
+    ("state", "str"),
+    ("verifier", "str"),
+    ("issuer", "str"),
+    ("iss_required", "bool"),
+    ("token_endpoint", "str"),
+    ("resource", "str?"),
+    ("redirect_uri", "str"),
+)
+
+
+def _fits(value: object, kind: str) -> bool:
+    if value is None:
+        return kind.endswith("?")
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, str) if kind.startswith("str") else isinstance(value, int | float)
+
+
+def _fields(body: Mapping[str, Any], spec: Spec) -> dict[str, Any] | None:
+    """``body``'s fields named in ``spec`` when each is present and of its kind (other
+    members are ignored: a newer worker may add some), else None."""
+    out: dict[str, Any] = {}
+    for name, kind in spec:
+        if name not in body or not _fits(body[name], kind):
+            return None
+        out[name] = body[name]
+    return out
+
+
+def _record(value: object, spec: Spec) -> dict[str, Any]:
+    return {name: getattr(value, name) for name, _ in spec}
+
+
+def tokens_body(tokens: Tokens) -> dict[str, Any]:
+    """What a :class:`Tokens` is stored as (``expires_at`` is on the driver's clock:
+    a fleet's workers must share that clock)."""
+    return _record(tokens, TOKENS_SPEC)
+
+
+def tokens_from(body: Mapping[str, Any]) -> Tokens | None:
+    fields = _fields(body, TOKENS_SPEC)
+    if fields is None:
+        return None
+    if fields["expires_at"] is not None:
+        fields["expires_at"] = float(fields["expires_at"])
+    return Tokens(**fields)
+
+
+def registration_body(registration: ClientRegistration) -> dict[str, Any]:
+    return _record(registration, REGISTRATION_SPEC)
+
+
+def registration_from(body: Mapping[str, Any]) -> ClientRegistration | None:
+    fields = _fields(body, REGISTRATION_SPEC)
+    return None if fields is None else ClientRegistration(**fields)
+
+
+def pending_body(pending: PendingAuthorization) -> dict[str, Any]:
+    body = _record(pending, PENDING_SPEC)
+    body["registration"] = registration_body(pending.registration)
+    body["bound"] = _record(pending.bound, BINDING_SPEC)
+    return body
+
+
+def pending_from(body: Mapping[str, Any]) -> PendingAuthorization | None:
+    fields = _fields(body, PENDING_SPEC)
+    registration, bound = body.get("registration"), body.get("bound")
+    if fields is None or not isinstance(registration, dict) or not isinstance(bound, dict):
+        return None
+    client, binding = registration_from(registration), _fields(bound, BINDING_SPEC)
+    if client is None or binding is None:
+        return None
+    return PendingAuthorization(**fields, registration=client, bound=Binding(**binding))
+
+
+def era_body(version: str) -> dict[str, Any]:
+    return {"version": version}
+
+
+def era_from(body: Mapping[str, Any]) -> str | None:
+    version = body.get("version")
+    return version if isinstance(version, str) and 0 < len(version) <= MAX_ERA_CHARS else None
+
+
+class ValueCodec:
+    """Seals records into store values and opens what a store returns, defensively.
+
+    ``misses`` counts the values opened as a miss, by cause: ``"oversized"`` (over
+    ``max_bytes``), ``"undecodable"`` (not JSON, or not ``[1, kind, {...}]``),
+    ``"kind"`` (another kind's value under this key), ``"shape"`` (a body whose
+    fields are missing or of the wrong type).  ``unsealed`` counts records too big
+    to store (they are not stored).
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.misses = {"oversized": 0, "undecodable": 0, "kind": 0, "shape": 0}
+        self.unsealed = 0
+
+    def __repr__(self) -> str:
+        return f"ValueCodec(max_bytes={self.max_bytes:,}, misses={self.misses})"
+
+    def seal(self, kind: str, body: Mapping[str, Any]) -> bytes | None:
+        """The stored form of ``body``, or None (counted) when over ``max_bytes``."""
+        data = dumps_compact([FORMAT, kind, body])
+        if len(data) > self.max_bytes:
+            self.unsealed += 1
+            return None
+        return data
+
+    def open(
+        self, kind: str, data: bytes, shape: Callable[[Mapping[str, Any]], R | None]
+    ) -> R | None:
+        """The record ``shape`` builds from the body of ``data``, or None (a miss,
+        counted) -- never an exception, whatever ``data`` holds."""
+        if len(data) > self.max_bytes:
+            cause = "oversized"
+        else:
+            try:
+                value = parse_json(data, max_depth=_VALUE_DEPTH, max_values=self.max_bytes)
+            except JsonError:
+                value = None
+            if not (
+                isinstance(value, list)
+                and len(value) == 3
+                and value[0] == FORMAT
+                and isinstance(value[1], str)
+                and isinstance(value[2], dict)
+            ):
+                cause = "undecodable"
+            elif value[1] != kind:
+                cause = "kind"
+            elif (record := shape(value[2])) is not None:
+                return record
+            else:
+                cause = "shape"
+        self.misses[cause] += 1
+        return None
