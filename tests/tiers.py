@@ -14,6 +14,9 @@ profile (``tests/conftest.py``) does the same for a test that names no count.
 from __future__ import annotations
 
 import os
+from typing import NoReturn
+
+import pytest
 
 FULL = os.environ.get("SANSMCP_HOSTILE_FULL") == "1"
 QUICK = os.environ.get("SANSMCP_QUICK") == "1" and not FULL
@@ -32,3 +35,11 @@ def examples(full: int, test: int | None = None) -> int:
     if QUICK:
         return min(count, max(QUICK_FLOOR, count // QUICK_SHARE))
     return count
+
+
+def missing_server(reason: str) -> NoReturn:
+    """A real server a test needs is not on this machine: skip, naming it -- or, where
+    it must be (``SANSMCP_REQUIRE_SERVERS=1``: CI, which installs every one), fail."""
+    if os.environ.get("SANSMCP_REQUIRE_SERVERS") == "1":
+        pytest.fail(f"{reason} (SANSMCP_REQUIRE_SERVERS=1: this machine must have it)")
+    pytest.skip(reason)

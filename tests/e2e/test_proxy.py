@@ -34,6 +34,7 @@ import pytest
 
 from sansmcp import Config, ConnectionFailed, MemoryTokenStore, OAuth
 from sansmcp.core.limits import Limits
+from tests.tiers import missing_server
 
 from .conftest import (
     SERVER_START_TIMEOUT,
@@ -84,7 +85,7 @@ class Tinyproxy:
 
 def start_tinyproxy(directory: Path, ports: list[int], *, auth: bool = False) -> Tinyproxy:
     if TINYPROXY is None:
-        pytest.skip("tinyproxy is not installed (Debian package tinyproxy; .ci/run installs it)")
+        missing_server("tinyproxy is not installed (Debian package tinyproxy; .ci/run installs it)")
     port = free_port()
     log = directory / f"tinyproxy-{port}.log"
     lines = [

@@ -15,6 +15,7 @@ import pytest
 from sansmcp.core.limits import Limits
 from sansmcp.core.store import MemoryStore, StoreAnswer, StoreCommand
 from tests.redis_server import RedisServer
+from tests.tiers import missing_server
 
 SECRET = b"fleet-secret-of-the-tests-32byte"
 KEYS = [("k2", b"\x02" * 32), ("k1", b"\x01" * 16)]
@@ -23,7 +24,9 @@ KEYS = [("k2", b"\x02" * 32), ("k1", b"\x01" * 16)]
 def _binary() -> str:
     binary = RedisServer.find()
     if binary is None:
-        pytest.skip("redis-server not found (PATH, /usr/bin/redis-server, $SANSMCP_REDIS_SERVER)")
+        missing_server(
+            "redis-server not found (PATH, /usr/bin/redis-server, $SANSMCP_REDIS_SERVER)"
+        )
     return binary
 
 
