@@ -16,14 +16,28 @@ size (members, elements, compared values, regex threads) is charged to the budge
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .budget import Budget
 from .nodes import Ctx, Mismatch, Node, apply, decimal, is_number, key_of
+from .regex import Program
 
-if TYPE_CHECKING:
-    from .validator import _Compiler
+__all__ = ["Compiler", "compile_keywords"]
 
-__all__ = ["compile_keywords"]
+
+class Compiler(Protocol):
+    """What the keywords ask of the compiler that calls them (``validator._Compiler``):
+    named here, so this module never imports the one that imports it."""
+
+    budget: Budget
+    draft7: bool
+
+    def fail(self, message: str) -> Exception: ...
+
+    def node(self, raw: Any, base: str, depth: int) -> Node: ...
+
+    def pattern(self, pattern: Any) -> Program: ...
+
 
 _TYPE_NAMES = frozenset({"null", "boolean", "object", "array", "number", "string", "integer"})
 _NAME_OF: dict[type, str] = {
@@ -37,7 +51,7 @@ _NAME_OF: dict[type, str] = {
 }
 
 
-def _count(compiler: _Compiler, raw: Mapping[str, Any], word: str) -> int | None:
+def _count(compiler: Compiler, raw: Mapping[str, Any], word: str) -> int | None:
     """A non-negative integer keyword (``1.0`` accepted, as JSON has one number type)."""
     if word not in raw:
         return None
@@ -49,7 +63,7 @@ def _count(compiler: _Compiler, raw: Mapping[str, Any], word: str) -> int | None
     return value
 
 
-def _number(compiler: _Compiler, raw: Mapping[str, Any], word: str) -> int | float | None:
+def _number(compiler: Compiler, raw: Mapping[str, Any], word: str) -> int | float | None:
     if word not in raw:
         return None
     value = raw[word]
@@ -59,7 +73,7 @@ def _number(compiler: _Compiler, raw: Mapping[str, Any], word: str) -> int | flo
 
 
 def _schemas(
-    compiler: _Compiler, raw: Mapping[str, Any], word: str, base: str, depth: int
+    compiler: Compiler, raw: Mapping[str, Any], word: str, base: str, depth: int
 ) -> list[Node]:
     value = raw[word]
     if not isinstance(value, list):
@@ -67,14 +81,14 @@ def _schemas(
     return [compiler.node(item, base, depth) for item in value]
 
 
-def _names(compiler: _Compiler, value: Any, word: str) -> tuple[str, ...]:
+def _names(compiler: Compiler, value: Any, word: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         raise compiler.fail(f"{word} is not an array of strings")
     return tuple(value)
 
 
 def compile_keywords(
-    compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int
+    compiler: Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int
 ) -> None:
     """Append the checks of every assertion keyword of ``raw`` to ``node``."""
     words = raw.keys()
@@ -115,9 +129,7 @@ _OBJECT = frozenset(
 # ---------------------------------------------------------------- any type
 
 
-def _generic(
-    compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int
-) -> None:
+def _generic(compiler: Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int) -> None:
     common = node.common
     if "type" in raw:
         wanted = raw["type"]
@@ -213,7 +225,7 @@ def _generic(
 # ---------------------------------------------------------------- numbers
 
 
-def _numeric(compiler: _Compiler, node: Node, raw: Mapping[str, Any]) -> None:
+def _numeric(compiler: Compiler, node: Node, raw: Mapping[str, Any]) -> None:
     checks = node.num
     for word, holds in (
         ("minimum", lambda value, bound: value >= bound),
@@ -285,7 +297,7 @@ def _bound_check(word: str, holds: Any, bound: int | float) -> Any:
 # ---------------------------------------------------------------- strings
 
 
-def _text(compiler: _Compiler, node: Node, raw: Mapping[str, Any]) -> None:
+def _text(compiler: Compiler, node: Node, raw: Mapping[str, Any]) -> None:
     checks = node.text
     shortest = _count(compiler, raw, "minLength")
     if shortest:
@@ -313,7 +325,7 @@ def _text(compiler: _Compiler, node: Node, raw: Mapping[str, Any]) -> None:
 # ---------------------------------------------------------------- arrays
 
 
-def _array(compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int) -> None:
+def _array(compiler: Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int) -> None:
     checks = node.arr
     fewest = _count(compiler, raw, "minItems")
     if fewest:
@@ -404,7 +416,7 @@ def _contains_check(wanted: Node, least: int, most: int | None) -> Any:
 # ---------------------------------------------------------------- objects
 
 
-def _object(compiler: _Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int) -> None:
+def _object(compiler: Compiler, node: Node, raw: Mapping[str, Any], base: str, depth: int) -> None:
     checks = node.obj
     fewest = _count(compiler, raw, "minProperties")
     if fewest:
