@@ -340,10 +340,18 @@ class ClientDriver:
 
     def abandon(self, conn_id: int, *, now: float) -> None:
         """The caller's task was cancelled (or its callback raised): the Conn closes
-        without a DELETE and its exchanges are cancelled; nothing more comes for it."""
+        without a DELETE and its exchanges are cancelled; nothing more comes for it.  A
+        task its call follows is sent ``tasks/cancel`` first: the Conn lingers, closed
+        and unattended, until that is answered or ``Limits.cancel_grace`` passes."""
         conn = self._conns.get(conn_id)
-        if conn is not None:
+        if conn is None:
+            return
+        if not conn.machine.abandon(now=now):
             self._drop(conn, now)
+            return
+        conn.view.closed, conn.attended = True, False
+        conn.held.clear()
+        self._drive(conn, now)
 
     def close(self, *, now: float) -> None:
         """Client close: every socket closes, every dial and wait fails, later dials fail."""
@@ -481,7 +489,7 @@ class ClientDriver:
             conn.held.append(deliver)
 
     def _finish(self, conn: ConnRecord, output: Output, now: float) -> None:
-        conn.attended = False
+        attended, conn.attended = conn.attended, False
         view = conn.view
         value: list[Tool] | CallResult | None = None
         if isinstance(output, OperationFailed):
@@ -489,6 +497,8 @@ class ClientDriver:
             return
         if isinstance(output, Closed):
             self._drop(conn, now)
+            if not attended:  # an abandoned Conn's tasks/cancel ended: nobody waits
+                return
         else:
             if isinstance(output, ToolsListed):
                 view.skipped_tools = list(output.skipped)

@@ -15,7 +15,7 @@ from sansmcp.core.config import Config, conn_settings
 from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
-from sansmcp.core.mcp import ConnSettings, ToolCalled
+from sansmcp.core.mcp import Closed, ConnSettings, ToolCalled
 from sansmcp.core.mcp.taskwire import EXTENSION_ID
 from sansmcp.core.url import parse_endpoint
 
@@ -264,3 +264,79 @@ def test_a_call_served_only_as_a_task_says_how_to_get_it() -> None:
     assert isinstance(failure, ServerAnswered)
     assert (failure.reason, failure.code, failure.data) == ("jsonrpc_error", -32021, required)
     assert str(failure).endswith("(the server runs it only as a task: Config(tasks=True))")
+
+
+def polling(server: FakeServer, **kwargs: Any) -> Driver:
+    """A call whose task the machine is waiting to poll (the handle came, nothing else)."""
+    d = driver(server, **kwargs)
+    d.machine.call_tool("research", now=d.now)
+    d.pump_side()
+    assert [method for method, _, _ in sent(server)] == ["tools/call"]
+    return d
+
+
+def test_a_caller_giving_a_task_up_sends_tasks_cancel_once_then_closes() -> None:
+    server = task_server(iter([{"resultType": "complete"}]))
+    d = polling(server)
+    assert d.machine.abandon(now=d.now)
+    assert not d.machine.abandon(now=d.now)  # once: the task is no longer followed
+    d.pump_side()
+    assert isinstance(d.outputs[-1], Closed)
+    requests = sent(server)
+    assert [method for method, _, _ in requests] == ["tools/call", "tasks/cancel"]
+    assert header_value(requests[1][1].headers, b"mcp-name") == b"task-7"
+    assert d.machine.next_deadline() is None
+
+
+def test_an_unanswered_tasks_cancel_is_waited_for_cancel_grace_only() -> None:
+    server = task_server(iter([]))
+    server.overrides["tasks/cancel"] = lambda req, body: None  # never answered
+    d = polling(server, limits=Limits(cancel_grace=0.5, close_timeout=9.0))
+    assert d.machine.abandon(now=d.now)
+    d.pump_side()
+    assert not any(isinstance(out, Closed) for out in d.outputs)
+    assert d.machine.next_deadline() == d.now + 0.5
+    d.now += 0.5
+    d.machine.handle_timer(now=d.now)
+    d.pump_side()
+    assert isinstance(d.outputs[-1], Closed)
+    assert [method for method, _, _ in sent(server)] == ["tools/call", "tasks/cancel"]
+
+
+def test_a_call_given_up_before_any_task_sends_nothing() -> None:
+    server = task_server(iter([]))
+    server.overrides["tools/call"] = lambda req, body: None  # no handle yet
+    d = driver(server)
+    d.machine.call_tool("research", now=d.now)
+    d.pump_side()
+    assert not d.machine.abandon(now=d.now)  # the driver drops the connection itself
+    assert [method for method, _, _ in sent(server)] == ["tools/call"]
+
+
+def test_an_abandoned_conn_lingers_unattended_until_its_task_is_cancelled() -> None:
+    """Through the driver: the abandoned Conn is closed at once, nothing more is posted
+    for it, and it is forgotten when the ``tasks/cancel`` is answered (or its grace
+    passes); the Client's next Conn reuses the socket."""
+    from .test_driver import make
+
+    for answered in (True, False):
+        server = task_server(iter([{"resultType": "complete"}]))
+        if not answered:
+            server.overrides["tasks/cancel"] = lambda req, body: None
+        net = make(server, limits=Limits(cancel_grace=0.5))
+        view = net.open(tasks=True)
+        net.ok("connect", view)
+        net.start("call_tool", view, "research", b"{}")
+        net.settle()  # the handle came: the task waits for its poll
+        posted = len(net.finished[view.conn_id])
+        net.driver.abandon(view.conn_id, now=net.now)
+        net.pump()
+        assert view.closed
+        net.settle()
+        if not answered:
+            assert net.driver._conns  # waiting for the cancel's answer, at most the grace
+            assert net.tick()
+        assert not net.driver._conns and len(net.finished[view.conn_id]) == posted
+        methods = [method for method, _, _ in sent(server)]
+        assert methods[-2:] == ["tools/call", "tasks/cancel"]
+        assert net.ok("connect", net.open()) is None

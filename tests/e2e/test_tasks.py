@@ -155,3 +155,64 @@ def test_a_task_given_up_is_cancelled_once(backend: Backend, tasks_server: Serve
     calls = logged(tasks_server, tag)
     assert calls.count("tools/call") == 1 and calls.count("tasks/cancel") == 1
     assert calls.count("tasks/get") >= 1
+
+
+class Interrupted(Exception):
+    """What the caller's own input handler raises: the caller gives the call up."""
+
+
+def cancels(server: Server, tag: str) -> int:
+    return logged(server, tag).count("tasks/cancel")
+
+
+def test_a_caller_giving_a_task_up_cancels_it_once(backend: Backend, tasks_server: Server) -> None:
+    """The caller's input handler raises while the task waits for input: the exception
+    propagates unchanged, the Conn is closed, and the server is sent ``tasks/cancel``
+    for the task once (aside, bounded by ``Limits.cancel_grace``); the Client serves the
+    next Conn."""
+    tag = f"abandon-{backend.name}"
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        raise Interrupted
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True, input_handler=handler, capabilities=CAPABILITIES
+        ) as client:
+            async with client.connect(config(tasks_server, tag)) as conn:
+                with pytest.raises(Interrupted):
+                    await conn.call_tool("interview", b"{}")
+                with pytest.raises(RuntimeError, match="closed"):
+                    await conn.call_tool("echo", b'{"text": "same conn"}')
+            await backend.wait_until(lambda: cancels(tasks_server, tag) >= 1)
+            async with client.connect(config(tasks_server, tag)) as conn:
+                again = await conn.call_tool("echo", b'{"text": "after"}')
+                assert again.content[0].text == "after"
+
+    backend.run(main)
+    calls = logged(tasks_server, tag)
+    assert calls.count("tools/call") == 2 and calls.count("tasks/cancel") == 1
+    assert calls.index("tasks/cancel") < len(calls) - 1  # before the next Conn's call
+
+
+def test_a_cancelled_caller_cancels_its_task_once(backend: Backend, tasks_server: Server) -> None:
+    """The caller's task is cancelled natively (a trio cancel scope, ``Task.cancel()``)
+    while the task is polled: the cancellation reaches the canceller as itself, and the
+    server is sent ``tasks/cancel`` for the task once."""
+    tag = f"cancelled-{backend.name}"
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            async with client.connect(config(tasks_server, tag)) as conn:
+
+                async def endless() -> None:
+                    await conn.call_tool("research", b'{"topic": "endless", "polls": 100000}')
+
+                seen = await backend.cancel_after(0.5, endless)
+                assert type(seen) is backend.cancelled
+            await backend.wait_until(lambda: cancels(tasks_server, tag) >= 1)
+
+    backend.run(main)
+    calls = logged(tasks_server, tag)
+    assert calls.count("tools/call") == 1 and calls.count("tasks/cancel") == 1
+    assert calls.count("tasks/get") >= 1

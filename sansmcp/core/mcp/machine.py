@@ -65,18 +65,14 @@ from .asks import Asks
 from .budget import Budget
 from .compiled import CompiledSchemas
 from .events import (
-    CancelExchange,
     Closed,
-    Connected,
     InputRequired,
     OperationFailed,
     Output,
     StartExchange,
-    ToolCalled,
-    ToolsListed,
 )
 from .exchange import FOREVER, Exchange, Reply, Role
-from .notifications import OBSERVATIONS, Observer
+from .notifications import Observer
 from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
@@ -330,6 +326,19 @@ class McpMachine:
         self._close_deadline = now + self.limits.close_timeout
         self._close_progress()
 
+    def abandon(self, *, now: float) -> bool:
+        """The caller gave the operation up.  A task its call follows is sent
+        ``tasks/cancel`` (aside, once) and the connection closes like :meth:`close`, but
+        without a ``DELETE`` and by ``Limits.cancel_grace``: True.  Else nothing is sent:
+        False (the driver drops the connection)."""
+        if (cancel := task_cancel(self._ops)) is None:
+            return False
+        self._t.side(cancel, self.limits.cancel_grace, now)
+        self._session.ended()  # (the request is built: no DELETE after it)
+        self.close(now=now)
+        self._close_deadline = min(self._close_deadline, now + self.limits.cancel_grace)
+        return True
+
     def answer_input(self, input_id: int, answers: Mapping[str, Any] | None, *, now: float) -> None:
         """Answer an :class:`InputRequired`; ``None`` refuses (decline).
 
@@ -357,24 +366,11 @@ class McpMachine:
     def wanted(self, output: Output) -> bool:
         """Whether an output the driver set aside is still to be acted on: False for an
         exchange cancelled meanwhile or an ask whose operation or connection ended."""
-        if isinstance(output, OBSERVATIONS):
-            return True
-        match output:
-            case StartExchange():
-                return output.exchange_id in self._t.exchanges
-            case InputRequired():
-                return output.input_id in self._asks
-            case (
-                CancelExchange()
-                | Connected()
-                | ToolsListed()
-                | ToolCalled()
-                | OperationFailed()
-                | Closed()
-            ):
-                return True
-            case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
-                assert_never(output)
+        if isinstance(output, StartExchange):
+            return output.exchange_id in self._t.exchanges
+        if isinstance(output, InputRequired):
+            return output.input_id in self._asks
+        return True  # the rest (observations, ends, cancels) always are
 
     def next_deadline(self) -> float | None:
         phase = self._phase
