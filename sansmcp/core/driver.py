@@ -78,6 +78,7 @@ from .mcp import (
     OperationFailed,
     Output,
     StartExchange,
+    TaskReported,
     ToolCalled,
     ToolsListed,
 )
@@ -285,6 +286,11 @@ class ClientDriver:
 
         self._operate(conn_id, start, now)
 
+    def task(self, conn_id: int, action: str, subject: str, *, now: float, **more: Any) -> None:
+        """A task handle's operation (``McpMachine.task``); ends with :class:`Finished`
+        whose value is a ``TaskReported`` or a ``CallResult``."""
+        self._operate(conn_id, lambda conn: conn.front.task(action, subject, now=now, **more), now)
+
     def close_conn(self, conn_id: int, *, now: float) -> None:
         """Close the Conn (a legacy session gets its DELETE); ends with :class:`Finished`,
         at once when it is closed already."""
@@ -453,7 +459,14 @@ class ClientDriver:
             match output:
                 case StartExchange():
                     self._sockets.start(conn, output, now)
-                case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
+                case (
+                    Connected()
+                    | ToolsListed()
+                    | ToolCalled()
+                    | TaskReported()
+                    | OperationFailed()
+                    | Closed()
+                ):
                     self._finish(conn, output, now)
                 case CancelExchange(exchange_id=exchange_id):
                     self._sockets.cancel(exchange_id, now)
@@ -491,7 +504,7 @@ class ClientDriver:
     def _finish(self, conn: ConnRecord, output: Output, now: float) -> None:
         attended, conn.attended = conn.attended, False
         view = conn.view
-        value: list[Tool] | CallResult | None = None
+        value: list[Tool] | CallResult | TaskReported | None = None
         if isinstance(output, OperationFailed):
             self._outbox.append(Finished(conn_id=view.conn_id, error=output.error))
             return
@@ -506,6 +519,8 @@ class ClientDriver:
                 value = list(output.tools)
             elif isinstance(output, ToolCalled):
                 value = output.result
+            elif isinstance(output, TaskReported):
+                value = output
             version = conn.machine.protocol_version
             assert version is not None  # an operation succeeded: the era is known
             self.pool.remember_era(conn.machine.settings.endpoint.url, version)

@@ -51,8 +51,9 @@ from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Writ
 from ..core.driver import DialPhase as Phase
 from ..core.view import ConnView
 from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, resolve
+from ._tasks import TaskHandle
 
-__all__ = ["Client", "Conn", "connect"]
+__all__ = ["Client", "Conn", "TaskHandle", "connect"]
 
 _BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 

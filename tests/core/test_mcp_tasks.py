@@ -6,6 +6,7 @@ refused.  The fake clock moves only to the machine's own deadlines."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from sansmcp.core.config import Config, conn_settings
 from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered
 from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
-from sansmcp.core.mcp import Closed, ConnSettings, ToolCalled
+from sansmcp.core.mcp import Closed, ConnSettings, TaskReported, ToolCalled
 from sansmcp.core.mcp.taskwire import EXTENSION_ID
 from sansmcp.core.url import parse_endpoint
 
@@ -340,3 +341,81 @@ def test_an_abandoned_conn_lingers_unattended_until_its_task_is_cancelled() -> N
         methods = [method for method, _, _ in sent(server)]
         assert methods[-2:] == ["tools/call", "tasks/cancel"]
         assert net.ok("connect", net.open()) is None
+
+
+# ---------------------------------------------------------------- the task handle
+
+
+def task_op(d: Driver, action: str, subject: str, **more: Any) -> Any:
+    return d.run(lambda now: d.machine.task(action, subject, now=now, **more))
+
+
+def test_start_reports_the_task_and_result_follows_it_by_id() -> None:
+    server = task_server(
+        iter([polled("working", pollIntervalMs=500), polled("completed", result=RESULT)])
+    )
+    d = driver(server)
+    started = task_op(d, "start", "research", arguments=b'{"q": "tasks"}')
+    assert started == TaskReported(task_id="task-7", status="working")
+    assert d.now == 0.0  # reported at once, not polled
+    outcome = d.ok(task_op(d, "result", "task-7", tool="research"))
+    assert isinstance(outcome, ToolCalled) and outcome.result.content[0].text == "researched"
+    assert [method for method, _, _ in sent(server)] == ["tools/call", "tasks/get", "tasks/get"]
+    assert d.now == 0.5  # a resumed task is polled at once, then at its interval
+
+
+def test_start_answered_at_once_is_the_calls_result() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: server.wrap(result(body["id"], RESULT))
+    d = driver(server)
+    outcome = d.ok(task_op(d, "start", "research"))
+    assert isinstance(outcome, ToolCalled) and not outcome.result.is_error
+
+
+def test_poll_reports_the_status_and_cancel_is_acknowledged() -> None:
+    server = task_server(iter([polled("input_required", inputRequests={"a": ASK}), {}]))
+    d = driver(server)
+    assert task_op(d, "poll", "task-7") == TaskReported(task_id="task-7", status="input_required")
+    assert task_op(d, "cancel", "task-7") == TaskReported(task_id="task-7", status="cancelled")
+    requests = sent(server)
+    assert [method for method, _, _ in requests] == ["tasks/get", "tasks/cancel"]
+    assert all(header_value(r.headers, b"mcp-name") == b"task-7" for _, r, _ in requests)
+
+
+def test_a_poll_about_another_task_ends_classified() -> None:
+    server = task_server(iter([polled("working", taskId="task-8")]))
+    d = driver(server)
+    failure = d.failure(task_op(d, "poll", "task-7"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "task_id_changed"
+
+
+@pytest.mark.parametrize(
+    ("tasks", "action", "subject", "wording"),
+    [
+        (False, "poll", "task-7", "Config(tasks=True)"),
+        (True, "wait", "task-7", "a task action is one of"),
+        (True, "poll", "", "a task id must be"),
+        (True, "result", "x" * (65 << 10), "a task id must be"),
+        (True, "start", "", "tool name"),
+    ],
+)
+def test_a_task_handle_call_that_cannot_be_made_is_refused_before_any_io(
+    tasks: bool, action: str, subject: str, wording: str
+) -> None:
+    server = task_server(iter([]))
+    d = driver(server, tasks=tasks)
+    with pytest.raises(CallerError, match=re.escape(wording)):
+        d.machine.task(action, subject, now=d.now)
+    assert sent(server) == []
+
+
+def test_the_driver_runs_a_task_handles_operations() -> None:
+    from .test_driver import make
+
+    server = task_server(iter([polled("working")]))
+    net = make(server)
+    view = net.open(tasks=True)
+    net.ok("connect", view)
+    started = net.ok("task", view, "start", "research")
+    assert started == TaskReported(task_id="task-7", status="working")
+    assert net.ok("task", view, "poll", "task-7") == started

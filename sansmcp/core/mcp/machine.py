@@ -78,6 +78,7 @@ from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
+from .taskhandle import task_operation
 from .taskop import task_cancel
 from .toolops import ToolOps
 from .toolset import Toolset, invalidate_listings
@@ -295,17 +296,21 @@ class McpMachine:
         bound = "task_timeout" if self.settings.tasks else "call_timeout"  # (a task: longer)
         limit = rules.op_timeout(timeout, getattr(self.limits, bound))
         arguments, parsed = rules.checked_call(name, arguments, self.limits.max_json_depth)
-        tools, toolset = self._tool_ops, self._tools
-        if toolset.cache is not None:
-            toolset.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
-        if self._session.era is _MODERN:
-            toolset.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
+        tools = self._tool_ops
+        tools.prepare_call(name, now)
         if progress and self._phase is _IDLE:
             self._t.listen_for_progress(now)
         gen = self._ops.recovering(
             lambda _: tools.call_tool(name, arguments, parsed), now, progress=progress
         )
         self._start(gen, bound, limit, now)
+
+    def task(self, action: str, subject: str, *, now: float, **more: Any) -> None:
+        """A task handle's operation: ``action`` on ``subject`` (a tool, or a task id from
+        any connection); see :func:`.taskhandle.task_operation` (and ``more``)."""
+        self._require_connected()
+        make, bound = task_operation(self._tool_ops, action, subject, now=now, **more)
+        self._start(self._ops.recovering(make, now), bound, getattr(self.limits, bound), now)
 
     def close(self, *, now: float) -> None:
         """End the connection: abandon everything in flight; legacy sessions get a DELETE.
@@ -327,10 +332,9 @@ class McpMachine:
         self._close_progress()
 
     def abandon(self, *, now: float) -> bool:
-        """The caller gave the operation up.  A task its call follows is sent
-        ``tasks/cancel`` (aside, once) and the connection closes like :meth:`close`, but
-        without a ``DELETE`` and by ``Limits.cancel_grace``: True.  Else nothing is sent:
-        False (the driver drops the connection)."""
+        """The caller gave the operation up.  A task it follows is sent ``tasks/cancel``
+        (aside, once), and the connection closes as by :meth:`close` but without a
+        ``DELETE``, by ``Limits.cancel_grace``: True.  Else False (nothing sent)."""
         if (cancel := task_cancel(self._ops)) is None:
             return False
         self._t.side(cancel, self.limits.cancel_grace, now)

@@ -28,7 +28,7 @@ from .taskwire import EXTENSION, TaskShape, TaskView, task_request
 if TYPE_CHECKING:
     from .operations import Operations
 
-__all__ = ["RequestFn", "follow", "run_task", "task_cancel"]
+__all__ = ["RequestFn", "follow", "run_task", "send_task_request", "task_cancel"]
 
 #: ``Operations.request``'s shape: ``(method, params, *, extra=...)`` -> a script
 #: returning the :class:`~.exchange.Reply`.
@@ -88,32 +88,36 @@ def run_task(
                 return step.result
             case Poll():
                 yield Sleep(step.at)
-                result, at = yield from _send(tracker, shape, "tasks/get", request)
+                result, at = yield from send_task_request(tracker, shape, "tasks/get", request)
                 step = tracker.polled(result, now=at)
             case AskInput():
                 answers = yield Ask(step.requests)
                 step = tracker.answered(answers, now=at)
             case SendUpdate():
                 assert shape.update_method is not None  # only the extension sends one
-                result, at = yield from _send(
+                result, at = yield from send_task_request(
                     tracker, shape, shape.update_method, request, step.responses
                 )
                 step = tracker.updated(result, now=at)
             case FetchResult():
                 assert shape.result_method is not None  # only 2025-11-25 fetches one
-                result, at = yield from _send(tracker, shape, shape.result_method, request)
+                result, at = yield from send_task_request(
+                    tracker, shape, shape.result_method, request
+                )
                 step = tracker.fetched(result, now=at)
             case Cancel():
                 acknowledged: Mapping[str, Any] | None = None
                 # best effort: the reason we cancelled is what the caller gets
                 with contextlib.suppress(McpError):
-                    acknowledged, at = yield from _send(tracker, shape, "tasks/cancel", request)
+                    acknowledged, at = yield from send_task_request(
+                        tracker, shape, "tasks/cancel", request
+                    )
                 tracker.cancelled(acknowledged)
             case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                 assert_never(step)
 
 
-def _send(
+def send_task_request(
     tracker: TaskTracker,
     shape: TaskShape,
     method: str,

@@ -35,6 +35,7 @@ from ...core.results import CallResult
 from ...core.tools import Tool
 from ...core.view import ConnView
 from .._common import Call, ClientFace, ConnFace, ProgressCallback, resolve_blocking
+from .._tasks import BlockingTaskHandle, handle_of
 from ._selectloop import Bell, SelectLoop, Workers
 from ._turns import Turns
 
@@ -182,6 +183,18 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
         (seconds) shortens ``Limits.call_timeout`` for this call."""
         start = self._calling(name, arguments, on_progress, timeout)
         return cast("CallResult", self._run(start, traced=True, tool=name))
+
+    def start_tool(self, name: str, arguments: bytes = b"") -> BlockingTaskHandle:
+        """Start ``name`` as a task (``Config(tasks=True)``): its handle as soon as the
+        server answers (one already completed if it answered with the result);
+        ``handle.result()`` follows it to its end."""
+        value = self._run(self._tasking(name, arguments))
+        return cast("BlockingTaskHandle", handle_of(self, name, value, BlockingTaskHandle))
+
+    def resume_task(self, task_id: str) -> BlockingTaskHandle:
+        """The task ``task_id`` (started on another Conn, process or machine), taken up
+        on this Conn: no request until its ``poll``, ``result`` or ``cancel``."""
+        return BlockingTaskHandle(self, task_id)
 
     def close(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
