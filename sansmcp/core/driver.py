@@ -286,10 +286,24 @@ class ClientDriver:
 
         self._operate(conn_id, start, now)
 
-    def task(self, conn_id: int, action: str, subject: str, *, now: float, **more: Any) -> None:
+    def task(
+        self,
+        conn_id: int,
+        action: str,
+        subject: str,
+        *,
+        now: float,
+        trace: Mapping[str, str] | None = None,
+        **more: Any,
+    ) -> None:
         """A task handle's operation (``McpMachine.task``); ends with :class:`Finished`
         whose value is a ``TaskReported`` or a ``CallResult``."""
-        self._operate(conn_id, lambda conn: conn.front.task(action, subject, now=now, **more), now)
+
+        def start(conn: ConnRecord) -> None:
+            conn.machine.propagate(trace)
+            conn.front.task(action, subject, now=now, **more)
+
+        self._operate(conn_id, start, now)
 
     def close_conn(self, conn_id: int, *, now: float) -> None:
         """Close the Conn (a legacy session gets its DELETE); ends with :class:`Finished`,

@@ -418,8 +418,8 @@ class ConnFace:
     def _tasking(self, name: str, arguments: bytes) -> Callable[..., None]:
         driver = self.client._driver
 
-        def start(conn_id: int, *, now: float) -> None:
-            driver.task(conn_id, "start", name, now=now, arguments=arguments)
+        def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
+            driver.task(conn_id, "start", name, now=now, trace=trace, arguments=arguments)
 
         return start
 
@@ -549,7 +549,7 @@ class ConnBase(ConnFace, Mailbox):
         """Start ``name`` as a task (``Config(tasks=True)``): its :class:`TaskHandle` as
         soon as the server answers (one already completed if it answered with the
         result); ``await handle.result()`` follows it to its end."""
-        value = await self._run(self._tasking(name, arguments))
+        value = await self._run(self._tasking(name, arguments), traced=True, tool=name)
         return cast("TaskHandle", handle_of(self, name, value, TaskHandle))
 
     def resume_task(self, task_id: str) -> TaskHandle:

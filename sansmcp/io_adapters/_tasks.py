@@ -70,6 +70,7 @@ def handle_of(conn: Any, tool: str, value: object, kind: type[_TaskFace]) -> Any
         handle = kind(conn, value.task_id, tool=tool, status=value.status)
         handle.status_message = value.status_message
         return handle
+    # (no task: its id is empty)
     return kind(conn, "", tool=tool, status="completed", result=cast("CallResult", value))
 
 

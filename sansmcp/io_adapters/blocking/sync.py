@@ -188,7 +188,7 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
         """Start ``name`` as a task (``Config(tasks=True)``): its handle as soon as the
         server answers (one already completed if it answered with the result);
         ``handle.result()`` follows it to its end."""
-        value = self._run(self._tasking(name, arguments))
+        value = self._run(self._tasking(name, arguments), traced=True, tool=name)
         return cast("BlockingTaskHandle", handle_of(self, name, value, BlockingTaskHandle))
 
     def resume_task(self, task_id: str) -> BlockingTaskHandle:
