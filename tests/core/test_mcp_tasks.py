@@ -20,7 +20,7 @@ from sansmcp.core.mcp import Closed, ConnSettings, TaskReported, ToolCalled
 from sansmcp.core.mcp.taskwire import EXTENSION_ID
 from sansmcp.core.url import parse_endpoint
 
-from .fakemcp import URL, Driver, FakeServer, Response, result
+from .fakemcp import URL, Driver, FakeServer, Response, result, sse_response
 
 CAPS = "io.modelcontextprotocol/clientCapabilities"
 RESULT = {"content": [{"type": "text", "text": "researched"}], "isError": False}
@@ -419,3 +419,55 @@ def test_the_driver_runs_a_task_handles_operations() -> None:
     started = net.ok("task", view, "start", "research")
     assert started == TaskReported(task_id="task-7", status="working")
     assert net.ok("task", view, "poll", "task-7") == started
+
+
+# ---------------------------------------------------------------- status notifications
+
+
+def status(params: Any, method: str = "notifications/tasks") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def notifying(*notes: dict[str, Any], then: dict[str, Any]) -> FakeServer:
+    """A task server whose tasks/get answers on a stream: ``notes``, then ``then``."""
+    server = task_server(iter([]))
+    server.overrides["tasks/get"] = lambda req, body: sse_response(*notes, result(body["id"], then))
+    return server
+
+
+def test_a_status_notification_reaches_the_task_it_is_about() -> None:
+    # the task said cancelled (a notification), then working (the poll): a flap
+    server = notifying(
+        status(polled("working", taskId="task-other")),  # another task's: ignored
+        status(polled("working"), method="notifications/tasks/status"),  # other shape's
+        status({**polled("cancelled"), "resultType": "complete"}),
+        then=polled("working"),
+    )
+    d = driver(server)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "task_transition"
+
+
+def test_a_bad_status_notification_fails_the_call_classified() -> None:
+    server = notifying(status(5), then=polled("completed", result=RESULT))
+    d = driver(server)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "malformed_task"
+
+
+def test_status_notifications_without_a_task_are_dropped() -> None:
+    server = FakeServer()
+    server.overrides["tools/call"] = lambda req, body: sse_response(
+        status(polled("working")), result(body["id"], RESULT)
+    )
+    d = driver(server)
+    outcome = d.ok(d.call("research"))
+    assert isinstance(outcome, ToolCalled) and d.machine._t.statuses == []
+
+
+def test_tasks_result_waits_under_task_timeout() -> None:
+    d = driver(FakeServer(), limits=Limits(task_timeout=77.0, dial_timeout=3.0))
+    send = next(d.machine._ops.request("tasks/result", {"taskId": "t"}))
+    assert (send.cap, send.cap_bound) == (77.0, "task_timeout")
+    get = next(d.machine._ops.request("tasks/get", {"taskId": "t"}))
+    assert (get.cap, get.cap_bound) == (3.0, "dial_timeout")

@@ -79,7 +79,7 @@ from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
 from .taskhandle import task_operation
-from .taskop import task_cancel
+from .taskop import route_statuses, task_cancel
 from .toolops import ToolOps
 from .toolset import Toolset, invalidate_listings
 from .transport import Transport
@@ -426,6 +426,8 @@ class McpMachine:
             return  # cancelled already
         try:
             outcome = t.receive(exchange, event, now)
+            if t.statuses:  # (before the reply they came with)
+                route_statuses(self._ops, t.statuses, now)
         except McpError as error:
             self._asks.serve(now)  # the requests that came before the bad part
             self._bad_response(exchange, error, now)

@@ -28,7 +28,7 @@ from .taskwire import EXTENSION, TaskShape, TaskView, task_request
 if TYPE_CHECKING:
     from .operations import Operations
 
-__all__ = ["RequestFn", "follow", "run_task", "send_task_request", "task_cancel"]
+__all__ = ["RequestFn", "follow", "route_statuses", "run_task", "send_task_request", "task_cancel"]
 
 #: ``Operations.request``'s shape: ``(method, params, *, extra=...)`` -> a script
 #: returning the :class:`~.exchange.Reply`.
@@ -68,6 +68,18 @@ def task_cancel(ops: Operations) -> HttpRequest | None:
     ops.task = None
     built = task_request(tracker.shape, "tasks/cancel", tracker.task_id)
     return ops.requests.rpc(next(ops._ids), built.method, built.params, None, built.headers)
+
+
+def route_statuses(ops: Operations, statuses: list[dict[str, Any]], now: float) -> None:
+    """Status notifications that came on a stream (``statuses``, emptied here) reach the
+    task the call follows, if it is of their shape: checked and recorded by its tracker
+    (a bad one fails the call, classified); any other is dropped."""
+    tracker = ops.task
+    for item in statuses:
+        params = item.get("params")
+        if tracker is not None and item["method"] == tracker.shape.status_notification:
+            tracker.notified(params if isinstance(params, dict) else {}, now=now)
+    statuses.clear()
 
 
 def run_task(
