@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .errors import McpError
-from .mcp import InputRequired, Observation
+from .mcp import InputRequired, Observation, TaskReported
 from .oauth.store import AuthorizationNeeded
 from .results import CallResult
 from .store import StoreCommand
@@ -93,10 +93,10 @@ class Deliver:
 @dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Finished:
     """The operation of ``conn_id`` ended: raise ``error``, or return ``value`` (the
-    tools of a listing, a call's result, None for connect and close)."""
+    tools of a listing, a call's result, a task's report, None for connect and close)."""
 
     conn_id: int
-    value: list[Tool] | CallResult | None = None
+    value: list[Tool] | CallResult | TaskReported | None = None
     error: McpError | None = dataclasses.field(default=None, compare=False)
 
 

@@ -79,6 +79,7 @@ from .mcp import (
     OperationFailed,
     Output,
     StartExchange,
+    TaskReported,
     ToolCalled,
     ToolsListed,
 )
@@ -318,6 +319,25 @@ class ClientDriver:
 
         self._operate(conn_id, start, now)
 
+    def task(
+        self,
+        conn_id: int,
+        action: str,
+        subject: str,
+        *,
+        now: float,
+        trace: Mapping[str, str] | None = None,
+        **more: Any,
+    ) -> None:
+        """A task handle's operation (``McpMachine.task``); ends with :class:`Finished`
+        whose value is a ``TaskReported`` or a ``CallResult``."""
+
+        def start(conn: ConnRecord) -> None:
+            conn.machine.propagate(trace)
+            conn.front.task(action, subject, now=now, **more)
+
+        self._operate(conn_id, start, now)
+
     def close_conn(self, conn_id: int, *, now: float) -> None:
         """Close the Conn (a legacy session gets its DELETE); ends with :class:`Finished`,
         at once when it is closed already."""
@@ -373,10 +393,18 @@ class ClientDriver:
 
     def abandon(self, conn_id: int, *, now: float) -> None:
         """The caller's task was cancelled (or its callback raised): the Conn closes
-        without a DELETE and its exchanges are cancelled; nothing more comes for it."""
+        without a DELETE and its exchanges are cancelled; nothing more comes for it.  A
+        task its call follows is sent ``tasks/cancel`` first: the Conn lingers, closed
+        and unattended, until that is answered or ``Limits.cancel_grace`` passes."""
         conn = self._conns.get(conn_id)
-        if conn is not None:
+        if conn is None:
+            return
+        if not conn.machine.abandon(now=now):
             self._drop(conn, now)
+            return
+        conn.view.closed, conn.attended = True, False
+        conn.held.clear()
+        self._drive(conn, now)
 
     def close(self, *, now: float) -> None:
         """Client close: every socket closes, every dial and wait fails, later dials fail."""
@@ -519,7 +547,14 @@ class ClientDriver:
             match output:
                 case StartExchange():
                     self._sockets.start(conn, output, now)
-                case Connected() | ToolsListed() | ToolCalled() | OperationFailed() | Closed():
+                case (
+                    Connected()
+                    | ToolsListed()
+                    | ToolCalled()
+                    | TaskReported()
+                    | OperationFailed()
+                    | Closed()
+                ):
                     self._finish(conn, output, now)
                 case CancelExchange(exchange_id=exchange_id):
                     self._sockets.cancel(exchange_id, now)
@@ -555,14 +590,16 @@ class ClientDriver:
             conn.held.append(deliver)
 
     def _finish(self, conn: ConnRecord, output: Output, now: float) -> None:
-        conn.attended = False
+        attended, conn.attended = conn.attended, False
         view = conn.view
-        value: list[Tool] | CallResult | None = None
+        value: list[Tool] | CallResult | TaskReported | None = None
         if isinstance(output, OperationFailed):
             self._outbox.append(Finished(conn_id=view.conn_id, error=output.error))
             return
         if isinstance(output, Closed):
             self._drop(conn, now)
+            if not attended:  # an abandoned Conn's tasks/cancel ended: nobody waits
+                return
         else:
             if isinstance(output, ToolsListed):
                 view.skipped_tools = list(output.skipped)
@@ -570,6 +607,8 @@ class ClientDriver:
                 value = list(output.tools)
             elif isinstance(output, ToolCalled):
                 value = output.result
+            elif isinstance(output, TaskReported):
+                value = output
             version = conn.machine.protocol_version
             assert version is not None  # an operation succeeded: the era is known
             url = conn.machine.settings.endpoint.url

@@ -57,6 +57,7 @@ from ..core.results import CallResult
 from ..core.store import StoreAnswer, StoreFailed
 from ..core.tools import SkippedTool, Tool
 from ..core.view import ConnView
+from ._tasks import TaskHandle, handle_of
 
 if TYPE_CHECKING:
     from ..stores import SharedStore
@@ -434,6 +435,14 @@ class ConnFace:
 
         return start
 
+    def _tasking(self, name: str, arguments: bytes) -> Callable[..., None]:
+        driver = self.client._driver
+
+        def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
+            driver.task(conn_id, "start", name, now=now, trace=trace, arguments=arguments)
+
+        return start
+
     def _completing(self, redirect: str) -> Callable[..., None]:
         driver = self.client._driver
 
@@ -555,6 +564,18 @@ class ConnBase(ConnFace, Mailbox):
         (seconds) shortens ``Limits.call_timeout`` for this call."""
         start = self._calling(name, arguments, on_progress, timeout)
         return cast("CallResult", await self._run(start, traced=True, tool=name))
+
+    async def start_tool(self, name: str, arguments: bytes = b"") -> TaskHandle:
+        """Start ``name`` as a task (``Config(tasks=True)``): its :class:`TaskHandle` as
+        soon as the server answers (one already completed if it answered with the
+        result); ``await handle.result()`` follows it to its end."""
+        value = await self._run(self._tasking(name, arguments), traced=True, tool=name)
+        return cast("TaskHandle", handle_of(self, name, value, TaskHandle))
+
+    def resume_task(self, task_id: str) -> TaskHandle:
+        """The task ``task_id`` (started on another Conn, process or machine), taken up
+        on this Conn: no request until its ``poll``, ``result`` or ``cancel``."""
+        return TaskHandle(self, task_id)
 
     async def aclose(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""

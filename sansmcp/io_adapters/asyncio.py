@@ -42,8 +42,9 @@ from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, Stor
 from ..core.driver import DialPhase as Phase
 from ..core.view import ConnView
 from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, perform_store, resolve
+from ._tasks import TaskHandle
 
-__all__ = ["Client", "Conn", "connect"]
+__all__ = ["Client", "Conn", "TaskHandle", "connect"]
 
 T = TypeVar("T")
 

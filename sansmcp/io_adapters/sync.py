@@ -8,7 +8,8 @@ This is the adapter's public name; its code lives in :mod:`sansmcp.io_adapters.b
 
 from __future__ import annotations
 
+from ._tasks import BlockingTaskHandle as TaskHandle
 from .blocking.sync import RESOLVERS as RESOLVERS
 from .blocking.sync import Client, Conn, connect, input_deadline
 
-__all__ = ["Client", "Conn", "connect", "input_deadline"]
+__all__ = ["Client", "Conn", "TaskHandle", "connect", "input_deadline"]

@@ -58,8 +58,9 @@ from ._common import (
     resolve,
     store_answer_blocking,
 )
+from ._tasks import TaskHandle
 
-__all__ = ["Client", "Conn", "connect"]
+__all__ = ["Client", "Conn", "TaskHandle", "connect"]
 
 _BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 

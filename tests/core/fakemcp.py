@@ -30,16 +30,13 @@ from sansmcp.core.http import (
 )
 from sansmcp.core.mcp import (
     CancelExchange,
-    Closed,
-    Connected,
     ConnSettings,
     InputRequired,
     McpMachine,
     OperationFailed,
     Output,
     StartExchange,
-    ToolCalled,
-    ToolsListed,
+    Terminal,
 )
 from sansmcp.core.url import parse_endpoint
 
@@ -291,7 +288,7 @@ class Driver:
             elif isinstance(out, InputRequired):
                 answer = self.input_handler(out.requests) if self.input_handler else None
                 machine.answer_input(out.input_id, answer, now=self.now)
-            elif isinstance(out, Connected | ToolsListed | ToolCalled | OperationFailed | Closed):
+            elif isinstance(out, Terminal):
                 return out
         raise AssertionError("no terminal event")
 

@@ -578,6 +578,9 @@ def test_a_caller_error_at_the_start_keeps_nothing() -> None:
     with pytest.raises(CallerError):
         runner.machine.call_tool("", b"{}", now=0.0)
     assert not runner.machine.busy
+    with pytest.raises(CallerError, match="tasks=True"):  # a task handle's, passed through
+        runner.machine.task("poll", "task-7", now=0.0)
+    assert not runner.machine.busy
 
 
 def test_a_root_endpoint_asks_only_the_root_prm() -> None:

@@ -98,8 +98,35 @@ class Conn:
         call = functools.partial(self.conn.call_tool, name, arguments, **options)
         return await blocking(self._serial, call)
 
+    async def start_tool(self, name: str, arguments: bytes = b"") -> TaskHandle:
+        call = functools.partial(self.conn.start_tool, name, arguments)
+        return TaskHandle(self, await blocking(self._serial, call))
+
+    def resume_task(self, task_id: str) -> TaskHandle:
+        return TaskHandle(self, self.conn.resume_task(task_id))
+
     async def aclose(self) -> None:
         await blocking(self._serial, self.conn.close)
+
+
+class TaskHandle:
+    """A ``sync`` task handle behind the async facade: its operations on its Conn's turn."""
+
+    def __init__(self, conn: Conn, handle: Any) -> None:
+        self.conn = conn
+        self.handle = handle
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.handle, name)
+
+    async def poll(self) -> Any:
+        return await blocking(self.conn._serial, self.handle.poll)
+
+    async def result(self) -> Any:
+        return await blocking(self.conn._serial, self.handle.result)
+
+    async def cancel(self) -> Any:
+        return await blocking(self.conn._serial, self.handle.cancel)
 
 
 @contextlib.asynccontextmanager

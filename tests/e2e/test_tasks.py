@@ -155,3 +155,113 @@ def test_a_task_given_up_is_cancelled_once(backend: Backend, tasks_server: Serve
     calls = logged(tasks_server, tag)
     assert calls.count("tools/call") == 1 and calls.count("tasks/cancel") == 1
     assert calls.count("tasks/get") >= 1
+
+
+class Interrupted(Exception):
+    """What the caller's own input handler raises: the caller gives the call up."""
+
+
+def cancels(server: Server, tag: str) -> int:
+    return logged(server, tag).count("tasks/cancel")
+
+
+def test_a_caller_giving_a_task_up_cancels_it_once(backend: Backend, tasks_server: Server) -> None:
+    """The caller's input handler raises while the task waits for input: the exception
+    propagates unchanged, the Conn is closed, and the server is sent ``tasks/cancel``
+    for the task once (aside, bounded by ``Limits.cancel_grace``); the Client serves the
+    next Conn."""
+    tag = f"abandon-{backend.name}"
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        raise Interrupted
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True, input_handler=handler, capabilities=CAPABILITIES
+        ) as client:
+            async with client.connect(config(tasks_server, tag)) as conn:
+                with pytest.raises(Interrupted):
+                    await conn.call_tool("interview", b"{}")
+                with pytest.raises(RuntimeError, match="closed"):
+                    await conn.call_tool("echo", b'{"text": "same conn"}')
+            await backend.wait_until(lambda: cancels(tasks_server, tag) >= 1)
+            async with client.connect(config(tasks_server, tag)) as conn:
+                again = await conn.call_tool("echo", b'{"text": "after"}')
+                assert again.content[0].text == "after"
+
+    backend.run(main)
+    calls = logged(tasks_server, tag)
+    assert calls.count("tools/call") == 2 and calls.count("tasks/cancel") == 1
+    assert calls.index("tasks/cancel") < len(calls) - 1  # before the next Conn's call
+
+
+def test_a_cancelled_caller_cancels_its_task_once(backend: Backend, tasks_server: Server) -> None:
+    """The caller's task is cancelled natively (a trio cancel scope, ``Task.cancel()``)
+    while the task is polled: the cancellation reaches the canceller as itself, and the
+    server is sent ``tasks/cancel`` for the task once."""
+    tag = f"cancelled-{backend.name}"
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            async with client.connect(config(tasks_server, tag)) as conn:
+
+                async def endless() -> None:
+                    await conn.call_tool("research", b'{"topic": "endless", "polls": 100000}')
+
+                seen = await backend.cancel_after(0.5, endless)
+                assert type(seen) is backend.cancelled
+            await backend.wait_until(lambda: cancels(tasks_server, tag) >= 1)
+
+    backend.run(main)
+    calls = logged(tasks_server, tag)
+    assert calls.count("tools/call") == 1 and calls.count("tasks/cancel") == 1
+    assert calls.count("tasks/get") >= 1
+
+
+def test_a_task_started_on_one_conn_is_resumed_on_another(
+    backend: Backend, tasks_server: Server
+) -> None:
+    """``start_tool`` hands back the task at once (nothing polled); the Conn closes; a
+    new Conn takes the task up by its id, polls it and follows it to the same result
+    a direct call gives."""
+    tag = f"resume-{backend.name}"
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            async with client.connect(config(tasks_server, tag)) as conn:
+                handle = await conn.start_tool("research", b'{"topic": "kept", "polls": 3}')
+                assert handle.status == "working" and handle.tool == "research"
+                task_id = handle.task_id
+            assert isinstance(task_id, str) and task_id
+            async with client.connect(config(tasks_server, tag)) as conn:
+                resumed = conn.resume_task(task_id)
+                assert resumed.task_id == task_id and resumed.status is None
+                assert await resumed.poll() == "working"
+                result = await resumed.result()
+                assert [c.text for c in result.content] == ["researched kept"]
+                assert resumed.status == "completed" and await resumed.poll() == "completed"
+                assert await resumed.result() is result  # kept: no more requests
+
+    backend.run(main)
+    calls = [m for m in logged(tasks_server, tag) if m.startswith(("tools/", "tasks/"))]
+    assert calls == ["tools/call", "tasks/get", "tasks/get", "tasks/get"]
+
+
+def test_a_task_handle_cancels_its_task(backend: Backend, tasks_server: Server) -> None:
+    """``handle.cancel()`` sends ``tasks/cancel`` once; the server's task is then
+    ``cancelled``, which a poll reports."""
+    tag = f"handle-cancel-{backend.name}"
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(config(tasks_server, tag)) as conn,
+        ):
+            handle = await conn.start_tool("research", b'{"topic": "x", "polls": 100000}')
+            await handle.cancel()
+            assert handle.status == "cancelled"
+            assert await conn.resume_task(handle.task_id).poll() == "cancelled"
+
+    backend.run(main)
+    calls = [m for m in logged(tasks_server, tag) if m.startswith(("tools/", "tasks/"))]
+    assert calls == ["tools/call", "tasks/cancel", "tasks/get"]

@@ -31,6 +31,7 @@ __all__ = [
     "OperationFailed",
     "Output",
     "StartExchange",
+    "TaskReported",
     "Terminal",
     "ToolCalled",
     "ToolsListed",
@@ -83,6 +84,16 @@ class ToolCalled:
     result: CallResult
 
 
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
+class TaskReported:
+    """A task handle's operation ended: the task ``task_id`` is ``status`` (the
+    server's word, with its message if any)."""
+
+    task_id: str
+    status: str
+    status_message: str | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputRequired:
     """The server asks for input: ``requests`` maps a key to ``{"method", "params"}``.
@@ -109,7 +120,7 @@ class Closed:
 
 # An operation's one last output (``isinstance(output, Terminal)`` works too): a new
 # terminal event is added here, and whoever waits for the end of an operation sees it.
-Terminal = Connected | ToolsListed | ToolCalled | OperationFailed | Closed
+Terminal = Connected | ToolsListed | ToolCalled | TaskReported | OperationFailed | Closed
 
 Output = (
     StartExchange

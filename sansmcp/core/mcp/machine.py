@@ -65,24 +65,21 @@ from .asks import Asks
 from .budget import Budget
 from .compiled import CompiledSchemas
 from .events import (
-    CancelExchange,
     Closed,
-    Connected,
     InputRequired,
     OperationFailed,
     Output,
     StartExchange,
-    ToolCalled,
-    ToolsListed,
 )
 from .exchange import FOREVER, Exchange, Reply, Role
-from .notifications import OBSERVATIONS, Observer
+from .notifications import Observer
 from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings, usable_versions
 from .state import PHASE_TRANSITIONS, MachineState, Phase, check_phase
-from .taskop import task_cancel
+from .taskhandle import task_operation
+from .taskop import route_statuses, task_cancel
 from .toolops import ToolOps
 from .toolset import Toolset, invalidate_listings
 from .transport import Transport
@@ -299,17 +296,21 @@ class McpMachine:
         bound = "task_timeout" if self.settings.tasks else "call_timeout"  # (a task: longer)
         limit = rules.op_timeout(timeout, getattr(self.limits, bound))
         arguments, parsed = rules.checked_call(name, arguments, self.limits.max_json_depth)
-        tools, toolset = self._tool_ops, self._tools
-        if toolset.cache is not None:
-            toolset.adopt_cached_tools(now)  # a call-only Conn: its tools from a fresh listing
-        if self._session.era is _MODERN:
-            toolset.header_params(name)  # a caller's unusable schema: CallerError, before any I/O
+        tools = self._tool_ops
+        tools.prepare_call(name, now)
         if progress and self._phase is _IDLE:
             self._t.listen_for_progress(now)
         gen = self._ops.recovering(
             lambda _: tools.call_tool(name, arguments, parsed), now, progress=progress
         )
         self._start(gen, bound, limit, now)
+
+    def task(self, action: str, subject: str, *, now: float, **more: Any) -> None:
+        """A task handle's operation: ``action`` on ``subject`` (a tool, or a task id from
+        any connection); see :func:`.taskhandle.task_operation` (and ``more``)."""
+        self._require_connected()
+        make, bound = task_operation(self._tool_ops, action, subject, now=now, **more)
+        self._start(self._ops.recovering(make, now), bound, getattr(self.limits, bound), now)
 
     def close(self, *, now: float) -> None:
         """End the connection: abandon everything in flight; legacy sessions get a DELETE.
@@ -329,6 +330,18 @@ class McpMachine:
         self._enter(_CLOSING)
         self._close_deadline = now + self.limits.close_timeout
         self._close_progress()
+
+    def abandon(self, *, now: float) -> bool:
+        """The caller gave the operation up.  A task it follows is sent ``tasks/cancel``
+        (aside, once), and the connection closes as by :meth:`close` but without a
+        ``DELETE``, by ``Limits.cancel_grace``: True.  Else False (nothing sent)."""
+        if (cancel := task_cancel(self._ops)) is None:
+            return False
+        self._t.side(cancel, self.limits.cancel_grace, now)
+        self._session.ended()  # (the request is built: no DELETE after it)
+        self.close(now=now)
+        self._close_deadline = min(self._close_deadline, now + self.limits.cancel_grace)
+        return True
 
     def answer_input(self, input_id: int, answers: Mapping[str, Any] | None, *, now: float) -> None:
         """Answer an :class:`InputRequired`; ``None`` refuses (decline).
@@ -363,24 +376,11 @@ class McpMachine:
     def wanted(self, output: Output) -> bool:
         """Whether an output the driver set aside is still to be acted on: False for an
         exchange cancelled meanwhile or an ask whose operation or connection ended."""
-        if isinstance(output, OBSERVATIONS):
-            return True
-        match output:
-            case StartExchange():
-                return output.exchange_id in self._t.exchanges
-            case InputRequired():
-                return output.input_id in self._asks
-            case (
-                CancelExchange()
-                | Connected()
-                | ToolsListed()
-                | ToolCalled()
-                | OperationFailed()
-                | Closed()
-            ):
-                return True
-            case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
-                assert_never(output)
+        if isinstance(output, StartExchange):
+            return output.exchange_id in self._t.exchanges
+        if isinstance(output, InputRequired):
+            return output.input_id in self._asks
+        return True  # the rest (observations, ends, cancels) always are
 
     def next_deadline(self) -> float | None:
         phase = self._phase
@@ -432,6 +432,8 @@ class McpMachine:
             return  # cancelled already
         try:
             outcome = t.receive(exchange, event, now)
+            if t.statuses:  # (before the reply they came with)
+                route_statuses(self._ops, t.statuses, now)
         except McpError as error:
             self._asks.serve(now)  # the requests that came before the bad part
             self._bad_response(exchange, error, now)

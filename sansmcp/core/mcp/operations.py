@@ -176,8 +176,12 @@ class Operations:
         limits = self.limits
         session = self.session
         is_call = method == "tools/call"
-        cap = limits.call_timeout if is_call else limits.dial_timeout
-        cap_bound = "call_timeout" if is_call else "dial_timeout"
+        if is_call:
+            cap, cap_bound = limits.call_timeout, "call_timeout"
+        elif method == "tasks/result":  # (2025-11-25: answers when the task ends)
+            cap, cap_bound = limits.task_timeout, "task_timeout"
+        else:
+            cap, cap_bound = limits.dial_timeout, "dial_timeout"
         retries = 0
         last_id: bytes | None = None
         retry_ms: int | None = None

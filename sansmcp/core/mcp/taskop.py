@@ -28,7 +28,7 @@ from .taskwire import EXTENSION, TaskShape, TaskView, task_request
 if TYPE_CHECKING:
     from .operations import Operations
 
-__all__ = ["RequestFn", "follow", "run_task", "task_cancel"]
+__all__ = ["RequestFn", "follow", "route_statuses", "run_task", "send_task_request", "task_cancel"]
 
 #: ``Operations.request``'s shape: ``(method, params, *, extra=...)`` -> a script
 #: returning the :class:`~.exchange.Reply`.
@@ -70,6 +70,18 @@ def task_cancel(ops: Operations) -> HttpRequest | None:
     return ops.requests.rpc(next(ops._ids), built.method, built.params, None, built.headers)
 
 
+def route_statuses(ops: Operations, statuses: list[dict[str, Any]], now: float) -> None:
+    """Status notifications that came on a stream (``statuses``, emptied here) reach the
+    task the call follows, if it is of their shape: checked and recorded by its tracker
+    (a bad one fails the call, classified); any other is dropped."""
+    tracker = ops.task
+    for item in statuses:
+        params = item.get("params")
+        if tracker is not None and item["method"] == tracker.shape.status_notification:
+            tracker.notified(params if isinstance(params, dict) else {}, now=now)
+    statuses.clear()
+
+
 def run_task(
     tracker: TaskTracker,
     step: Step,
@@ -88,32 +100,36 @@ def run_task(
                 return step.result
             case Poll():
                 yield Sleep(step.at)
-                result, at = yield from _send(tracker, shape, "tasks/get", request)
+                result, at = yield from send_task_request(tracker, shape, "tasks/get", request)
                 step = tracker.polled(result, now=at)
             case AskInput():
                 answers = yield Ask(step.requests)
                 step = tracker.answered(answers, now=at)
             case SendUpdate():
                 assert shape.update_method is not None  # only the extension sends one
-                result, at = yield from _send(
+                result, at = yield from send_task_request(
                     tracker, shape, shape.update_method, request, step.responses
                 )
                 step = tracker.updated(result, now=at)
             case FetchResult():
                 assert shape.result_method is not None  # only 2025-11-25 fetches one
-                result, at = yield from _send(tracker, shape, shape.result_method, request)
+                result, at = yield from send_task_request(
+                    tracker, shape, shape.result_method, request
+                )
                 step = tracker.fetched(result, now=at)
             case Cancel():
                 acknowledged: Mapping[str, Any] | None = None
                 # best effort: the reason we cancelled is what the caller gets
                 with contextlib.suppress(McpError):
-                    acknowledged, at = yield from _send(tracker, shape, "tasks/cancel", request)
+                    acknowledged, at = yield from send_task_request(
+                        tracker, shape, "tasks/cancel", request
+                    )
                 tracker.cancelled(acknowledged)
             case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                 assert_never(step)
 
 
-def _send(
+def send_task_request(
     tracker: TaskTracker,
     shape: TaskShape,
     method: str,

@@ -36,6 +36,7 @@ __all__ = [
     "INPUT_REQUIRED",
     "LEGACY",
     "STATUSES",
+    "TASK_STATUS",
     "TERMINAL",
     "WORKING",
     "TaskRequest",
@@ -102,6 +103,10 @@ LEGACY = TaskShape(
     status_notification="notifications/tasks/status",
     routed=False,
 )
+
+
+TASK_STATUS: Final = frozenset({EXTENSION.status_notification, LEGACY.status_notification})
+"""The methods of the two shapes' status notifications."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,7 +25,7 @@ from ..messages import HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND
 from ..results import parse_call_result
 from ..tools import SkippedTool, Tool, encode_header_value, param_headers
 from . import rules
-from .events import ToolCalled, ToolsListed
+from .events import TaskReported, ToolCalled, ToolsListed
 from .operations import Ask, Instruction, Operations, OpGen, Sleep
 from .session import Era, Session
 from .settings import ConnSettings
@@ -178,7 +178,20 @@ class ToolOps:
 
     # ------------------------------------------------------------ tools/call
 
-    def call_tool(self, name: str, arguments: bytes, parsed: Mapping[str, Any]) -> OpGen:
+    def prepare_call(self, name: str, now: float) -> None:
+        """Before a call is sent: a call-only Conn takes its tools from a fresh cached
+        listing, and a caller's unusable schema fails (``CallerError``) before any I/O."""
+        toolset = self.toolset
+        if toolset.cache is not None:
+            toolset.adopt_cached_tools(now)
+        if self.session.era is _MODERN:
+            toolset.header_params(name)
+
+    def call_tool(
+        self, name: str, arguments: bytes, parsed: Mapping[str, Any], *, handle: bool = False
+    ) -> OpGen:
+        """``tools/call`` to its result; ``handle``: a task the server runs the call as
+        is reported (:class:`TaskReported`, for a task handle), not followed."""
         limits = self.limits
         toolset = self.toolset
         toolset.output_schema(name)  # an unusable schema fails the call before it is sent
@@ -238,6 +251,10 @@ class ToolOps:
                 method="tools/call",
                 max_echo_bytes=limits.max_echo_bytes,
             )
+            if task is not None and handle:
+                return TaskReported(
+                    task_id=task.task_id, status=task.status, status_message=task.status_message
+                )
             if task is not None:  # the server runs the call as a task: poll it to its end
                 result = yield from follow(self.ops, task, reply.at)
             step = rules.next_call_step(
@@ -245,14 +262,7 @@ class ToolOps:
             )
             match step:
                 case rules.Complete():
-                    call = parse_call_result(result, modern=modern)
-                    schema = None if call.is_error else toolset.output_schema(name)
-                    if schema is not None:
-                        from ..schema.output import check_output
-
-                        check_output(name, schema, result, limits)
-                        call = dataclasses.replace(call, validated=True)
-                    return ToolCalled(result=call)
+                    return self.called(name, result)
                 case rules.AskInput():
                     state = step.state
                     answers = yield Ask(step.requests)
@@ -270,3 +280,16 @@ class ToolOps:
                     yield Sleep(reply.at + delay)
                 case _:  # pragma: no cover - the union is exhausted above (mypy checks it)
                     assert_never(step)
+
+    def called(self, name: str | None, result: Mapping[str, Any]) -> ToolCalled:
+        """A ``CallToolResult`` object read as the call's (a task's too), checked against
+        the output schema of ``name`` when known (a resumed task's tool may not be)."""
+        call = parse_call_result(result, modern=self.session.era is _MODERN)
+        schema = None if call.is_error or name is None else self.toolset.output_schema(name)
+        if schema is not None:
+            assert name is not None
+            from ..schema.output import check_output
+
+            check_output(name, schema, result, self.limits)
+            call = dataclasses.replace(call, validated=True)
+        return ToolCalled(result=call)

@@ -63,6 +63,7 @@ from .exchange import FOREVER, Body, Decoder, Exchange, Reply, Role
 from .notifications import Notices
 from .requests import Requests
 from .session import Era, Session
+from .taskwire import TASK_STATUS
 
 __all__ = ["Transport"]
 
@@ -116,6 +117,7 @@ class Transport:
         "outputs",
         "requests",
         "session",
+        "statuses",
     )
 
     def __init__(
@@ -141,6 +143,8 @@ class Transport:
         self.held_until = 0.0
         # server requests found on streams, for the machine: (the exchange, the request)
         self.asked: list[tuple[Exchange, dict[str, Any]]] = []
+        # task status notifications found on streams, for the machine (taskop.route_statuses)
+        self.statuses: list[dict[str, Any]] = []
         # The legacy session's one standalone GET stream, how often it was opened this
         # session, its last event id.
         self.listen: Exchange | None = None
@@ -480,8 +484,11 @@ class Transport:
         if "id" in item:
             self._server_request(exchange, item)
             return
-        if item["method"] == LIST_CHANGED:
+        method = item["method"]
+        if method == LIST_CHANGED:
             self.on_list_changed()
+        elif method in TASK_STATUS:
+            self.statuses.append(item)
         self.notices.take(item)
 
     def _server_request(self, exchange: Exchange, request: dict[str, Any]) -> None:

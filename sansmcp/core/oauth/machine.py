@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import AuthCause, CallerError, ConnectionFailed, McpError, Unauthorized
 from ..http import (
@@ -172,6 +173,9 @@ class OAuthMachine:
             ),
             now,
         )
+
+    def task(self, action: str, subject: str, *, now: float, **more: Any) -> None:
+        self._operation(lambda machine, at: machine.task(action, subject, now=at, **more), now)
 
     def complete_authorization(self, redirect: object, *, now: float) -> None:
         """Finish an authorization a person made later (``redirect``: the URL they came

@@ -42,6 +42,7 @@ from .._common import (
     perform_store_blocking,
     resolve_blocking,
 )
+from .._tasks import BlockingTaskHandle, handle_of
 from ._selectloop import Bell, SelectLoop, Workers
 from ._turns import Turns
 
@@ -191,6 +192,18 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
         (seconds) shortens ``Limits.call_timeout`` for this call."""
         start = self._calling(name, arguments, on_progress, timeout)
         return cast("CallResult", self._run(start, traced=True, tool=name))
+
+    def start_tool(self, name: str, arguments: bytes = b"") -> BlockingTaskHandle:
+        """Start ``name`` as a task (``Config(tasks=True)``): its handle as soon as the
+        server answers (one already completed if it answered with the result);
+        ``handle.result()`` follows it to its end."""
+        value = self._run(self._tasking(name, arguments), traced=True, tool=name)
+        return cast("BlockingTaskHandle", handle_of(self, name, value, BlockingTaskHandle))
+
+    def resume_task(self, task_id: str) -> BlockingTaskHandle:
+        """The task ``task_id`` (started on another Conn, process or machine), taken up
+        on this Conn: no request until its ``poll``, ``result`` or ``cancel``."""
+        return BlockingTaskHandle(self, task_id)
 
     def close(self) -> None:
         """Close: abandon what is in flight; a legacy session gets its DELETE (bounded)."""
