@@ -9,6 +9,7 @@ which returns what the settings keep of it; the first fault raises.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -24,7 +25,7 @@ from .net.egress import Egress
 from .oauth.store import OAuth
 from .url import Endpoint, is_loopback_host, parse_endpoint
 
-__all__ = ["Config", "conn_settings"]
+__all__ = ["Config", "SettingsMemo", "conn_settings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -313,4 +314,65 @@ def conn_settings(
         observe=observe,
         tasks=kept["tasks"],
         **extra,
+    )
+
+
+class SettingsMemo:
+    """A driver's :func:`conn_settings`, checked once per ``Config`` object: the last
+    ``Config`` opened, when nothing in it can change (:func:`_immutable`), with its
+    settings and those settings under each era hint the pool gave."""
+
+    __slots__ = ("_capabilities", "_client_info", "_memo", "_observe")
+
+    def __init__(
+        self,
+        *,
+        client_info: Mapping[str, Any] | None,
+        capabilities: Mapping[str, Any] | None,
+        observe: bool,
+    ) -> None:
+        self._client_info = client_info
+        self._capabilities = capabilities
+        self._observe = observe
+        self._memo: tuple[Config, ConnSettings, dict[str, ConnSettings]] | None = None
+
+    def settings(self, config: Config, era_hint: Callable[[str], str | None]) -> ConnSettings:
+        """``config``'s settings (``CallerError`` when unusable), under the era hint
+        ``era_hint(url)`` gives for its endpoint."""
+        memo = self._memo
+        if memo is not None and memo[0] is config:
+            settings = memo[1]
+        else:
+            settings = conn_settings(
+                config,
+                client_info=self._client_info,
+                capabilities=self._capabilities,
+                era_hint=None,
+                observe=self._observe,
+            )
+            memo = (config, settings, {}) if _immutable(config) else None
+            self._memo = memo
+        hint = era_hint(settings.endpoint.url)
+        if hint is None:
+            return settings
+        hinted = None if memo is None else memo[2].get(hint)
+        if hinted is None:
+            hinted = dataclasses.replace(settings, era_hint=hint)
+            if memo is not None:
+                memo[2][hint] = hinted
+        return hinted
+
+
+def _immutable(config: Config) -> bool:
+    """Nothing ``conn_settings`` reads of ``config`` can change after it was checked: a
+    plain ``Config`` (frozen) without a mapping, a list or an OAuth object in it (the
+    caller could mutate those in place), so its settings may be reused as they are."""
+    return (
+        type(config) is Config
+        and config.headers is None
+        and config.meta is None
+        and config.tool_schemas is None
+        and config.output_schemas is None
+        and config.oauth is None
+        and (config.protocol_versions is None or type(config.protocol_versions) is tuple)
     )

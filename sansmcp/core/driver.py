@@ -85,7 +85,6 @@ from .mcp import (
 )
 from .mcp.compiled import CompiledSchemas
 from .mcp.notifications import OBSERVATIONS, RequestEnded
-from .mcp.settings import ConnSettings
 from .net import egress
 from .net.pool import Pool
 from .oauth.store import AuthorizationNeeded
@@ -184,9 +183,9 @@ class ClientDriver:
             max_entries=self.limits.max_compiled_schemas,
             max_bytes=self.limits.max_compiled_schema_bytes,
         )
-        # the last Config opened, when nothing in it can change (see _immutable), with its
-        # checked settings and those settings under each era hint the pool gave
-        self._settings_memo: tuple[Config, ConnSettings, dict[str, ConnSettings]] | None = None
+        self._settings = config_module.SettingsMemo(  # a Config's settings, checked once
+            client_info=self.client_info, capabilities=self.capabilities, observe=observe
+        )
         self.closed = False
         self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
         self._conn_ids = itertools.count(1)
@@ -225,28 +224,8 @@ class ClientDriver:
         :meth:`close`); start it with :meth:`connect`."""
         if self.closed:
             raise UsageError(CLIENT_CLOSED)
-        memo = self._settings_memo
-        if memo is not None and memo[0] is config:
-            settings = memo[1]
-        else:
-            settings = config_module.conn_settings(
-                config,
-                client_info=self.client_info,
-                capabilities=self.capabilities,
-                era_hint=None,
-                observe=self.observe,
-            )
-            memo = (config, settings, {}) if _immutable(config) else None
-            self._settings_memo = memo
+        settings = self._settings.settings(config, self.pool.era_hint)
         route = egress.route(config.proxy, config.guard, config.egress, default=self.route)
-        hint = self.pool.era_hint(settings.endpoint.url)
-        if hint is not None:
-            hinted = None if memo is None else memo[2].get(hint)
-            if hinted is None:
-                hinted = dataclasses.replace(settings, era_hint=hint)
-                if memo is not None:
-                    memo[2][hint] = hinted
-            settings = hinted
         cache = CallerCache(
             self.cache, settings, self._cache_salt, anonymous=config.oauth is not None
         )
@@ -635,21 +614,6 @@ class ClientDriver:
     @property
     def _heap(self) -> list[tuple[float, int, _Timed]]:
         return self._timers.heap  # (what the tests measure)
-
-
-def _immutable(config: Config) -> bool:
-    """Nothing ``conn_settings`` reads of ``config`` can change after it was checked: a
-    plain ``Config`` (frozen) without a mapping, a list or an OAuth object in it (the
-    caller could mutate those in place), so its settings may be reused as they are."""
-    return (
-        type(config) is Config
-        and config.headers is None
-        and config.meta is None
-        and config.tool_schemas is None
-        and config.output_schemas is None
-        and config.oauth is None
-        and (config.protocol_versions is None or type(config.protocol_versions) is tuple)
-    )
 
 
 def _authorizer(driver: ClientDriver, machine: McpMachine, config: Config) -> OAuthMachine:
