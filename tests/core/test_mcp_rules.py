@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sansmcp.core.errors import ConnectionFailed, ServerAnswered, Unauthorized
+from sansmcp.core.errors import CallerError, ConnectionFailed, ServerAnswered, Unauthorized
 from sansmcp.core.mcp import rules
 from sansmcp.core.mcp.rules import AskInput, Backoff, Complete, Head
 
@@ -242,3 +242,18 @@ def test_input_required_without_a_handler_names_the_methods() -> None:
 )
 def test_backoff_delay(shed: int, jitter: float, delay: float) -> None:
     assert rules.backoff_delay(shed, jitter) == pytest.approx(delay)
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ([("k", {})], "must return a mapping"),
+        ({"k": {1, 2}}, "cannot be sent"),
+        ({1: {"action": "accept"}}, "must have string keys"),
+    ],
+)
+def test_an_input_handlers_answer_is_checked_before_use(answers: object, message: str) -> None:
+    with pytest.raises(CallerError, match=message):
+        rules.checked_answers(answers)
+    assert rules.checked_answers(None) is None
+    assert rules.checked_answers({"k": {"action": "accept"}}) == {"k": {"action": "accept"}}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from sansmcp.core.errors import CallerError, ConnectionFailed, Unauthorized
 from sansmcp.core.mcp import Connected, StartExchange, ToolCalled, ToolsListed
+from sansmcp.core.oauth.registration import usable_registration
 from sansmcp.core.oauth.store import (
     AuthorizationNeeded,
     ClientRegistration,
@@ -1132,3 +1133,19 @@ def test_an_oauth_machine_is_freed_without_the_cyclic_collector() -> None:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+@pytest.mark.parametrize(
+    "registration",
+    [
+        "not a registration",
+        ClientRegistration(client_id=""),
+        ClientRegistration(client_id=5),  # type: ignore[arg-type]
+        ClientRegistration(client_id="c", client_secret=b"s"),  # type: ignore[arg-type]
+        ClientRegistration(client_id="c", auth_method="client_secret_jwt"),
+        ClientRegistration(client_id="c", auth_method="private_key_jwt"),
+    ],
+)
+def test_a_stored_registration_that_cannot_be_used_is_absent(registration: object) -> None:
+    assert usable_registration(registration, signer=None) is None
+    assert usable_registration(ClientRegistration(client_id="c"), signer=None) is not None

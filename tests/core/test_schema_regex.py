@@ -50,6 +50,8 @@ TABLE = [
     ("^a{2,}$", "aaaaa", True),
     ("^a{2}$", "aaa", False),
     ("x*", "", True),
+    ("^colou?r$", "color", True),
+    ("^colou?r$", "colouur", False),
     ("(?:ab|a)*c$", "ababac", True),
     (r"[\w-]+@", "a-b@", True),
     ("(a*)*b", "aaa", False),
