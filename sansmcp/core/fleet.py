@@ -20,16 +20,21 @@ a fleet probes a legacy endpoint once, not once per process:
   is written by compare-and-set on the version read (:meth:`Fleet.era_write`), with a
   TTL of a day; a conflict (another worker wrote first) only updates the version
   known.  Era hints are soft state: no failure of the store fails a work item.
+
+Tool listings go through the store too (:attr:`Fleet.listings`,
+:mod:`sansmcp.core.fleet_listings`): a ``list_tools`` parks here like a connect while
+the store is asked.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .commands import StoreOp
+from .commands import Command, StoreOp
+from .fleet_listings import SharedListings
 from .limits import Limits
 from .store import (
     DEFAULT_PREFIX,
@@ -64,10 +69,35 @@ class Fleet:
     beat); ``codec.misses``: values read that did not open.
     """
 
-    def __init__(self, limits: Limits, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        outbox: deque[Command] | None = None,
+        secret: bytes | None = None,
+        holder: str | None = None,
+        wall_clock: Callable[[], float] | None = None,
+    ) -> None:
         self.prefix = prefix
+        self.limits = limits
         self.codec = ValueCodec(limits.max_store_value_bytes)
         self._op_ids = itertools.count(1)
+        self._outbox: deque[Command] = deque() if outbox is None else outbox
+        # listings through the store: with a holder name for its leases and a wall clock
+        self.listings = (
+            None
+            if holder is None or wall_clock is None
+            else SharedListings(
+                limits,
+                self._outbox,
+                self._op_ids,
+                secret=secret,
+                holder=holder,
+                wall_clock=wall_clock,
+                prefix=prefix,
+            )
+        )
         # endpoint URL -> (the hint known stored there or None, its store version; 0: none)
         self._known: OrderedDict[str, tuple[str | None, int]] = OrderedDict()
         self._reads: dict[int, str] = {}  # op id -> the endpoint whose era is being read
@@ -84,16 +114,43 @@ class Fleet:
         """The store was read for ``url`` already (whatever it answered)."""
         return url in self._known
 
-    def park_connect(self, conn: ConnRecord, start: Start) -> StoreOp | bool | None:
-        """Park ``conn``'s connect until its endpoint's era is read: the read to emit, or
-        True (parked behind a read in flight); None: it goes on at once (a hint known, or
-        the store read already for this endpoint)."""
+    def park_connect(self, conn: ConnRecord, start: Start, now: float) -> float | None:
+        """Park ``conn``'s connect until its endpoint's era is read (the read emitted,
+        unless one is in flight): the deadline of its wait; None: it goes on at once (a
+        hint known, or the store read already for this endpoint)."""
         settings = conn.machine.settings
         url = settings.endpoint.url
         if settings.era_hint is not None or self.era_known(url):
             return None
         self.parked[conn.view.conn_id] = (start, url)
-        return self.wait_era(url, conn.view.conn_id) or True
+        op = self.wait_era(url, conn.view.conn_id)
+        if op is not None:
+            self._outbox.append(op)
+        return now + self.limits.store_timeout
+
+    def park_listing(self, conn: ConnRecord, start: Start, now: float) -> float | None:
+        """Park ``conn``'s ``list_tools`` while the store is asked for its listing: the
+        deadline of its wait; None: it goes on at once."""
+        if self.listings is None:
+            return None
+        deadline = self.listings.park(conn, now)
+        if deadline is not None:
+            self.parked[conn.view.conn_id] = (start, conn.machine.settings.endpoint.url)
+        return deadline
+
+    def succeeded(self, conn: ConnRecord, version: str, now: float) -> None:
+        """``conn``'s operation succeeded at ``version``: share its era (when new) and
+        the listings it stored."""
+        op = self.era_write(conn.machine.settings.endpoint.url, version)
+        if op is not None:
+            self._outbox.append(op)
+        if self.listings is not None:
+            self.listings.listed(conn, now)
+
+    def failed(self, conn_id: int) -> None:
+        """``conn_id``'s operation failed, or the Conn is gone: its load lease goes."""
+        if self.listings is not None:
+            self.listings.done(conn_id)
 
     def unpark(self, conn_id: int) -> Start | None:
         """``conn_id`` waits no more (its read came, it timed out, or it was dropped): its
