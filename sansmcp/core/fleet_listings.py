@@ -315,8 +315,10 @@ class SharedListings:
             pages = None if served else self.codec.open("listing", answer.value, opened)
             if pages is None or any(expires <= wall for _, _, expires in pages):
                 continue
+            # (received at most now: a page stays fresh here no longer than its ttl)
             local = [
-                (c, page, now + (expires - wall) - page.ttl_ms / 1000) for c, page, expires in pages
+                (c, page, min(now, now + (expires - wall) - page.ttl_ms / 1000))
+                for c, page, expires in pages
             ]
             identity = cache.identity() if index else None
             cache.cache.store_listing(cache.url, load.version, identity, local, public=not index)
