@@ -11,6 +11,10 @@ same tag are the same caller, and a ``private`` listing is shared between them o
 from __future__ import annotations
 
 import itertools
+import json
+import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -175,3 +179,26 @@ def test_redis_stopped_the_work_item_still_lists(
     assert item["counts"]["failures"] >= 1 and item["counts"]["loads"] == 1
     assert lists(public, tag) == 1
     store.close()
+
+
+def test_eight_processes_started_at_once_list_once(
+    public: Server, redis_server: Any, tmp_path: pathlib.Path
+) -> None:
+    """The cold fleet: every worker starts at the same moment; one lists, the others
+    wait for its listing (the blocking adapter, one process each)."""
+    tag, go = f"fleet-list-stampede-{next(_tags)}", tmp_path / "go"
+    command = [sys.executable, "-m", "tests.stores.worker", "list", redis_server.url]
+    workers = [
+        subprocess.Popen([*command, public.url(), tag, str(go)], stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    go.touch()  # every worker is started: they begin together
+    reports = []
+    for worker in workers:
+        out, _ = worker.communicate(timeout=120)
+        assert worker.returncode == 0
+        reports.append(json.loads(out))
+    assert len({tuple(r["names"]) for r in reports}) == 1 and reports[0]["names"]
+    assert lists(public, tag) == 1  # one tools/list for the fleet
+    assert sum(r["counts"]["loads"] for r in reports) == 1
+    assert sum(r["counts"]["hits"] for r in reports) == 7
