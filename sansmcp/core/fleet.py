@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .commands import Command, StoreOp
+from .errors import CallerError
 from .fleet_listings import SharedListings
 from .limits import Limits
 from .store import (
@@ -79,6 +80,8 @@ class Fleet:
         holder: str | None = None,
         wall_clock: Callable[[], float] | None = None,
     ) -> None:
+        if secret is not None and not (isinstance(secret, bytes) and secret):
+            raise CallerError("a store's fleet_secret is non-empty bytes, or None")
         self.prefix = prefix
         self.limits = limits
         self.codec = ValueCodec(limits.max_store_value_bytes)

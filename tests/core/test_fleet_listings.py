@@ -17,6 +17,7 @@ import pytest
 from sansmcp.core.cache import CachedPage, ListingCache
 from sansmcp.core.commands import StoreOp
 from sansmcp.core.driver import ClientDriver
+from sansmcp.core.errors import CallerError
 from sansmcp.core.fleet import Fleet
 from sansmcp.core.fleet_listings import POLL_FIRST, SharedListings
 from sansmcp.core.limits import Limits
@@ -405,6 +406,9 @@ def test_shared_listings_direct() -> None:
     assert not shared.owns(42) and "0 waiting" in repr(shared)
     assert Fleet(Limits()).park_listing(bare, lambda c: None, 0.0) is None  # type: ignore[arg-type]
     Fleet(Limits()).failed(1)
+    for secret in ("text", b""):
+        with pytest.raises(CallerError, match="fleet_secret"):
+            Fleet(Limits(), secret=secret)  # type: ignore[arg-type]
 
 
 def test_a_conn_parked_twice_is_not_read_twice() -> None:
