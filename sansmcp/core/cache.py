@@ -414,7 +414,7 @@ class CallerCache:
     """One Conn's view of the Client-wide cache: its endpoint and its caller's identity
     (the salted digest, computed on first use)."""
 
-    __slots__ = ("_identity", "_known", "_salt", "_settings", "cache", "url")
+    __slots__ = ("_identity", "_known", "_salt", "_settings", "cache", "journal", "url")
 
     def __init__(
         self, cache: ListingCache, settings: Caller, salt: bytes, *, anonymous: bool = False
@@ -428,6 +428,10 @@ class CallerCache:
         # token store's, which the key does not hold yet), so it is served and keeps
         # public entries only -- its headers alone must not open another's private ones
         self._known = anonymous
+        # with a shared store: each listing stored here, as (version, pages, public), for
+        # the driver to share (sansmcp.core.fleet_listings); None: not kept
+        self.journal: list[tuple[str, list[tuple[str | None, CachedPage, float]], bool]] | None
+        self.journal = None
 
     def __len__(self) -> int:
         return len(self.cache)
@@ -454,6 +458,8 @@ class CallerCache:
         self, version: str, pages: Sequence[tuple[str | None, CachedPage, float]], *, public: bool
     ) -> None:
         self.cache.store_listing(self.url, version, self.identity(), pages, public=public)
+        if self.journal is not None:
+            self.journal.append((version, list(pages), public))
 
     def invalidate(self, version: str, method: str = LIST_METHOD) -> None:
         self.cache.invalidate(self.url, version, method, self.identity())

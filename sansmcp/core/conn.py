@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .cache import CallerCache
 from .commands import Deliver
 from .mcp import McpMachine
 from .net.egress import Route
@@ -29,6 +30,7 @@ class ConnRecord:
     __slots__ = (
         "attended",
         "auth",
+        "cache",
         "exchanges",
         "front",
         "heap_at",
@@ -62,3 +64,4 @@ class ConnRecord:
         self.heap_seq: int | None = None  # and that entry's sequence number
         self.http: str | None = None  # the HTTP version its last exchange began on (telemetry)
         self.listen_xid: int | None = None  # its standalone stream's exchange, once begun
+        self.cache: CallerCache | None = None  # its view of the Client-wide listing cache

@@ -138,7 +138,9 @@ class ClientDriver:
     ``cache_salt`` (random bytes the adapter draws, up to 64) salts the caller digests
     that key ``private`` entries of the Client-wide listing cache (:attr:`cache`).
     ``shared_store``: the adapter performs :class:`StoreOp` on a store the fleet shares
-    (:mod:`sansmcp.core.fleet`: :attr:`fleet`); without it none is emitted.
+    (:mod:`sansmcp.core.fleet`: :attr:`fleet`; era hints, and listings given
+    ``random_bytes`` and ``wall_clock``; ``fleet_secret`` keys private ones); without it
+    none is emitted.
     """
 
     def __init__(
@@ -158,12 +160,18 @@ class ClientDriver:
         proxy: str | None = None,
         guard: str | None = None,
         shared_store: bool = False,
+        fleet_secret: bytes | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.route = egress.default_route(
             proxy, guard, allow_private=allow_private, allow_loopback=allow_loopback
         )
-        self.fleet = Fleet(self.limits) if shared_store else None
+        self._outbox: deque[Command] = deque()
+        self.fleet = (
+            Fleet.for_driver(self.limits, self._outbox, fleet_secret, random_bytes, wall_clock)
+            if shared_store
+            else None
+        )
         self.observe = observe
         self.random_bytes = random_bytes  # PKCE verifiers, state (OAuth only)
         self.wall_clock = wall_clock  # seconds since the epoch, for JWT claims (OAuth only)
@@ -189,7 +197,6 @@ class ClientDriver:
         self.closed = False
         self._exchange_ids = iter(range(1, 1 << 62))  # unique across Conns sharing sockets
         self._conn_ids = itertools.count(1)
-        self._outbox: deque[Command] = deque()
         self._conns: dict[int, ConnRecord] = {}
         self._timers: Timers[_Timed] = Timers()
         # the exchanges in flight and their sockets, pool checkouts and dials
@@ -240,6 +247,8 @@ class ClientDriver:
         if route is not None:
             conn.route = route
             conn.origin = egress.routed(conn.origin, route)
+        if self.fleet is not None and self.fleet.listings is not None:
+            conn.cache, cache.journal = cache, []  # (what it lists is shared)
         return view
 
     # ``trace`` (trace context: traceparent, tracestate, baggage) goes into the operation's
@@ -250,19 +259,7 @@ class ClientDriver:
             conn.machine.propagate(trace)
             conn.front.connect(now=now)
 
-        conn = self._conns.get(conn_id)
-        fleet = self.fleet
-        if fleet is None or conn is None or self._busy(conn) or conn.view.closed:
-            self._operate(conn_id, start, now)  # (its UsageError, if any)
-            return
-        parked = fleet.park_connect(conn, start)  # until the era is read, or store_timeout
-        if parked is None:
-            self._operate(conn_id, start, now)
-            return
-        conn.attended = True
-        self._arm(conn, now + self.limits.store_timeout)
-        if isinstance(parked, StoreOp):
-            self._outbox.append(parked)
+        self._park_or_operate(conn_id, start, now, Fleet.park_connect)
 
     def list_tools(
         self,
@@ -279,7 +276,7 @@ class ClientDriver:
             conn.machine.propagate(trace)
             conn.front.list_tools(now=now, fresh=fresh, timeout=timeout)
 
-        self._operate(conn_id, start, now)
+        self._park_or_operate(conn_id, start, now, None if fresh else Fleet.park_listing)
 
     def call_tool(
         self,
@@ -398,27 +395,8 @@ class ClientDriver:
 
     def store_answered(self, op_id: int, answer: StoreAnswer, *, now: float) -> None:
         """The shared store's answer to :class:`StoreOp` ``op_id`` (untrusted)."""
-        fleet = self.fleet
-        assert fleet is not None, "a StoreOp answered without a shared store"
-        read = fleet.answered(op_id, answer)
-        if read is None:
-            return
-        url, hint, waiting = read
-        if hint is not None and self.pool.era_hint(url) is None:
-            self.pool.remember_era(url, hint)
-        for conn_id in waiting:
-            self._unpark(conn_id, hint, now)
-
-    def _unpark(self, conn_id: int, hint: str | None, now: float) -> None:
-        """A parked connect goes on (with the fleet's era hint, when one came)."""
-        assert self.fleet is not None
-        start = self.fleet.unpark(conn_id)
-        assert start is not None  # (a Conn waiting for a read is parked)
-        conn = self._conns[conn_id]
-        if hint is not None:
-            conn.machine.use_era_hint(hint)
-        self._arm(conn, None)
-        self._operate(conn_id, start, now)
+        assert self.fleet is not None, "a StoreOp answered without a shared store"
+        self.fleet.store_answered(self, op_id, answer, now)
 
     def resolved(self, dial_id: int, answers: object, *, now: float) -> None:
         """The resolver's raw answer (any value: vetted here)."""
@@ -464,13 +442,32 @@ class ClientDriver:
             if isinstance(timed, Dial):
                 self._sockets.dial_timed_out(timed, now)
             elif self.fleet is not None and timed.view.conn_id in self.fleet.parked:
-                self._unpark(timed.view.conn_id, None, now)  # the store did not answer in time
+                self.fleet.timed_out(self, timed.view.conn_id, now)  # the store is late
             else:
                 timed.front.handle_timer(now=now)
                 self._drive(timed, now)
         self._sockets.expire(now)
 
     # ------------------------------------------------------------ operations
+
+    def _park_or_operate(
+        self,
+        conn_id: int,
+        start: Callable[[ConnRecord], None],
+        now: float,
+        park: Callable[[Fleet, ConnRecord, Callable[[ConnRecord], None], float], float | None]
+        | None,
+    ) -> None:
+        """Start the operation, unless ``park`` parks it while the store is asked."""
+        conn = self._conns.get(conn_id)
+        fleet = self.fleet
+        if fleet and park and conn and not (self._busy(conn) or conn.view.closed):
+            deadline = park(fleet, conn, start, now)  # (busy or closed: _operate raises)
+            if deadline is not None:
+                conn.attended = True
+                self._arm(conn, deadline)
+                return
+        self._operate(conn_id, start, now)
 
     def _operate(
         self,
@@ -573,6 +570,8 @@ class ClientDriver:
         view = conn.view
         value: list[Tool] | CallResult | TaskReported | None = None
         if isinstance(output, OperationFailed):
+            if self.fleet is not None:
+                self.fleet.failed(view.conn_id)
             self._outbox.append(Finished(conn_id=view.conn_id, error=output.error))
             return
         if isinstance(output, Closed):
@@ -590,10 +589,9 @@ class ClientDriver:
                 value = output
             version = conn.machine.protocol_version
             assert version is not None  # an operation succeeded: the era is known
-            url = conn.machine.settings.endpoint.url
-            self.pool.remember_era(url, version)
-            if self.fleet is not None and (op := self.fleet.era_write(url, version)):
-                self._outbox.append(op)
+            self.pool.remember_era(conn.machine.settings.endpoint.url, version)
+            if self.fleet is not None:
+                self.fleet.succeeded(conn, version, now)
         self._outbox.append(Finished(conn_id=view.conn_id, value=value))
 
     def _drop(self, conn: ConnRecord, now: float) -> None:
@@ -603,6 +601,7 @@ class ClientDriver:
         conn.heap_at = conn.heap_seq = None
         if self.fleet is not None:
             self.fleet.unpark(conn.view.conn_id)
+            self.fleet.failed(conn.view.conn_id)
         self._sockets.drop(conn, now)
 
     # ------------------------------------------------------------ deadlines

@@ -20,16 +20,22 @@ a fleet probes a legacy endpoint once, not once per process:
   is written by compare-and-set on the version read (:meth:`Fleet.era_write`), with a
   TTL of a day; a conflict (another worker wrote first) only updates the version
   known.  Era hints are soft state: no failure of the store fails a work item.
+
+Tool listings go through the store too (:attr:`Fleet.listings`,
+:mod:`sansmcp.core.fleet_listings`): a ``list_tools`` parks here like a connect while
+the store is asked.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from .commands import StoreOp
+from .commands import Command, StoreOp
+from .errors import CallerError
+from .fleet_listings import SharedListings
 from .limits import Limits
 from .store import (
     DEFAULT_PREFIX,
@@ -47,6 +53,7 @@ from .store_values import ValueCodec, era_body, era_from
 
 if TYPE_CHECKING:
     from .conn import ConnRecord
+    from .net.pool import Pool
 
 Start = Callable[["ConnRecord"], None]  # what starts a parked Conn's operation
 
@@ -54,6 +61,18 @@ __all__ = ["ERA_CAPACITY", "ERA_TTL", "Fleet"]
 
 ERA_CAPACITY = 1024  # endpoints whose stored hint this process remembers (oldest out)
 ERA_TTL = 86_400.0  # a stored era hint lives a day unless written again
+
+
+class Host(Protocol):
+    """What the fleet asks of the driver whose parked Conns it wakes (passed with each
+    call, never kept: no reference cycle)."""
+
+    pool: Pool
+    _conns: dict[int, ConnRecord]
+
+    def _operate(self, conn_id: int, start: Start, now: float) -> None: ...
+
+    def _arm(self, conn: ConnRecord, deadline: float | None) -> None: ...
 
 
 class Fleet:
@@ -64,10 +83,37 @@ class Fleet:
     beat); ``codec.misses``: values read that did not open.
     """
 
-    def __init__(self, limits: Limits, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        outbox: deque[Command] | None = None,
+        secret: bytes | None = None,
+        holder: str | None = None,
+        wall_clock: Callable[[], float] | None = None,
+    ) -> None:
+        if secret is not None and not (isinstance(secret, bytes) and secret):
+            raise CallerError("a store's fleet_secret is non-empty bytes, or None")
         self.prefix = prefix
+        self.limits = limits
         self.codec = ValueCodec(limits.max_store_value_bytes)
         self._op_ids = itertools.count(1)
+        self._outbox: deque[Command] = deque() if outbox is None else outbox
+        # listings through the store: with a holder name for its leases and a wall clock
+        self.listings = (
+            None
+            if holder is None or wall_clock is None
+            else SharedListings(
+                limits,
+                self._outbox,
+                self._op_ids,
+                secret=secret,
+                holder=holder,
+                wall_clock=wall_clock,
+                prefix=prefix,
+            )
+        )
         # endpoint URL -> (the hint known stored there or None, its store version; 0: none)
         self._known: OrderedDict[str, tuple[str | None, int]] = OrderedDict()
         self._reads: dict[int, str] = {}  # op id -> the endpoint whose era is being read
@@ -77,6 +123,60 @@ class Fleet:
         # Conns whose operation waits for a store read: conn id -> (its start, the endpoint)
         self.parked: dict[int, tuple[Start, str]] = {}
 
+    @classmethod
+    def for_driver(
+        cls,
+        limits: Limits,
+        outbox: deque[Command],
+        secret: bytes | None,
+        random_bytes: Callable[[int], bytes] | None,
+        wall_clock: Callable[[], float] | None,
+    ) -> Fleet:
+        """A driver's fleet: listings too when it has randomness (lease holders' names)
+        and a wall clock."""
+        holder = None if random_bytes is None else random_bytes(12).hex()
+        return cls(limits, outbox=outbox, secret=secret, holder=holder, wall_clock=wall_clock)
+
+    def store_answered(self, host: Host, op_id: int, answer: StoreAnswer, now: float) -> None:
+        """The store's answer to ``op_id``: the Conns parked on it go on, or wait on."""
+        listings = self.listings
+        if listings is not None and listings.owns(op_id):
+            woken = listings.answered(op_id, answer, host._conns, now)
+            if woken is not None:
+                self._parked_next(host, woken[0], woken[1], now)
+            return
+        read = self.answered(op_id, answer)
+        if read is None:
+            return
+        url, hint, waiting = read
+        if hint is not None and host.pool.era_hint(url) is None:
+            host.pool.remember_era(url, hint)
+        for conn_id in waiting:
+            self._unpark(host, conn_id, hint, now)
+
+    def timed_out(self, host: Host, conn_id: int, now: float) -> None:
+        """A parked Conn's deadline passed: the store did not answer in time."""
+        listings = self.listings
+        deadline = None if listings is None else listings.timer(conn_id, now)
+        self._parked_next(host, conn_id, deadline, now)
+
+    def _parked_next(self, host: Host, conn_id: int, deadline: float | None, now: float) -> None:
+        """A parked Conn waits on until ``deadline``, or (None) goes on."""
+        if deadline is None:
+            self._unpark(host, conn_id, None, now)
+        else:
+            host._arm(host._conns[conn_id], deadline)
+
+    def _unpark(self, host: Host, conn_id: int, hint: str | None, now: float) -> None:
+        """A parked connect goes on (with the fleet's era hint, when one came)."""
+        start = self.unpark(conn_id)
+        assert start is not None  # (a Conn waiting for a read is parked)
+        conn = host._conns[conn_id]
+        if hint is not None:
+            conn.machine.use_era_hint(hint)
+        host._arm(conn, None)
+        host._operate(conn_id, start, now)
+
     def __repr__(self) -> str:
         return f"Fleet({len(self._known)} endpoints, {self.counts})"
 
@@ -84,16 +184,43 @@ class Fleet:
         """The store was read for ``url`` already (whatever it answered)."""
         return url in self._known
 
-    def park_connect(self, conn: ConnRecord, start: Start) -> StoreOp | bool | None:
-        """Park ``conn``'s connect until its endpoint's era is read: the read to emit, or
-        True (parked behind a read in flight); None: it goes on at once (a hint known, or
-        the store read already for this endpoint)."""
+    def park_connect(self, conn: ConnRecord, start: Start, now: float) -> float | None:
+        """Park ``conn``'s connect until its endpoint's era is read (the read emitted,
+        unless one is in flight): the deadline of its wait; None: it goes on at once (a
+        hint known, or the store read already for this endpoint)."""
         settings = conn.machine.settings
         url = settings.endpoint.url
         if settings.era_hint is not None or self.era_known(url):
             return None
         self.parked[conn.view.conn_id] = (start, url)
-        return self.wait_era(url, conn.view.conn_id) or True
+        op = self.wait_era(url, conn.view.conn_id)
+        if op is not None:
+            self._outbox.append(op)
+        return now + self.limits.store_timeout
+
+    def park_listing(self, conn: ConnRecord, start: Start, now: float) -> float | None:
+        """Park ``conn``'s ``list_tools`` while the store is asked for its listing: the
+        deadline of its wait; None: it goes on at once."""
+        if self.listings is None:
+            return None
+        deadline = self.listings.park(conn, now)
+        if deadline is not None:
+            self.parked[conn.view.conn_id] = (start, conn.machine.settings.endpoint.url)
+        return deadline
+
+    def succeeded(self, conn: ConnRecord, version: str, now: float) -> None:
+        """``conn``'s operation succeeded at ``version``: share its era (when new) and
+        the listings it stored."""
+        op = self.era_write(conn.machine.settings.endpoint.url, version)
+        if op is not None:
+            self._outbox.append(op)
+        if self.listings is not None:
+            self.listings.listed(conn, now)
+
+    def failed(self, conn_id: int) -> None:
+        """``conn_id``'s operation failed, or the Conn is gone: its load lease goes."""
+        if self.listings is not None:
+            self.listings.done(conn_id)
 
     def unpark(self, conn_id: int) -> Start | None:
         """``conn_id`` waits no more (its read came, it timed out, or it was dropped): its

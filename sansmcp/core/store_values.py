@@ -6,7 +6,9 @@ A store (:mod:`sansmcp.core.store`) holds bytes; this module owns their layout.
 :meth:`ValueCodec.seal` writes a record as the compact JSON ``[1, kind, body]`` (the
 ``1`` is the layout's version, ``kind`` what the key holds: ``"tokens"``,
 ``"registration"``, ``"pending"``, ``"era"``, ``"listing"``); a body is a JSON object
-built by one ``*_body`` function and read back by its ``*_from`` twin.
+built by one ``*_body`` function and read back by its ``*_from`` twin.  A listing's
+tools are stored as the server's entries and validated again when read back
+(:func:`listing_from`), exactly as a server's are: a stored tool is never trusted more.
 
 Everything a store returns is untrusted (another worker's older code, an operator's
 ``SET``, a corrupted or hostile store): :meth:`ValueCodec.open` parses with the core's
@@ -20,14 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .jsonvalue import JsonError, dumps_compact, parse_json
+from .cache import CachedPage
+from .jsonvalue import JsonError, decode_kept, dumps_compact, parse_json
 from .oauth.store import Binding, ClientRegistration, PendingAuthorization, Tokens
+from .tools import SkippedTool, Tool, validate_tool
 
 __all__ = [
     "FORMAT",
     "ValueCodec",
     "era_body",
     "era_from",
+    "listing_body",
+    "listing_from",
     "pending_body",
     "pending_from",
     "registration_body",
@@ -148,6 +154,99 @@ def era_body(version: str) -> dict[str, Any]:
 def era_from(body: Mapping[str, Any]) -> str | None:
     version = body.get("version")
     return version if isinstance(version, str) and 0 < len(version) <= MAX_ERA_CHARS else None
+
+
+# a stored listing page: (its cursor, the page, its expiry in seconds since the epoch)
+StoredPage = tuple[str | None, CachedPage, float]
+_PAGE_SPEC: Spec = (("cursor", "str?"), ("next", "str?"), ("expires", "num"))
+_MAX_EPOCH = 1e11  # seconds since the epoch: a stored expiry past it is not one
+
+
+def _tool_entry(tool: Tool) -> dict[str, Any]:
+    """``tool`` as a server's ``tools/list`` entry (what :func:`validate_tool` reads)."""
+    entry: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": decode_kept(tool.input_schema),
+    }
+    if tool.title is not None:
+        entry["title"] = tool.title
+    if tool.annotations is not None:
+        entry["annotations"] = dict(tool.annotations)
+    if tool.output_schema is not None:
+        entry["outputSchema"] = decode_kept(tool.output_schema)
+    return entry
+
+
+def listing_body(pages: list[StoredPage]) -> dict[str, Any]:
+    """A whole listing: every page, each with its tools, skips, ttl and expiry."""
+    return {
+        "pages": [
+            {
+                "cursor": cursor,
+                "next": page.next_cursor,
+                "ttl_ms": page.ttl_ms,
+                "expires": expires,
+                "skipped_count": page.skipped_count,
+                "skipped": [[s.index, s.name, s.reason] for s in page.skipped],
+                "tools": [_tool_entry(tool) for tool in page.tools],
+            }
+            for cursor, page, expires in pages
+        ]
+    }
+
+
+def listing_from(
+    body: Mapping[str, Any], *, modern: bool, max_tool_bytes: int, max_pages: int
+) -> list[StoredPage] | None:
+    """The pages of a stored listing, every tool validated again as a server's (an
+    entry it would skip, a field of the wrong type, no page: the whole value is None)."""
+    pages = body.get("pages")
+    if not isinstance(pages, list) or not 0 < len(pages) <= max_pages:
+        return None
+    out: list[StoredPage] = []
+    for raw in pages:
+        fields = _fields(raw, _PAGE_SPEC) if isinstance(raw, dict) else None
+        if fields is None or not 0 < fields["expires"] < _MAX_EPOCH:
+            return None
+        ttl, count, skips, entries = (
+            raw.get(k) for k in ("ttl_ms", "skipped_count", "skipped", "tools")
+        )
+        if not (
+            type(ttl) is int
+            and ttl > 0
+            and type(count) is int
+            and count >= 0
+            and isinstance(skips, list)
+            and isinstance(entries, list)
+        ):
+            return None
+        skipped: list[SkippedTool] = []
+        for skip in skips:
+            if not (
+                isinstance(skip, list)
+                and len(skip) == 3
+                and type(skip[0]) is int
+                and _fits(skip[1], "str?")
+                and isinstance(skip[2], str)
+            ):
+                return None
+            skipped.append(SkippedTool(index=skip[0], name=skip[1], reason=skip[2]))
+        tools: list[Tool] = []
+        for entry in entries:
+            tool = validate_tool(0, entry, modern=modern, max_tool_bytes=max_tool_bytes)
+            if not isinstance(tool, Tool):
+                return None
+            tools.append(tool)
+        page = CachedPage(
+            tools=tuple(tools),
+            skipped=tuple(skipped),
+            skipped_count=count,
+            next_cursor=fields["next"],
+            ttl_ms=ttl,
+        )
+        out.append((fields["cursor"], page, float(fields["expires"])))
+    return out
 
 
 class ValueCodec:

@@ -233,7 +233,7 @@ class ClientFace(Runtime, Generic[ConnT]):
     ``guard`` says who vets the destination: ``"local"`` (the default: sansmcp resolves
     and vets, and tunnels to the vetted address) or ``"proxy"`` (the proxy resolves).
     ``store`` (a :class:`~sansmcp.stores.SharedStore`, e.g. ``sansmcp.stores.RedisStore``)
-    shares era hints with the other processes of a fleet.
+    shares era hints and tool listings with the other processes of a fleet.
     """
 
     _conn_type: type[ConnT]  # the runtime's Conn
@@ -272,6 +272,7 @@ class ClientFace(Runtime, Generic[ConnT]):
             random_bytes=os.urandom,  # what secrets.token_bytes calls, without importing secrets
             wall_clock=time.time,
             shared_store=store is not None,
+            fleet_secret=getattr(store, "fleet_secret", None),  # (keys private listings)
         )
         self._ssl = ssl_context  # the caller's: used as given, never changed
         self._own_tls: dict[tuple[str, ...], ssl.SSLContext] = {}  # ours, by ALPN offer

@@ -25,7 +25,11 @@ class SharedStore(Protocol):
     """What a Client's adapter calls: ``execute`` (the blocking adapter, and trio in a
     worker thread; thread-safe) and ``aexecute`` (asyncio).  Each performs one command
     within ``Limits.store_timeout`` and returns its answer; a failure is a
-    ``StoreFailed`` answer (an exception is taken as one too, ``reason="failed"``)."""
+    ``StoreFailed`` answer (an exception is taken as one too, ``reason="failed"``).
+
+    A store may also have ``fleet_secret`` (bytes, the same on every worker): private
+    listings are then shared between callers with the same credential, keyed by an
+    HMAC under it; without one only public listings are shared."""
 
     def execute(self, command: StoreCommand) -> StoreAnswer: ...
 

@@ -4,6 +4,7 @@ for Clients of one process that share a store, and for tests of the seam."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -18,6 +19,7 @@ class LocalStore:
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = store if store is not None else MemoryStore()
         self._lock = threading.Lock()
+        self.fleet_secret = os.urandom(32)  # (one process: its Clients share private listings)
 
     def __repr__(self) -> str:
         return f"LocalStore({self.store!r})"

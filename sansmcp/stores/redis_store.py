@@ -202,6 +202,11 @@ class RedisStore:
         sealed = f", at_rest={self._at_rest.ids!r}" if self._at_rest else ""
         return f"RedisStore({_without_password(self._url)!r}{sealed})"
 
+    @property
+    def fleet_secret(self) -> bytes:
+        """The fleet's secret: the Client keys private listings by an HMAC under it."""
+        return self._secret
+
     def identity(self, parts: Sequence[tuple[bytes, bytes]]) -> bytes | None:
         """The fleet-wide digest of a caller's credential parts (None: no credential)."""
         return fleet_identity(self._secret, parts)

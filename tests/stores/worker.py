@@ -6,6 +6,9 @@
   as JSON.
 * ``hold URL KEY TTL``: take the lease ``KEY`` for ``TTL`` seconds, say ``held``, and
   wait to be killed.
+* ``list URL MCP_URL TAG GO``: once ``GO`` exists, one list-only work item on the
+  blocking adapter with the shared store (a waiter waits up to a minute for another's
+  load); print its tool names and its listing counts as JSON.
 """
 
 from __future__ import annotations
@@ -68,8 +71,32 @@ def hold(url: str, key: str, ttl: float) -> int:
     return 1
 
 
+def list_once(url: str, mcp_url: str, tag: str, go: pathlib.Path) -> int:
+    from sansmcp import Config, Limits
+    from sansmcp.io_adapters.sync import Client
+
+    store = RedisStore(url, secret=SECRET)
+    for _ in range(60_000):
+        if go.exists():
+            break
+        time.sleep(0.001)
+    limits = Limits(store_load_wait=60.0)  # (a loaded machine: the loader may be slow)
+    with Client(allow_loopback=True, store=store, limits=limits) as client:
+        config = Config(url=mcp_url, headers={"x-test-tag": tag})
+        with client.connect(config) as conn:
+            names = [tool.name for tool in conn.list_tools()]
+        fleet = client._driver.fleet
+        assert fleet is not None and fleet.listings is not None
+        counts = dict(fleet.listings.counts)
+    store.close()
+    print(json.dumps({"names": names, "counts": counts}))
+    return 0
+
+
 if __name__ == "__main__":
     mode, url, key, *rest = sys.argv[1:]
+    if mode == "list":
+        sys.exit(list_once(url, key, rest[0], pathlib.Path(rest[1])))
     if mode == "race":
         sys.exit(race(url, key, int(rest[0]), pathlib.Path(rest[1])))
     sys.exit(hold(url, key, float(rest[0])))
