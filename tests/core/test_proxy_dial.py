@@ -168,7 +168,7 @@ def test_a_proxy_refusal_ends_the_dial_classified(
 
 
 def test_a_stalled_proxy_ends_at_the_dial_deadline_naming_it() -> None:
-    net = make(answer_with="hang", limits=Limits(dial_timeout=2.0))
+    net = make(answer_with="hang", limits=Limits(dial_timeout=2.0, proxy_connect_timeout=5.0))
     error = net.failure("connect", net.open(TARGET))
     assert isinstance(error, ConnectionFailed) and error.cause == "timeout"
     assert error.bound == "dial_timeout" and error.limit == 2.0
@@ -176,6 +176,55 @@ def test_a_stalled_proxy_ends_at_the_dial_deadline_naming_it() -> None:
     (connect,) = net.sockets(Connect)
     assert net.closes[connect.socket_id] == 1
     assert net.driver.tunnel_received(connect.socket_id, OK, now=net.now) is False  # gone
+
+
+def test_a_stalled_proxy_ends_at_its_own_connect_deadline_within_the_dials() -> None:
+    limits = Limits(dial_timeout=30.0, proxy_connect_timeout=3.0)
+    net = make(answer_with="hang", limits=limits)
+    start = net.now
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "timeout"
+    assert error.bound == "proxy_connect_timeout" and error.limit == 3.0
+    assert error.message == (
+        "no tunnel through the proxy http://proxy.internal:3128 in time (no answer to "
+        "its CONNECT within 3 s, Limits.proxy_connect_timeout)"
+    )
+    assert net.now - start == pytest.approx(3.0)  # the fake clock: the bound, not the dial's
+    (connect,) = net.sockets(Connect)
+    assert net.closes[connect.socket_id] == 1
+
+
+def test_the_proxys_answer_deadline_ends_with_its_answer() -> None:
+    """Once the proxy said 2xx, the rest of the dial (TLS inside) is dial_timeout's."""
+    net = make(answer_with="up-hang", limits=Limits(dial_timeout=8.0, proxy_connect_timeout=1.0))
+    start = net.now
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.bound == "dial_timeout"
+    assert net.now - start == pytest.approx(8.0)
+
+
+def test_the_answer_deadline_holds_until_the_head_is_complete() -> None:
+    net = make(answer_with="hang", limits=Limits(dial_timeout=8.0, proxy_connect_timeout=1.0))
+    start = net.now
+    net.start("connect", net.open(TARGET))
+    net.settle()
+    (connect,) = net.sockets(Connect)
+    assert net.driver.next_deadline() == pytest.approx(start + 1.0)
+    assert net.driver.tunnel_received(connect.socket_id, OK[:20], now=net.now) is None
+    assert net.driver.next_deadline() == pytest.approx(start + 1.0)  # a part is no answer
+    assert net.driver.tunnel_received(connect.socket_id, OK[20:], now=net.now) is True
+    assert net.driver.next_deadline() == pytest.approx(start + 8.0)  # the dial's again
+
+
+def test_each_proxy_address_gets_its_own_answer_deadline() -> None:
+    net = make(
+        plan={"10.0.0.5": ("tcp", ConnectionRefusedError("refused"))},
+        answer_with="hang",
+        limits=Limits(dial_timeout=30.0, proxy_connect_timeout=2.0),
+    )
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.bound == "proxy_connect_timeout"
+    assert [c.address for c in net.sockets(Connect)] == ["10.0.0.5", "10.0.0.6"]
 
 
 def test_a_stall_after_the_tunnel_is_up_is_the_plain_dial_timeout() -> None:

@@ -438,6 +438,27 @@ HOSTILE = {
 }
 
 
+@pytest.mark.parametrize("behaviour", ["stall", "slow"])
+def test_a_proxy_that_stalls_ends_at_its_own_connect_deadline(
+    backend: Backend, behaviour: str
+) -> None:
+    """The answer's own bound, inside a long dial_timeout: it is the one named."""
+    limits = Limits(dial_timeout=30.0, proxy_connect_timeout=0.3)
+
+    async def main() -> Any:
+        with HostileProxy(behaviour) as proxy:
+            async with backend.Client(limits=limits, proxy=proxy.url, guard="proxy") as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - the tunnel never comes up
+            assert len(proxy.requests) == 1  # one CONNECT, sent and left unanswered
+            return caught.value
+
+    failure = backend.run(main)
+    assert failure.cause == "timeout" and failure.bound == "proxy_connect_timeout", failure
+    assert failure.limit == 0.3 and "the proxy http://127.0.0.1:" in failure.message
+
+
 @pytest.mark.parametrize("behaviour", list(HOSTILE))
 def test_a_hostile_proxy_ends_classified(backend: Backend, behaviour: str) -> None:
     cause, status, words, bound = HOSTILE[behaviour]
