@@ -45,7 +45,7 @@ from .url import Origin
 __all__ = ["Dial", "DialPhase", "Dialer"]
 
 # where a connect failed: TCP (or the socket), TLS, or the proxy's CONNECT (a socket error)
-DialPhase = Literal["tcp", "tls", "proxy"]
+DialPhase = Literal["tcp", "tls", "proxy", "proxy-tls"]
 
 OwnerT = TypeVar("OwnerT")  # what a dial is for: the driver's Conn
 
@@ -263,6 +263,12 @@ class Dialer(Generic[OwnerT]):
             dial.failure = dialing.tls_error(origin, where, reason)
         elif proxy is None:
             dial.failure = dialing.connect_error(origin, dial.address, exc)
+        elif phase == "proxy-tls":  # the handshake with an https:// proxy itself
+            reason = exc.__cause__ if exc.__cause__ is not None else exc
+            failed = dialing.tls_error(proxy.origin, dial.address, reason)
+            dial.failure = ConnectionFailed(
+                f"the TLS handshake with the proxy failed: {failed.message}", cause=failed.cause
+            )
         else:
             failed = dialing.connect_error(proxy.origin, dial.address, exc)
             what = "lost during CONNECT" if phase == "proxy" else "failed"
@@ -346,6 +352,7 @@ class Dialer(Generic[OwnerT]):
                 port=proxy.origin.port,
                 tls=tls,
                 tunnel=connect_request(proxy, dial.target, origin.port),
+                proxy_tls=proxy.origin.host if proxy.origin.scheme == "https" else None,
             )
         )
         return None

@@ -251,6 +251,35 @@ def test_proxy_socket_failures_try_the_next_proxy_address() -> None:
     assert error.message.startswith("the connection to the proxy failed: could not connect")
 
 
+def test_an_https_proxy_asks_for_tls_to_the_proxy_first() -> None:
+    net = make(proxy="https://proxy.internal:3129", port=443)
+    view = net.open(TLS_TARGET)
+    net.ok("connect", view)
+    assert net.ok("list_tools", view)
+    (connect,) = net.sockets(Connect)
+    assert connect.proxy_tls == "proxy.internal" and connect.port == 3129
+    assert connect.tls is not None and connect.tls[0] == "mcp.test"  # TLS in TLS
+    plain = make()
+    plain.ok("connect", plain.open(TARGET))
+    assert plain.sockets(Connect)[0].proxy_tls is None
+
+
+def test_a_tls_failure_with_the_proxy_itself_names_the_proxy() -> None:
+    failure = OSError("certificate verify failed")
+    failure.reason = "CERTIFICATE_VERIFY_FAILED"  # type: ignore[attr-defined]
+    net = make(
+        proxy="https://proxy.internal",
+        plan={"10.0.0.5": ("proxy-tls", failure), "10.0.0.6": ("proxy-tls", failure)},
+    )
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "tls"
+    assert error.message.startswith(
+        "the TLS handshake with the proxy failed: TLS handshake with proxy.internal:443 "
+        "at 10.0.0.6 failed: CERTIFICATE_VERIFY_FAILED"
+    )
+    assert [c.address for c in net.sockets(Connect)] == ["10.0.0.5", "10.0.0.6"]
+
+
 def test_a_tls_failure_inside_the_tunnel_names_the_target_and_the_proxy() -> None:
     net = make(port=443, plan={})
 
@@ -319,8 +348,7 @@ def test_an_egress_policy_applies_to_direct_dials_too() -> None:
 
 
 def test_bad_proxy_and_guard_settings_are_caller_errors() -> None:
-    with pytest.raises(CallerError, match="https:// proxy URL"):
-        ClientDriver(proxy="https://proxy.internal")
+    assert ClientDriver(proxy="https://proxy.internal").route.proxy.origin.port == 443
     with pytest.raises(CallerError, match="Client guard must be 'local' or 'proxy'"):
         ClientDriver(guard="remote")
     driver = ClientDriver()
