@@ -54,13 +54,17 @@ class Connect:
     carry the proxy's credentials), after TCP: send it, then hand each read to
     ``tunnel_received(socket_id, data)`` (``b""`` at EOF) until it answers True (go on
     with TLS, if any, on the same socket) or False (close the socket, report nothing
-    more); a socket error meanwhile is ``connect_failed`` in the ``"proxy"`` phase."""
+    more); a socket error meanwhile is ``connect_failed`` in the ``"proxy"`` phase.
+    With ``proxy_tls`` (an ``https://`` proxy: its server name), TLS with the proxy comes
+    first (verified with the targets' trust, ALPN ``http/1.1``; a failure is the
+    ``"proxy-tls"`` phase), the ``CONNECT`` inside it, the target's TLS inside that."""
 
     socket_id: int
     address: str
     port: int
     tls: tuple[str, tuple[str, ...]] | None
     tunnel: bytes | None = dataclasses.field(default=None, repr=False)
+    proxy_tls: str | None = None
 
 
 @dataclass(slots=True, kw_only=True, unsafe_hash=True)

@@ -21,7 +21,9 @@ first vetted target address (guard ``"local"``) or to the target's host (``"prox
 The adapter hands the proxy's answer to :meth:`Dialer.tunnel_received`, read by a
 :class:`~sansmcp.core.net.tunnel.TunnelReply`; a refusal or a misbehaving proxy ends the
 dial (no other address is tried: the proxy answered), a 2xx lets the adapter go on with
-TLS to the target's name inside the tunnel.
+TLS to the target's name inside the tunnel.  Each connect to a proxy address has its own
+deadline for the answer (``Limits.proxy_connect_timeout``, within the dial's: the dial's
+``due`` is the sooner; ``retimed`` tells the caller to re-arm it).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from .url import Origin
 __all__ = ["Dial", "DialPhase", "Dialer"]
 
 # where a connect failed: TCP (or the socket), TLS, or the proxy's CONNECT (a socket error)
-DialPhase = Literal["tcp", "tls", "proxy"]
+DialPhase = Literal["tcp", "tls", "proxy", "proxy-tls"]
 
 OwnerT = TypeVar("OwnerT")  # what a dial is for: the driver's Conn
 
@@ -54,6 +56,7 @@ class Dial(Generic[OwnerT]):
     __slots__ = (
         "address",
         "addresses",
+        "answer_by",
         "conn",
         "deadline",
         "failure",
@@ -84,6 +87,13 @@ class Dial(Generic[OwnerT]):
         self.route: Route | None = origin.route if isinstance(origin, RoutedOrigin) else None
         self.target = ""  # through a proxy: the CONNECT target's host, once known
         self.reply: TunnelReply | None = None  # the proxy's answer being read
+        self.answer_by: float | None = None  # its deadline (proxy_connect_timeout), if sooner
+
+    @property
+    def due(self) -> float:
+        """When the dial times out: its deadline, or the proxy's answer's, if sooner."""
+        answer_by = self.answer_by
+        return self.deadline if answer_by is None else min(answer_by, self.deadline)
 
     @property
     def via_proxy(self) -> bool:
@@ -106,6 +116,7 @@ class Dialer(Generic[OwnerT]):
         "allow_loopback",
         "allow_private",
         "dials",
+        "retimed",
     )
 
     def __init__(
@@ -124,6 +135,7 @@ class Dialer(Generic[OwnerT]):
         self.dials: dict[int, Dial[OwnerT]] = {}  # pool connection id ->
         self._resolving: dict[int, Dial[OwnerT]] = {}  # io id ->
         self._connecting: dict[int, Dial[OwnerT]] = {}  # io id ->
+        self.retimed: list[Dial[OwnerT]] = []  # dials whose ``due`` changed (to re-arm)
 
     def open(self, conn: OwnerT, start: StartExchange, grant: DialNeeded) -> Dial[OwnerT]:
         """A new dial, not walked yet (see :meth:`walk`)."""
@@ -131,7 +143,7 @@ class Dialer(Generic[OwnerT]):
         self.dials[grant.conn_id] = dial
         return dial
 
-    def walk(self, dial: Dial[OwnerT]) -> Dial[OwnerT] | None:
+    def walk(self, dial: Dial[OwnerT], now: float) -> Dial[OwnerT] | None:
         """Start the walk: resolve the host, or vet it when it is an IP literal."""
         origin = dial.grant.origin
         route = dial.route
@@ -143,30 +155,30 @@ class Dialer(Generic[OwnerT]):
                 return dial
             if route.proxy is not None and route.guard == "proxy":
                 dial.target = origin.host
-                return self._to_proxy(dial)
-        return self._lookup(dial, origin)
+                return self._to_proxy(dial, now)
+        return self._lookup(dial, origin, now)
 
-    def _lookup(self, dial: Dial[OwnerT], origin: Origin) -> Dial[OwnerT] | None:
+    def _lookup(self, dial: Dial[OwnerT], origin: Origin, now: float) -> Dial[OwnerT] | None:
         """Resolve ``origin``'s host (the target's or the proxy's), or vet its literal."""
         literal = dialing.literal_address(origin.host)
         if literal is not None:
-            return self._vet(dial, [literal])
+            return self._vet(dial, [literal], now)
         dial.io_id = next(self._io_ids)
         self._resolving[dial.io_id] = dial
         self._outbox.append(Resolve(dial_id=dial.io_id, host=origin.host, port=origin.port))
         return None
 
-    def _to_proxy(self, dial: Dial[OwnerT]) -> Dial[OwnerT] | None:
+    def _to_proxy(self, dial: Dial[OwnerT], now: float) -> Dial[OwnerT] | None:
         """The target is settled (``dial.target``): on to the proxy's addresses."""
         assert dial.route is not None and dial.route.proxy is not None
-        return self._lookup(dial, dial.route.proxy.origin)
+        return self._lookup(dial, dial.route.proxy.origin, now)
 
-    def resolved(self, dial_id: int, answers: object) -> Dial[OwnerT] | None:
+    def resolved(self, dial_id: int, answers: object, now: float) -> Dial[OwnerT] | None:
         dial = self._resolving.pop(dial_id, None)
         if dial is None:
             return None
         dial.io_id = None
-        return self._vet(dial, answers)
+        return self._vet(dial, answers, now)
 
     def resolve_failed(
         self, dial_id: int, exc: BaseException, *, from_hook: bool
@@ -203,15 +215,29 @@ class Dialer(Generic[OwnerT]):
             dial.io_id = None
             dial.failure = failure
             return False, dial  # the proxy answered: no other of its addresses is tried
-        return (None if up is None else True), None
+        if up is None:
+            return None, None
+        dial.answer_by = None  # answered: the rest of the dial (TLS) is dial_timeout's
+        self.retimed.append(dial)
+        return True, None
 
     def timeout_error(self, dial: Dial[OwnerT]) -> ConnectionFailed:
         """The failure of ``dial`` when its deadline passed, naming the proxy when it was
-        still waiting for the answer to its ``CONNECT``."""
+        still waiting for the answer to its ``CONNECT`` (and the bound
+        ``proxy_connect_timeout`` when that wait's own deadline came first)."""
         failure = dialing.timeout_error(self._limits)
         reply = dial.reply
         if reply is None or reply.answered or dial.io_id not in self._connecting:
             return failure
+        if dial.answer_by is not None and dial.answer_by < dial.deadline:
+            limit = self._limits.proxy_connect_timeout
+            return ConnectionFailed(
+                f"no tunnel through the proxy {reply.proxy.url} in time (no answer to its "
+                f"CONNECT within {limit:g} s, Limits.proxy_connect_timeout)",
+                cause="timeout",
+                bound="proxy_connect_timeout",
+                limit=limit,
+            )
         return ConnectionFailed(
             f"no tunnel through the proxy {reply.proxy.url} in time (no answer to its "
             f"CONNECT): {failure.message}",
@@ -221,7 +247,7 @@ class Dialer(Generic[OwnerT]):
         )
 
     def connect_failed(
-        self, socket_id: int, phase: DialPhase, exc: BaseException
+        self, socket_id: int, phase: DialPhase, exc: BaseException, now: float
     ) -> Dial[OwnerT] | None:
         dial = self._connecting.pop(socket_id, None)
         if dial is None:
@@ -237,6 +263,12 @@ class Dialer(Generic[OwnerT]):
             dial.failure = dialing.tls_error(origin, where, reason)
         elif proxy is None:
             dial.failure = dialing.connect_error(origin, dial.address, exc)
+        elif phase == "proxy-tls":  # the handshake with an https:// proxy itself
+            reason = exc.__cause__ if exc.__cause__ is not None else exc
+            failed = dialing.tls_error(proxy.origin, dial.address, reason)
+            dial.failure = ConnectionFailed(
+                f"the TLS handshake with the proxy failed: {failed.message}", cause=failed.cause
+            )
         else:
             failed = dialing.connect_error(proxy.origin, dial.address, exc)
             what = "lost during CONNECT" if phase == "proxy" else "failed"
@@ -244,7 +276,7 @@ class Dialer(Generic[OwnerT]):
                 f"the connection to the proxy {what}: {failed.message}",
                 cause="proxy" if phase == "proxy" else "dial",
             )
-        return self._next_address(dial)
+        return self._next_address(dial, now)
 
     def give_up(self, dial: Dial[OwnerT]) -> None:
         """Abandon the dial's resolve or connect in progress (the caller ends the dial)."""
@@ -262,7 +294,7 @@ class Dialer(Generic[OwnerT]):
             return route.proxy.origin
         return dial.grant.origin
 
-    def _vet(self, dial: Dial[OwnerT], answers: object) -> Dial[OwnerT] | None:
+    def _vet(self, dial: Dial[OwnerT], answers: object, now: float) -> Dial[OwnerT] | None:
         route = dial.route
         origin = self._dialled(dial)
         try:
@@ -282,11 +314,11 @@ class Dialer(Generic[OwnerT]):
             return dial
         if origin is dial.grant.origin and dial.via_proxy:
             dial.target = addresses[0]  # CONNECT to the address vetted here
-            return self._to_proxy(dial)
+            return self._to_proxy(dial, now)
         dial.addresses = addresses
-        return self._next_address(dial)
+        return self._next_address(dial, now)
 
-    def _next_address(self, dial: Dial[OwnerT]) -> Dial[OwnerT] | None:
+    def _next_address(self, dial: Dial[OwnerT], now: float) -> Dial[OwnerT] | None:
         """Connect to the next vetted address, or fail with the last address's failure."""
         if dial.index >= len(dial.addresses):
             assert dial.failure is not None  # vet() returns at least one address
@@ -310,6 +342,9 @@ class Dialer(Generic[OwnerT]):
             max_header_bytes=limits.max_header_bytes,
             max_informational=limits.max_informational,
         )
+        # the proxy's TCP connect and its answer get their own deadline, within the dial's
+        dial.answer_by = now + limits.proxy_connect_timeout
+        self.retimed.append(dial)
         self._outbox.append(
             Connect(
                 socket_id=socket_id,
@@ -317,6 +352,7 @@ class Dialer(Generic[OwnerT]):
                 port=proxy.origin.port,
                 tls=tls,
                 tunnel=connect_request(proxy, dial.target, origin.port),
+                proxy_tls=proxy.origin.host if proxy.origin.scheme == "https" else None,
             )
         )
         return None

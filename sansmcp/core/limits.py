@@ -97,6 +97,7 @@ _DEPTH = _Rule(integer=True, minimum=1, inclusive=True, maximum=128)
 # is missing): a field added to Limits needs its line here.
 _RULES: dict[str, _Rule] = {
     "dial_timeout": _TIME,
+    "proxy_connect_timeout": _TIME,
     "connect_timeout": _TIME,
     "list_timeout": _TIME,
     "call_timeout": _TIME,
@@ -177,6 +178,9 @@ class Limits:
 
     # deadlines
     dial_timeout: float = 30.0  # > 0
+    # through an egress proxy: its TCP connect and its answer to CONNECT, within the
+    # dial's (the effective bound is the sooner of the two)
+    proxy_connect_timeout: float = 10.0  # > 0
     connect_timeout: float = 30.0  # > 0
     list_timeout: float = 120.0  # > 0
     call_timeout: float = 120.0  # > 0

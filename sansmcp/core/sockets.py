@@ -203,6 +203,7 @@ class Sockets:
             self._grants(now)
 
     def dial_timed_out(self, dial: Dial[ConnRecord], now: float) -> None:
+        """The dial's ``due`` passed: its deadline, or its proxy's answer's."""
         failure = self.dialer.timeout_error(dial)  # (naming a proxy that has not answered)
         self._give_up(dial, now)
         self._settle(dial, failure, now)
@@ -210,7 +211,7 @@ class Sockets:
     # ------------------------------------------------------------ the adapter's reports
 
     def resolved(self, dial_id: int, answers: object, now: float) -> None:
-        self._walked(self.dialer.resolved(dial_id, answers), now)
+        self._walked(self.dialer.resolved(dial_id, answers, now), now)
 
     def resolve_failed(
         self, dial_id: int, exc: BaseException, *, from_hook: bool, now: float
@@ -232,7 +233,7 @@ class Sockets:
     def connect_failed(
         self, socket_id: int, phase: DialPhase, exc: BaseException, now: float
     ) -> None:
-        self._walked(self.dialer.connect_failed(socket_id, phase, exc), now)
+        self._walked(self.dialer.connect_failed(socket_id, phase, exc, now), now)
 
     def tunnel_received(self, socket_id: int, data: bytes, now: float) -> bool | None:
         verdict, dial = self.dialer.tunnel_received(socket_id, data)
@@ -396,10 +397,15 @@ class Sockets:
         dial = self.dialer.open(conn, start, grant)
         self.pending[start.exchange_id] = dial
         self._host._arm(dial, dial.deadline)
-        self._walked(self.dialer.walk(dial), now)
+        self._walked(self.dialer.walk(dial, now), now)
 
     def _walked(self, dial: Dial[ConnRecord] | None, now: float) -> None:
-        """The dialer's step ended ``dial`` failed (None: nothing ended)."""
+        """The dialer's step ended ``dial`` failed (None: nothing ended); the dials whose
+        ``due`` changed are re-armed."""
+        retimed = self.dialer.retimed
+        while retimed:  # (a dial is retimed only by a step that goes on with it)
+            live = retimed.pop()
+            self._host._arm(live, live.due)
         if dial is not None:
             assert dial.failure is not None  # the dialer hands back a failed dial only
             self._dial_failed(dial, dial.failure, now)

@@ -228,8 +228,8 @@ class ClientFace(Runtime, Generic[ConnT]):
     declared and every ask is refused.  ``client_info`` replaces sansmcp's own
     ``clientInfo``.  ``telemetry`` (e.g. ``sansmcp.otel.Telemetry()``) turns on a
     span and a duration point per MCP request and trace context propagation.
-    ``proxy`` (an ``http://`` URL, optional ``user:password``; never taken from the
-    environment) sends every request through that egress proxy's ``CONNECT`` tunnels;
+    ``proxy`` (an ``http://`` or -- asyncio, trio -- ``https://`` URL, optional
+    ``user:password``; never taken from the environment) sends every request through that egress proxy's ``CONNECT`` tunnels;
     ``guard`` says who vets the destination: ``"local"`` (the default: sansmcp resolves
     and vets, and tunnels to the vetted address) or ``"proxy"`` (the proxy resolves).
     ``store`` (a :class:`~sansmcp.stores.SharedStore`, e.g. ``sansmcp.stores.RedisStore``)

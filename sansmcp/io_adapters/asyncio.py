@@ -155,6 +155,8 @@ class Client(ClientBase["Conn"]):
         loop = asyncio.get_running_loop()
         try:
             await loop.sock_connect(sock, sockaddr)
+            if command.proxy_tls is not None:  # an https:// proxy: TLS to it first
+                return await self._via_tls_proxy(command, sock)
             if command.tunnel is not None:  # an egress proxy's CONNECT, read for the driver
                 phase = "proxy"
                 await loop.sock_sendall(sock, command.tunnel)
@@ -179,9 +181,92 @@ class Client(ClientBase["Conn"]):
             sock.close()
             raise
 
+    async def _via_tls_proxy(self, command: Connect, sock: Any) -> None:
+        """TLS with the proxy, the ``CONNECT`` inside it, then the target's TLS (if any)
+        inside that, on the connected ``sock``."""
+        assert command.tunnel is not None and command.proxy_tls is not None
+        loop = asyncio.get_running_loop()
+        socket_id = command.socket_id
+        phase: Phase = "proxy-tls"
+        tunnel = _Tunnel()
+        transport: asyncio.Transport | None = None
+        try:
+            transport, _ = await loop.create_connection(
+                lambda: tunnel,
+                sock=sock,
+                ssl=self.tls_context(("http/1.1",)),
+                server_hostname=command.proxy_tls,
+            )
+            assert transport is not None
+            phase = "proxy"
+            transport.write(command.tunnel)
+            verdict = None
+            while verdict is None:
+                data = await tunnel.next()
+                verdict = self._driver.tunnel_received(socket_id, data, now=self._now())
+                self._pump()
+            if not verdict:
+                transport.abort()
+                return None
+            phase = "tls"
+            reader = _Reader(self, socket_id, plain=command.tls is None)
+            if command.tls is not None:
+                host, alpn = command.tls
+                inner = await loop.start_tls(
+                    transport, tunnel, self.tls_context(alpn), server_hostname=host
+                )
+                assert inner is not None
+                transport = inner
+            transport.set_protocol(reader)
+            reader.connection_made(transport)
+        except (OSError, ssl.SSLError) as exc:
+            if transport is not None:
+                transport.abort()
+            sock.close()
+            return self._failed(socket_id, phase, exc)
+        except BaseException:  # cancelled (CloseSocket, the dial deadline): no socket left
+            if transport is not None:
+                transport.abort()
+            sock.close()
+            raise
+        return None
+
     def _failed(self, socket_id: int, phase: Phase, exc: BaseException) -> None:
         self._driver.connect_failed(socket_id, phase, exc, now=self._now())
         self._pump()
+
+
+class _Tunnel(asyncio.Protocol):
+    """An https:// proxy's answer to ``CONNECT``, read in turn by ``_via_tls_proxy``
+    (``b""``: its EOF; a loss is raised)."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[bytes | BaseException] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def _put(self, item: bytes | BaseException) -> None:
+        self._chunks.append(item)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        self._put(data)
+
+    def eof_received(self) -> bool:
+        self._put(b"")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._put(exc if exc is not None else b"")
+
+    async def next(self) -> bytes:
+        if not self._chunks:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        item = self._chunks.popleft()
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
 
 class _Reader(asyncio.BufferedProtocol):
@@ -189,9 +274,10 @@ class _Reader(asyncio.BufferedProtocol):
 
     transport: asyncio.Transport
 
-    def __init__(self, client: Client, socket_id: int) -> None:
+    def __init__(self, client: Client, socket_id: int, *, plain: bool = False) -> None:
         self.client = client
         self.socket_id = socket_id
+        self.plain = plain  # over TLS to a proxy, but plain to the target: no ALPN of its
         self.closed = False  # aborted by the driver, or its end reported: nothing more to say
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -199,7 +285,7 @@ class _Reader(asyncio.BufferedProtocol):
         self.transport = transport
         client = self.client
         ssl_object = transport.get_extra_info("ssl_object")
-        alpn = None if ssl_object is None else ssl_object.selected_alpn_protocol()
+        alpn = None if ssl_object is None or self.plain else ssl_object.selected_alpn_protocol()
         client._readers[self.socket_id] = self
         self._report(client._driver.connected, alpn=alpn)
 

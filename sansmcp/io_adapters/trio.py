@@ -231,24 +231,34 @@ class Client(ClientBase["Conn"]):
             sock = trio.socket.from_stdlib_socket(raw)
         except OSError as exc:
             return self._failed(socket_id, "tcp", exc)
+        stream: trio.abc.Stream = trio.SocketStream(sock)
+        alpn = None
         try:
             await sock.connect(sockaddr)
+            if command.proxy_tls is not None:  # an https:// proxy: TLS to it first
+                phase = "proxy-tls"
+                stream = trio.SSLStream(
+                    stream,
+                    self.tls_context(("http/1.1",)),
+                    server_hostname=command.proxy_tls,
+                    https_compatible=True,
+                )
+                await stream.do_handshake()
             if command.tunnel is not None:  # an egress proxy's CONNECT, read for the driver
                 phase = "proxy"
-                if not await self._tunnel(socket_id, sock, command.tunnel):
-                    sock.close()
+                if not await self._tunnel(socket_id, stream, command.tunnel):
+                    await trio.aclose_forcefully(stream)
                     return None
-            if command.tls is None:
+            if command.tls is None and command.proxy_tls is None:
                 return await self._plain(socket_id, sock, raw)
-            phase = "tls"
-            host, offer = command.tls
-            stream = trio.SSLStream(
-                trio.SocketStream(sock),
-                self.tls_context(offer),
-                server_hostname=host,
-                https_compatible=True,
-            )
-            await stream.do_handshake()
+            if command.tls is not None:
+                phase = "tls"
+                host, offer = command.tls
+                inner = trio.SSLStream(
+                    stream, self.tls_context(offer), server_hostname=host, https_compatible=True
+                )
+                await inner.do_handshake()
+                stream, alpn = inner, inner.selected_alpn_protocol()
         except _BROKEN as exc:
             sock.close()
             return self._failed(socket_id, phase, exc)
@@ -260,7 +270,7 @@ class Client(ClientBase["Conn"]):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_write, stream, queued)
-                await self._read(socket_id, stream, stream.selected_alpn_protocol())
+                await self._read(socket_id, stream, alpn)
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True), contextlib.suppress(Exception):
@@ -281,14 +291,12 @@ class Client(ClientBase["Conn"]):
             sender.broken = True
             sock.close()
 
-    async def _tunnel(self, socket_id: int, sock: trio.socket.SocketType, request: bytes) -> bool:
+    async def _tunnel(self, socket_id: int, stream: trio.abc.Stream, request: bytes) -> bool:
         """Send the ``CONNECT``; hand the proxy's answer to the driver until it decides."""
-        sent = 0
-        while sent < len(request):
-            sent += await sock.send(request[sent:])
+        await stream.send_all(request)
         verdict = None
         while verdict is None:
-            data = await sock.recv(READ_SIZE)
+            data = bytes(await stream.receive_some(READ_SIZE))
             verdict = self._driver.tunnel_received(socket_id, data, now=self._now())
             self._pump()
         return verdict

@@ -168,7 +168,7 @@ def test_a_proxy_refusal_ends_the_dial_classified(
 
 
 def test_a_stalled_proxy_ends_at_the_dial_deadline_naming_it() -> None:
-    net = make(answer_with="hang", limits=Limits(dial_timeout=2.0))
+    net = make(answer_with="hang", limits=Limits(dial_timeout=2.0, proxy_connect_timeout=5.0))
     error = net.failure("connect", net.open(TARGET))
     assert isinstance(error, ConnectionFailed) and error.cause == "timeout"
     assert error.bound == "dial_timeout" and error.limit == 2.0
@@ -176,6 +176,55 @@ def test_a_stalled_proxy_ends_at_the_dial_deadline_naming_it() -> None:
     (connect,) = net.sockets(Connect)
     assert net.closes[connect.socket_id] == 1
     assert net.driver.tunnel_received(connect.socket_id, OK, now=net.now) is False  # gone
+
+
+def test_a_stalled_proxy_ends_at_its_own_connect_deadline_within_the_dials() -> None:
+    limits = Limits(dial_timeout=30.0, proxy_connect_timeout=3.0)
+    net = make(answer_with="hang", limits=limits)
+    start = net.now
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "timeout"
+    assert error.bound == "proxy_connect_timeout" and error.limit == 3.0
+    assert error.message == (
+        "no tunnel through the proxy http://proxy.internal:3128 in time (no answer to "
+        "its CONNECT within 3 s, Limits.proxy_connect_timeout)"
+    )
+    assert net.now - start == pytest.approx(3.0)  # the fake clock: the bound, not the dial's
+    (connect,) = net.sockets(Connect)
+    assert net.closes[connect.socket_id] == 1
+
+
+def test_the_proxys_answer_deadline_ends_with_its_answer() -> None:
+    """Once the proxy said 2xx, the rest of the dial (TLS inside) is dial_timeout's."""
+    net = make(answer_with="up-hang", limits=Limits(dial_timeout=8.0, proxy_connect_timeout=1.0))
+    start = net.now
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.bound == "dial_timeout"
+    assert net.now - start == pytest.approx(8.0)
+
+
+def test_the_answer_deadline_holds_until_the_head_is_complete() -> None:
+    net = make(answer_with="hang", limits=Limits(dial_timeout=8.0, proxy_connect_timeout=1.0))
+    start = net.now
+    net.start("connect", net.open(TARGET))
+    net.settle()
+    (connect,) = net.sockets(Connect)
+    assert net.driver.next_deadline() == pytest.approx(start + 1.0)
+    assert net.driver.tunnel_received(connect.socket_id, OK[:20], now=net.now) is None
+    assert net.driver.next_deadline() == pytest.approx(start + 1.0)  # a part is no answer
+    assert net.driver.tunnel_received(connect.socket_id, OK[20:], now=net.now) is True
+    assert net.driver.next_deadline() == pytest.approx(start + 8.0)  # the dial's again
+
+
+def test_each_proxy_address_gets_its_own_answer_deadline() -> None:
+    net = make(
+        plan={"10.0.0.5": ("tcp", ConnectionRefusedError("refused"))},
+        answer_with="hang",
+        limits=Limits(dial_timeout=30.0, proxy_connect_timeout=2.0),
+    )
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.bound == "proxy_connect_timeout"
+    assert [c.address for c in net.sockets(Connect)] == ["10.0.0.5", "10.0.0.6"]
 
 
 def test_a_stall_after_the_tunnel_is_up_is_the_plain_dial_timeout() -> None:
@@ -200,6 +249,35 @@ def test_proxy_socket_failures_try_the_next_proxy_address() -> None:
     error = net.failure("connect", net.open(TARGET))
     assert isinstance(error, ConnectionFailed) and error.cause == "dial"
     assert error.message.startswith("the connection to the proxy failed: could not connect")
+
+
+def test_an_https_proxy_asks_for_tls_to_the_proxy_first() -> None:
+    net = make(proxy="https://proxy.internal:3129", port=443)
+    view = net.open(TLS_TARGET)
+    net.ok("connect", view)
+    assert net.ok("list_tools", view)
+    (connect,) = net.sockets(Connect)
+    assert connect.proxy_tls == "proxy.internal" and connect.port == 3129
+    assert connect.tls is not None and connect.tls[0] == "mcp.test"  # TLS in TLS
+    plain = make()
+    plain.ok("connect", plain.open(TARGET))
+    assert plain.sockets(Connect)[0].proxy_tls is None
+
+
+def test_a_tls_failure_with_the_proxy_itself_names_the_proxy() -> None:
+    failure = OSError("certificate verify failed")
+    failure.reason = "CERTIFICATE_VERIFY_FAILED"  # type: ignore[attr-defined]
+    net = make(
+        proxy="https://proxy.internal",
+        plan={"10.0.0.5": ("proxy-tls", failure), "10.0.0.6": ("proxy-tls", failure)},
+    )
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "tls"
+    assert error.message.startswith(
+        "the TLS handshake with the proxy failed: TLS handshake with proxy.internal:443 "
+        "at 10.0.0.6 failed: CERTIFICATE_VERIFY_FAILED"
+    )
+    assert [c.address for c in net.sockets(Connect)] == ["10.0.0.5", "10.0.0.6"]
 
 
 def test_a_tls_failure_inside_the_tunnel_names_the_target_and_the_proxy() -> None:
@@ -270,8 +348,7 @@ def test_an_egress_policy_applies_to_direct_dials_too() -> None:
 
 
 def test_bad_proxy_and_guard_settings_are_caller_errors() -> None:
-    with pytest.raises(CallerError, match="https:// proxy URL"):
-        ClientDriver(proxy="https://proxy.internal")
+    assert ClientDriver(proxy="https://proxy.internal").route.proxy.origin.port == 443
     with pytest.raises(CallerError, match="Client guard must be 'local' or 'proxy'"):
         ClientDriver(guard="remote")
     driver = ClientDriver()

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -32,8 +34,9 @@ from typing import Any
 
 import pytest
 
-from sansmcp import Config, ConnectionFailed, MemoryTokenStore, OAuth
+from sansmcp import CallerError, Config, ConnectionFailed, MemoryTokenStore, OAuth
 from sansmcp.core.limits import Limits
+from sansmcp.io_adapters.blocking import sync as blocking
 from tests.tiers import missing_server
 
 from .conftest import (
@@ -438,6 +441,27 @@ HOSTILE = {
 }
 
 
+@pytest.mark.parametrize("behaviour", ["stall", "slow"])
+def test_a_proxy_that_stalls_ends_at_its_own_connect_deadline(
+    backend: Backend, behaviour: str
+) -> None:
+    """The answer's own bound, inside a long dial_timeout: it is the one named."""
+    limits = Limits(dial_timeout=30.0, proxy_connect_timeout=0.3)
+
+    async def main() -> Any:
+        with HostileProxy(behaviour) as proxy:
+            async with backend.Client(limits=limits, proxy=proxy.url, guard="proxy") as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - the tunnel never comes up
+            assert len(proxy.requests) == 1  # one CONNECT, sent and left unanswered
+            return caught.value
+
+    failure = backend.run(main)
+    assert failure.cause == "timeout" and failure.bound == "proxy_connect_timeout", failure
+    assert failure.limit == 0.3 and "the proxy http://127.0.0.1:" in failure.message
+
+
 @pytest.mark.parametrize("behaviour", list(HOSTILE))
 def test_a_hostile_proxy_ends_classified(backend: Backend, behaviour: str) -> None:
     cause, status, words, bound = HOSTILE[behaviour]
@@ -456,3 +480,131 @@ def test_a_hostile_proxy_ends_classified(backend: Backend, behaviour: str) -> No
     assert failure.cause == cause, failure
     assert failure.status == status and words in failure.message, failure
     assert failure.bound == bound
+
+
+# ---------------------------------------------------------------- an https:// proxy
+
+
+class TlsFront:
+    """A TLS terminator on loopback in front of a real proxy: a real TLS endpoint (its
+    certificate, for 127.0.0.1, from the test CA the client trusts) whose every byte
+    goes to tinyproxy and back, so ``https://127.0.0.1:port`` is a TLS proxy."""
+
+    def __init__(self, tls: Tls, upstream: int) -> None:
+        self.upstream = upstream
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.ca.issue_cert("127.0.0.1").configure_cert(self.context)
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.05)
+        self.port = int(self.listener.getsockname()[1])
+        self.handshakes = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._serve, name="tls-front", daemon=True)]
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> TlsFront:
+        self._threads[0].start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.listener.close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                continue
+            thread = threading.Thread(target=self._relay, args=(sock,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _relay(self, raw: socket.socket) -> None:
+        raw.settimeout(5)
+        try:
+            front = self.context.wrap_socket(raw, server_side=True)
+        except OSError:
+            raw.close()
+            return
+        self.handshakes += 1
+        back = socket.create_connection(("127.0.0.1", self.upstream))
+        with front, back:
+            while not self._stop.is_set():
+                ready, _, _ = select.select([front, back], [], [], 0.05)
+                try:
+                    for sock in ready:
+                        data = sock.recv(65536)
+                        if not data:
+                            return
+                        (back if sock is front else front).sendall(data)
+                    while front.pending():
+                        back.sendall(front.recv(65536))
+                except ssl.SSLWantReadError:
+                    continue
+                except OSError:
+                    return
+
+
+@pytest.mark.parametrize("target", ["h1", "h2"])
+def test_the_work_item_goes_through_an_https_proxy(
+    backend: Backend, tinyproxy: Tinyproxy, relays: dict[str, Relay], tls: Tls, target: str
+) -> None:
+    """TLS to the proxy (its certificate verified with the client's trust), the CONNECT
+    inside it, and for an https target TLS with ALPN h2 inside that (TLS in TLS)."""
+    relay = relays[target]
+    wanted, expected = VERSIONS["default"]
+    with TlsFront(tls, tinyproxy.port) as front:
+        if backend.name == "sync":  # the blocking adapter refuses it (no TLS in TLS yet)
+            with pytest.raises(CallerError, match="not supported by the blocking adapter"):
+                blocking.Client(proxy=front.url)
+            assert front.handshakes == 0
+            return
+
+        async def main() -> None:
+            async with backend.Client(
+                allow_loopback=True,
+                proxy=front.url,
+                ssl_context=tls.client_context(),
+                resolver=resolver_for({TLS_NAME: ["127.0.0.1"]}),
+            ) as client:
+                https = relay.url(host=TLS_NAME, scheme="https")
+                url = relay.url() if target == "h1" else https
+                seen = await exercise(client, url, wanted, expected)
+                assert seen == ("1.1 " if target == "h1" else "2 ") + expected
+
+        backend.run(main)
+        assert front.handshakes >= 1
+    assert relay.accepts >= 1 and tinyproxy.connects(relay.port) == relay.accepts
+
+
+def test_an_https_proxys_certificate_is_verified(
+    backend: Backend, tinyproxy: Tinyproxy, tls: Tls
+) -> None:
+    """Without the test CA in its trust the client refuses the proxy: cause "tls"."""
+    with TlsFront(tls, tinyproxy.port) as front:
+        if backend.name == "sync":  # refused there, per work item too
+            with blocking.Client() as client:
+                config = Config(url="http://mcp.example:8000/mcp", proxy=front.url)
+                with pytest.raises(CallerError, match="not supported by the blocking adapter"):
+                    client.connect(config)
+            assert front.handshakes == 0
+            return
+
+        async def main() -> Any:
+            async with backend.Client(proxy=front.url, guard="proxy") as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - the proxy's certificate is refused
+            return caught.value
+
+        failure = backend.run(main)
+    assert failure.cause == "tls", failure
+    assert "TLS handshake with the proxy failed" in failure.message

@@ -136,13 +136,7 @@ def route(proxy: object, guard: object, egress: object, *, default: Route) -> Ro
 
 
 def _proxy(url: object) -> Proxy:
-    proxy = parse_proxy(url)
-    if proxy.origin.scheme == "https":
-        raise CallerError(
-            "an https:// proxy URL (TLS to the proxy itself) is not supported yet; "
-            "use http:// (the tunnel still carries TLS to an https:// server end to end)"
-        )
-    return proxy
+    return parse_proxy(url)
 
 
 def egress_policy(egress: object, *, allow_private: bool, allow_loopback: bool) -> Policy:

@@ -31,6 +31,7 @@ from typing import Self, assert_never, cast
 
 from ...core.config import Config
 from ...core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, StoreOp, Write
+from ...core.errors import CallerError
 from ...core.results import CallResult
 from ...core.tools import Tool
 from ...core.view import ConnView
@@ -51,12 +52,26 @@ __all__ = ["Client", "Conn", "connect", "input_deadline"]
 RESOLVERS = 4  # resolver threads at most
 
 
+def _plain_proxy_only(proxy: object) -> None:
+    """An https:// proxy (TLS to the proxy, then TLS to the target inside it) needs TLS
+    in TLS, which this adapter's select loop does not layer yet: refused up front."""
+    if isinstance(proxy, str) and proxy[:8].lower() == "https://":
+        raise CallerError(
+            "an https:// proxy URL (TLS to the proxy itself) is not supported by the "
+            "blocking adapter yet (asyncio and trio support it); use an http:// proxy URL "
+            "here (the tunnel still carries TLS to an https:// server end to end)"
+        )
+
+
 class Client(ClientFace["Conn"]):
     __doc__ = ClientFace.__doc__
     _conn_type: type[Conn]
     _now = staticmethod(time.monotonic)
 
     def _setup(self) -> None:
+        route = self._driver.route
+        if route is not None and route.proxy is not None:
+            _plain_proxy_only(route.proxy.url)
         self._lock = threading.RLock()  # held once at most (see _selectloop.hold)
         self._loop = SelectLoop(self._driver, self._now)
         self._turns = Turns(
@@ -84,12 +99,14 @@ class Client(ClientFace["Conn"]):
 
     def connect(self, config: Config) -> contextlib.AbstractContextManager[Conn]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
+        _plain_proxy_only(config.proxy)
         return _Connecting(self, config)
 
     def complete_authorization(self, config: Config, redirect: str) -> None:
         """Finish an authorization a person made after
         ``Unauthorized(cause="authorization_required")``: ``redirect`` is the URL they came
         back with.  The tokens go to ``config.oauth.store``; the next ``connect`` uses them."""
+        _plain_proxy_only(config.proxy)
         with self._lock:
             conn = self._open(config)
         with conn:
