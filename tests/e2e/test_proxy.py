@@ -413,6 +413,9 @@ class HostileProxy:
             "speaks": b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
             "redirect": b"HTTP/1.1 302 Found\r\nLocation: http://elsewhere/\r\n\r\n",
             "endless": b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * 200_000,
+            # asks for credentials on every CONNECT, whatever comes (a 407 loop)
+            "auth": b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+            b'Proxy-Authenticate: Basic realm="loop"\r\nContent-Length: 0\r\n\r\n',
         }
         try:
             if self.behaviour == "close":
@@ -435,6 +438,7 @@ HOSTILE = {
     "speaks": ("proxy", None, "before the target spoke", None),
     "close": ("proxy", None, "closed the connection before answering CONNECT", None),
     "redirect": ("proxy", 302, "refused CONNECT with status 302", None),
+    "auth": ("proxy", 407, "refused CONNECT with status 407", None),
     "endless": ("budget", None, "Limits.max_header_bytes", "max_header_bytes"),
     "stall": ("timeout", None, "no tunnel through the proxy", "dial_timeout"),
     "slow": ("timeout", None, "no tunnel through the proxy", "dial_timeout"),
@@ -480,6 +484,49 @@ def test_a_hostile_proxy_ends_classified(backend: Backend, behaviour: str) -> No
     assert failure.cause == cause, failure
     assert failure.status == status and words in failure.message, failure
     assert failure.bound == bound
+
+
+def test_a_407_is_asked_once_and_ends_with_its_challenge(backend: Backend) -> None:
+    """A proxy that asks for credentials on every CONNECT: one CONNECT, no loop, the
+    challenge carried to the caller."""
+
+    async def main() -> Any:
+        with HostileProxy("auth") as proxy:
+            async with backend.Client(proxy=proxy.url, guard="proxy") as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - the tunnel never comes up
+            assert len(proxy.requests) == 1
+            return caught.value
+
+    failure = backend.run(main)
+    assert failure.status == 407 and failure.proxy_authenticate == 'Basic realm="loop"'
+
+
+ENVIRONMENT_PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
+
+
+def test_the_environments_proxies_are_ignored(
+    backend: Backend, relays: dict[str, Relay], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every proxy variable names a proxy that would fail the work item: it goes direct,
+    and that proxy sees no connection (sansmcp takes a proxy only from ``proxy=``)."""
+    relay = relays["h1"]
+    wanted, expected = VERSIONS[next(iter(VERSIONS))]
+    with HostileProxy("close") as proxy:
+        for name in ENVIRONMENT_PROXIES:
+            monkeypatch.setenv(name, proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+
+        async def main() -> None:
+            async with backend.Client(allow_loopback=True) as client:
+                seen = await exercise(client, relay.url(), wanted, expected)
+                assert seen == f"1.1 {expected}"
+
+        backend.run(main)
+        assert proxy.requests == []
+    assert relay.accepts >= 1
 
 
 # ---------------------------------------------------------------- an https:// proxy
