@@ -193,11 +193,15 @@ def test_eight_processes_started_at_once_list_once(
         for _ in range(8)
     ]
     go.touch()  # every worker is started: they begin together
-    reports = []
-    for worker in workers:
-        out, _ = worker.communicate(timeout=120)
-        assert worker.returncode == 0
-        reports.append(json.loads(out))
+    try:
+        outs = [worker.communicate(timeout=120)[0] for worker in workers]
+    finally:
+        for worker in workers:  # (a failure above leaves no process or pipe behind)
+            if worker.poll() is None:
+                worker.kill()
+            worker.communicate()
+    assert [worker.returncode for worker in workers] == [0] * len(workers)
+    reports = [json.loads(out) for out in outs]
     assert len({tuple(r["names"]) for r in reports}) == 1 and reports[0]["names"]
     assert lists(public, tag) == 1  # one tools/list for the fleet
     assert sum(r["counts"]["loads"] for r in reports) == 1

@@ -83,6 +83,7 @@ class Client(ClientFace["Conn"]):
             name="sansmcp-watcher",
         )
         self._resolvers = Workers(RESOLVERS, "sansmcp-resolver")
+        self._store_jobs: set[threading.Event] = set()  # store ops in flight (close waits)
 
     def __enter__(self) -> Self:
         return self
@@ -91,11 +92,18 @@ class Client(ClientFace["Conn"]):
         self.close()
 
     def close(self) -> None:
-        """Close every socket; in-flight work (in any thread) fails ``ConnectionFailed``."""
+        """Close every socket; in-flight work (in any thread) fails ``ConnectionFailed``.
+        Writes to a shared store already under way (a listing, its lease's release) are
+        waited for, at most ``Limits.store_timeout`` in all: a process that exits after
+        ``close`` has shared what it learned."""
         with self._lock:
             self._shut()
             self._resolvers.close()
             self._turns._end_turns()
+            pending = list(self._store_jobs)
+        end = time.monotonic() + self._driver.limits.store_timeout
+        for done in pending:
+            done.wait(max(0.0, end - time.monotonic()))
 
     def connect(self, config: Config) -> contextlib.AbstractContextManager[Conn]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
@@ -131,7 +139,9 @@ class Client(ClientFace["Conn"]):
                 case Resolve():
                     self._resolvers.submit(resolve_blocking, self, command, self._lock)
                 case StoreOp():
-                    self._resolvers.submit(perform_store_blocking, self, command, self._lock)
+                    done = threading.Event()
+                    self._store_jobs.add(done)
+                    self._resolvers.submit(_store_job, self, command, done)
                 case CloseSocket(socket_id=socket_id):
                     self._loop.close(socket_id)
                 case _:
@@ -273,3 +283,12 @@ def connect(config: Config) -> contextlib.AbstractContextManager[Conn]:
 
 
 Client._conn_type = Conn
+
+
+def _store_job(client: Client, command: StoreOp, done: threading.Event) -> None:
+    """A store op on a worker thread; ``done`` tells :meth:`Client.close` it ended."""
+    try:
+        perform_store_blocking(client, command, client._lock)
+    finally:
+        client._store_jobs.discard(done)
+        done.set()
