@@ -81,6 +81,7 @@ from .toolrules import (
     annotations_fault,
     execution_fault,
     input_schema_fault,
+    kept_task_support,
     name_fault,
     output_schema_fault,
     size_fault,
@@ -393,8 +394,12 @@ def validate_entry(
             )
 
     execution = entry.execution
-    if execution is not absent and (reason := execution_fault(_task_support(execution))):
-        return SkippedTool(index=index, name=name, reason=reason)
+    support = None
+    if execution is not absent:
+        support = _task_support(execution)
+        if reason := execution_fault(support):
+            return SkippedTool(index=index, name=name, reason=reason)
+        support = kept_task_support(support)
     if size > max_tool_bytes:  # (refused: size counts text_size in)
         reason = cast(str, size_fault(text_size, size, max_tool_bytes))
         return SkippedTool(index=index, name=name, reason=reason)
@@ -404,7 +409,7 @@ def validate_entry(
         params, reason = header_params_or_fault(_decode_any(schema))
         if reason is not None:
             return SkippedTool(index=index, name=name, reason=reason)
-    return built_tool(name, description, schema, title, annotations, output, params)
+    return built_tool(name, description, schema, title, annotations, output, params, support)
 
 
 def _text_size(name: str, description: str, title: str | None) -> int:

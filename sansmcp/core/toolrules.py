@@ -31,6 +31,7 @@ __all__ = [
     "entry_fault",
     "execution_fault",
     "input_schema_fault",
+    "kept_task_support",
     "kept_title",
     "name_fault",
     "output_schema_fault",
@@ -132,6 +133,12 @@ def task_support_of(execution: Any) -> Any:
     """``execution.taskSupport`` of a parsed ``execution`` (None when it is not an object
     or has none: ``execution`` is not checked further)."""
     return execution.get("taskSupport") if isinstance(execution, dict) else None
+
+
+def kept_task_support(task_support: Any) -> str | None:
+    """The ``taskSupport`` a Tool keeps: ``"optional"`` or ``"required"`` (a call may run as
+    a task); anything else reads as the spec's default, ``"forbidden"`` (None)."""
+    return task_support if task_support in ("optional", "required") else None
 
 
 def execution_fault(task_support: Any) -> str | None:
