@@ -349,7 +349,7 @@ def _entries_within(entries: Sequence[_Entry], left: int) -> bool:
 
 
 def validate_entry(
-    index: int, raw: Any, *, modern: bool, max_tool_bytes: int
+    index: int, raw: Any, *, modern: bool, max_tool_bytes: int, tasks: bool = False
 ) -> Tool | SkippedTool:
     """One listing entry judged by the rules of :func:`~sansmcp.core.tools.validate_tool`: a
     typed entry from :func:`parse_page` here, anything else (an entry the untyped decode
@@ -358,7 +358,7 @@ def validate_entry(
     accept at sight; the struct holds the type rules of the texts."""
     kind = type(raw)
     if kind is not _Plain and kind is not _Entry:
-        return validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
+        return validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes, tasks=tasks)
     entry: Any = raw  # its present Raw members are bytes now (_entries_within)
     absent = _ABSENT
     name = entry.name
@@ -397,7 +397,7 @@ def validate_entry(
     support = None
     if execution is not absent:
         support = _task_support(execution)
-        if reason := execution_fault(support):
+        if reason := execution_fault(support, tasks):
             return SkippedTool(index=index, name=name, reason=reason)
         support = kept_task_support(support)
     if size > max_tool_bytes:  # (refused: size counts text_size in)

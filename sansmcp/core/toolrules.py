@@ -141,9 +141,10 @@ def kept_task_support(task_support: Any) -> str | None:
     return task_support if task_support in ("optional", "required") else None
 
 
-def execution_fault(task_support: Any) -> str | None:
-    """``execution.taskSupport`` must not be ``"required"``: sansmcp does not speak tasks."""
-    if task_support == "required":
+def execution_fault(task_support: Any, tasks: bool = False) -> str | None:
+    """``execution.taskSupport`` must not be ``"required"`` unless the Conn runs calls as
+    2025-11-25 tasks (``tasks``: ``Config.tasks`` and the server's capability)."""
+    if task_support == "required" and not tasks:
         return 'execution.taskSupport is "required" (tasks are not supported)'
     return None
 

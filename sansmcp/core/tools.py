@@ -165,7 +165,9 @@ def header_params_or_fault(schema: Any) -> tuple[tuple[HeaderParam, ...], str | 
         return (), f"invalid x-mcp-header: {exc}"
 
 
-def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) -> Tool | SkippedTool:
+def validate_tool(
+    index: int, raw: Any, *, modern: bool, max_tool_bytes: int, tasks: bool = False
+) -> Tool | SkippedTool:
     """Validate one ``tools/list`` entry; never raises for server data.
 
     Skipped (with the reason) when: the entry is not an object; ``name`` is missing,
@@ -175,7 +177,8 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     parameterless tools, and the root of a tool's arguments is an object anyway);
     ``outputSchema`` is present and not an object (legacy revisions also require a
     ``type``, when present, of ``"object"``); ``annotations`` is present and not an
-    object; ``execution.taskSupport`` is ``"required"`` (we do not speak tasks); the
+    object; ``execution.taskSupport`` is ``"required"`` and not ``tasks`` (the Conn
+    does not run calls as 2025-11-25 tasks); the
     definition is over ``max_tool_bytes``; or (``modern`` only) an ``x-mcp-header``
     annotation is invalid (:func:`header_params_of`).  Each rule is one predicate of
     :mod:`sansmcp.core.toolrules` (``name_fault``, ``input_schema_fault``, ...), asked in
@@ -183,7 +186,7 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
 
     An ill-typed ``title`` is ignored (``title=None``) rather than fatal: it is
     display-only.  ``execution.taskSupport`` is kept as ``task_support`` when it is
-    ``"optional"`` (anything else but ``"required"`` reads as ``"forbidden"``: None).
+    ``"optional"`` or ``"required"`` (anything else reads as ``"forbidden"``: None).
     Fields we do not keep (``icons``, ``_meta``) are not checked further.
 
     The size measured against ``max_tool_bytes`` is the UTF-8 length of ``name``,
@@ -217,7 +220,7 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         input_schema_fault(schema_root(schema))
         or output_schema_fault(schema_root(output), modern)
         or annotations_fault(annotations)
-        or execution_fault(support)
+        or execution_fault(support, tasks)
         or size_fault(text_size, text_size, max_tool_bytes)  # before serialising the schemas
     )
     if reason is not None:

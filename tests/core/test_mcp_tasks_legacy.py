@@ -5,14 +5,22 @@ call to a tool that may run as one, and the task followed with ``tasks/get`` and
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from sansmcp.core.cache import CallerCache, ListingCache
 from sansmcp.core.errors import ServerAnswered
 from sansmcp.core.http import HttpRequest
-from sansmcp.core.mcp import ConnSettings, ToolCalled
+from sansmcp.core.limits import Limits
+from sansmcp.core.listing import parse_page, validate_entry
+from sansmcp.core.mcp import ConnSettings, ToolCalled, ToolsListed
 from sansmcp.core.mcp.rules import declares_task_calls
+from sansmcp.core.mcp.session import Session
+from sansmcp.core.mcp.toolset import invalidate_listings
+from sansmcp.core.toolrules import execution_fault
+from sansmcp.core.tools import SkippedTool, Tool, validate_tool
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import URL, Driver, FakeServer, Response, result, tool
@@ -122,3 +130,62 @@ def test_a_hostile_created_task_ends_classified() -> None:
 def test_declares_task_calls(capabilities: Any, declared: bool) -> None:
     assert declares_task_calls({"capabilities": capabilities}) is declared
     assert declares_task_calls({}) is False
+
+
+def test_a_required_tool_is_kept_and_run_as_a_task_only_with_tasks() -> None:
+    server = legacy_server("required")
+    d = listed(server)
+    assert [t.task_support for t in d.machine.tools.values()] == ["required"]
+    assert isinstance(d.ok(d.call("research")), ToolCalled)
+    assert "tasks/result" in [b["method"] for b in requests(server)]
+    plain = Driver(server, settings=ConnSettings(endpoint=parse_endpoint(URL)))
+    plain.ok(plain.connect())
+    outcome = plain.ok(plain.list_tools())
+    assert isinstance(outcome, ToolsListed) and outcome.tools == ()
+    assert 'taskSupport is "required"' in outcome.skipped[0].reason
+
+
+def test_the_shared_cache_keeps_listings_with_and_without_tasks_apart() -> None:
+    server = legacy_server("required")
+
+    def answer(request: HttpRequest, body: Any) -> Response:
+        value = {"tools": server.tools, "ttlMs": 60_000, "cacheScope": "public"}
+        return server.wrap(result(body["id"], value))
+
+    server.overrides["tools/list"] = answer
+    shared = ListingCache(max_entries=16, max_bytes=1 << 20)
+
+    def conn(tasks: bool) -> tuple[int, ToolsListed]:
+        settings = ConnSettings(endpoint=parse_endpoint(URL), tasks=tasks)
+        d = Driver(server, settings=settings, cache=CallerCache(shared, settings, b"salt"))
+        d.ok(d.connect())
+        before = len([b for b in requests(server) if b["method"] == "tools/list"])
+        outcome = d.ok(d.list_tools())
+        assert isinstance(outcome, ToolsListed)
+        after = len([b for b in requests(server) if b["method"] == "tools/list"])
+        return after - before, outcome
+
+    assert conn(True)[0] == 1
+    sent, without = conn(False)  # not served the listing that kept the required tool
+    assert sent == 1 and without.tools == () and without.skipped_count == 1
+    sent, again = conn(True)  # served from the cache, the required tool kept
+    assert sent == 0 and [t.name for t in again.tools] == ["research"]
+    assert conn(False)[0] == 0
+    session = Session()
+    session.protocol_version = "2025-11-25"
+    caller = CallerCache(shared, ConnSettings(endpoint=parse_endpoint(URL)), b"salt")
+    invalidate_listings(caller, session)  # (tools/list_changed): both listings go
+    assert len(shared) == 0
+
+
+def test_both_listing_paths_keep_a_required_tool_only_with_tasks() -> None:
+    entry = {"name": "r", "inputSchema": {}, "execution": {"taskSupport": "required"}}
+    raw = parse_page(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": [entry]}}).encode(), Limits()
+    )["result"]["tools"][0]
+    for judge, value in ((validate_entry, raw), (validate_tool, entry)):
+        kept = judge(0, value, modern=False, max_tool_bytes=1_000, tasks=True)
+        assert isinstance(kept, Tool) and kept.task_support == "required"
+        skipped = judge(0, value, modern=False, max_tool_bytes=1_000)
+        assert isinstance(skipped, SkippedTool) and "required" in skipped.reason
+    assert execution_fault("required", True) is None

@@ -150,7 +150,6 @@ class Operations:
         # set for the operation's life by ``recovering``
         self.progress = False
         self.server_logs = False  # the legacy server declared the logging capability
-        self.server_tasks = False  # the 2025-11-25 server runs tools/call as a task on asking
         # the legacy session's standalone stream opens for input, notifications or progress
         self.listens = self.can_answer or settings.notifications
         self.task: TaskTracker | None = None  # the task the call in hand follows (taskop)
@@ -368,7 +367,7 @@ class Operations:
                     "the server assigned an unusable session id", reason="bad_session_id"
                 )
             session.legacy_at(chosen, session_id)
-            self.server_tasks = chosen == "2025-11-25" and rules.declares_task_calls(result)
+            session.server_tasks = chosen == "2025-11-25" and rules.declares_task_calls(result)
             notify = self.requests.legacy_rpc(None, "notifications/initialized", None)
             done: Reply = yield Send(notify, None, self.limits.dial_timeout, "dial_timeout")
             if not 200 <= done.status < 300:

@@ -92,6 +92,7 @@ class ToolOps:
 
         limits = self.limits
         modern = self.session.era is _MODERN
+        tasks = self.toolset.legacy_tasks
         tools: list[Tool] = []
         skipped: list[SkippedTool] = []
         skipped_count = 0
@@ -139,7 +140,9 @@ class ToolOps:
             tools_at, skipped_at, count_at = len(tools), len(skipped), skipped_count
             max_tool_bytes = limits.max_tool_bytes
             for raw in raw_tools:
-                outcome = validate_entry(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
+                outcome = validate_entry(
+                    index, raw, modern=modern, max_tool_bytes=max_tool_bytes, tasks=tasks
+                )
                 if isinstance(outcome, Tool):
                     if outcome.name not in names:
                         names.add(outcome.name)
@@ -204,9 +207,7 @@ class ToolOps:
         # a 2025-11-25 server that runs calls as tasks, asked to for a tool that may be one
         legacy_task = (
             not handle
-            and self.settings.tasks
-            and self.ops.server_tasks
-            and self.session.era is not _MODERN
+            and self.toolset.legacy_tasks
             and tool is not None
             and tool.task_support is not None
         )
