@@ -23,7 +23,7 @@ from sansmcp.core.toolrules import execution_fault
 from sansmcp.core.tools import SkippedTool, Tool, validate_tool
 from sansmcp.core.url import parse_endpoint
 
-from .fakemcp import URL, Driver, FakeServer, Response, result, tool
+from .fakemcp import URL, Driver, FakeServer, Response, result, sse_response, tool
 
 RESULT = {"content": [{"type": "text", "text": "researched"}], "isError": False}
 CAPABLE = {"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}}
@@ -189,3 +189,30 @@ def test_both_listing_paths_keep_a_required_tool_only_with_tasks() -> None:
         skipped = judge(0, value, modern=False, max_tool_bytes=1_000)
         assert isinstance(skipped, SkippedTool) and "required" in skipped.reason
     assert execution_fault("required", True) is None
+
+
+def test_a_legacy_status_notification_reaches_the_task() -> None:
+    # the task said cancelled (notifications/tasks/status), then working (the poll): a flap
+    server = legacy_server()
+    note = {
+        "jsonrpc": "2.0",
+        "method": "notifications/tasks/status",
+        "params": task("cancelled"),
+    }
+    server.overrides["tasks/get"] = lambda r, b: sse_response(note, result(b["id"], task()))
+    d = listed(server)
+    failure = d.failure(d.call("research"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "task_transition"
+
+
+def test_a_legacy_task_given_up_sends_tasks_cancel_once() -> None:
+    server = legacy_server()
+    d = listed(server)
+    d.machine.call_tool("research", now=d.now)
+    d.pump_side()
+    assert d.machine.abandon(now=d.now)
+    assert not d.machine.abandon(now=d.now)
+    d.pump_side()
+    methods = [b["method"] for b in requests(server)]
+    assert methods[-2:] == ["tools/call", "tasks/cancel"]
+    assert requests(server)[-1]["params"] == {"taskId": "task-7"}
