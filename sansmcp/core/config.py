@@ -52,7 +52,10 @@ class Config:
     ``oauth`` authorizes with OAuth 2.1 when the server answers 401 (or 403
     ``insufficient_scope``); without it those raise ``Unauthorized``.  ``tasks``
     declares the tasks extension (2026-07-28): a server may then run a call as a task,
-    which ``call_tool`` polls to its end (``Limits.task_timeout`` and the poll bounds).
+    which ``call_tool`` polls to its end (``Limits.task_timeout`` and the poll bounds);
+    with a 2025-11-25 server declaring ``tasks.requests.tools.call``, a tool whose
+    ``execution.taskSupport`` is ``"optional"`` or ``"required"`` is called as a task
+    (the ``task`` parameter), and a ``"required"`` one is listed (skipped otherwise).
     ``proxy`` and ``guard`` override the ``Client``'s egress proxy (an ``http://`` URL,
     optional ``user:password``; None: the Client's) and guard mode (``"local"`` or
     ``"proxy"``); ``egress`` widens or narrows the Client's guard for this work item

@@ -81,6 +81,7 @@ from .toolrules import (
     annotations_fault,
     execution_fault,
     input_schema_fault,
+    kept_task_support,
     name_fault,
     output_schema_fault,
     size_fault,
@@ -348,7 +349,7 @@ def _entries_within(entries: Sequence[_Entry], left: int) -> bool:
 
 
 def validate_entry(
-    index: int, raw: Any, *, modern: bool, max_tool_bytes: int
+    index: int, raw: Any, *, modern: bool, max_tool_bytes: int, tasks: bool = False
 ) -> Tool | SkippedTool:
     """One listing entry judged by the rules of :func:`~sansmcp.core.tools.validate_tool`: a
     typed entry from :func:`parse_page` here, anything else (an entry the untyped decode
@@ -357,7 +358,7 @@ def validate_entry(
     accept at sight; the struct holds the type rules of the texts."""
     kind = type(raw)
     if kind is not _Plain and kind is not _Entry:
-        return validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
+        return validate_tool(index, raw, modern=modern, max_tool_bytes=max_tool_bytes, tasks=tasks)
     entry: Any = raw  # its present Raw members are bytes now (_entries_within)
     absent = _ABSENT
     name = entry.name
@@ -393,8 +394,12 @@ def validate_entry(
             )
 
     execution = entry.execution
-    if execution is not absent and (reason := execution_fault(_task_support(execution))):
-        return SkippedTool(index=index, name=name, reason=reason)
+    support = None
+    if execution is not absent:
+        support = _task_support(execution)
+        if reason := execution_fault(support, tasks):
+            return SkippedTool(index=index, name=name, reason=reason)
+        support = kept_task_support(support)
     if size > max_tool_bytes:  # (refused: size counts text_size in)
         reason = cast(str, size_fault(text_size, size, max_tool_bytes))
         return SkippedTool(index=index, name=name, reason=reason)
@@ -404,7 +409,7 @@ def validate_entry(
         params, reason = header_params_or_fault(_decode_any(schema))
         if reason is not None:
             return SkippedTool(index=index, name=name, reason=reason)
-    return built_tool(name, description, schema, title, annotations, output, params)
+    return built_tool(name, description, schema, title, annotations, output, params, support)
 
 
 def _text_size(name: str, description: str, title: str | None) -> int:

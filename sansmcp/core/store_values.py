@@ -175,6 +175,8 @@ def _tool_entry(tool: Tool) -> dict[str, Any]:
         entry["annotations"] = dict(tool.annotations)
     if tool.output_schema is not None:
         entry["outputSchema"] = decode_kept(tool.output_schema)
+    if tool.task_support is not None:
+        entry["execution"] = {"taskSupport": tool.task_support}
     return entry
 
 

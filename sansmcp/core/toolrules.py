@@ -31,6 +31,7 @@ __all__ = [
     "entry_fault",
     "execution_fault",
     "input_schema_fault",
+    "kept_task_support",
     "kept_title",
     "name_fault",
     "output_schema_fault",
@@ -134,9 +135,16 @@ def task_support_of(execution: Any) -> Any:
     return execution.get("taskSupport") if isinstance(execution, dict) else None
 
 
-def execution_fault(task_support: Any) -> str | None:
-    """``execution.taskSupport`` must not be ``"required"``: sansmcp does not speak tasks."""
-    if task_support == "required":
+def kept_task_support(task_support: Any) -> str | None:
+    """The ``taskSupport`` a Tool keeps: ``"optional"`` or ``"required"`` (a call may run as
+    a task); anything else reads as the spec's default, ``"forbidden"`` (None)."""
+    return task_support if task_support in ("optional", "required") else None
+
+
+def execution_fault(task_support: Any, tasks: bool = False) -> str | None:
+    """``execution.taskSupport`` must not be ``"required"`` unless the Conn runs calls as
+    2025-11-25 tasks (``tasks``: ``Config.tasks`` and the server's capability)."""
+    if task_support == "required" and not tasks:
         return 'execution.taskSupport is "required" (tasks are not supported)'
     return None
 

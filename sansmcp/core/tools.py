@@ -43,6 +43,7 @@ from .toolrules import (
     entry_fault,
     execution_fault,
     input_schema_fault,
+    kept_task_support,
     kept_title,
     name_fault,
     output_schema_fault,
@@ -123,6 +124,7 @@ class Tool:
     annotations: Mapping[str, Any] | None = None
     output_schema: bytes | None = None
     header_params: tuple[HeaderParam, ...] = ()
+    task_support: str | None = None  # "optional" / "required" (None: "forbidden")
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly ``{"name", "description", "input_schema"}`` (an Anthropic tool definition).
@@ -163,7 +165,9 @@ def header_params_or_fault(schema: Any) -> tuple[tuple[HeaderParam, ...], str | 
         return (), f"invalid x-mcp-header: {exc}"
 
 
-def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) -> Tool | SkippedTool:
+def validate_tool(
+    index: int, raw: Any, *, modern: bool, max_tool_bytes: int, tasks: bool = False
+) -> Tool | SkippedTool:
     """Validate one ``tools/list`` entry; never raises for server data.
 
     Skipped (with the reason) when: the entry is not an object; ``name`` is missing,
@@ -173,15 +177,17 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     parameterless tools, and the root of a tool's arguments is an object anyway);
     ``outputSchema`` is present and not an object (legacy revisions also require a
     ``type``, when present, of ``"object"``); ``annotations`` is present and not an
-    object; ``execution.taskSupport`` is ``"required"`` (we do not speak tasks); the
+    object; ``execution.taskSupport`` is ``"required"`` and not ``tasks`` (the Conn
+    does not run calls as 2025-11-25 tasks); the
     definition is over ``max_tool_bytes``; or (``modern`` only) an ``x-mcp-header``
     annotation is invalid (:func:`header_params_of`).  Each rule is one predicate of
     :mod:`sansmcp.core.toolrules` (``name_fault``, ``input_schema_fault``, ...), asked in
     that order (the last, :func:`header_params_or_fault`, here).
 
     An ill-typed ``title`` is ignored (``title=None``) rather than fatal: it is
-    display-only.  Fields we do not keep (``icons``, ``_meta``, ``execution``) are
-    not checked further.
+    display-only.  ``execution.taskSupport`` is kept as ``task_support`` when it is
+    ``"optional"`` or ``"required"`` (anything else reads as ``"forbidden"``: None).
+    Fields we do not keep (``icons``, ``_meta``) are not checked further.
 
     The size measured against ``max_tool_bytes`` is the UTF-8 length of ``name``,
     ``description`` and ``title`` plus the compact JSON of ``inputSchema``,
@@ -209,11 +215,12 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
     schema = get("inputSchema", MISSING)
     output = get("outputSchema", MISSING)
     annotations = get("annotations", MISSING)
+    support = task_support_of(get("execution"))
     reason = (
         input_schema_fault(schema_root(schema))
         or output_schema_fault(schema_root(output), modern)
         or annotations_fault(annotations)
-        or execution_fault(task_support_of(get("execution")))
+        or execution_fault(support, tasks)
         or size_fault(text_size, text_size, max_tool_bytes)  # before serialising the schemas
     )
     if reason is not None:
@@ -232,7 +239,16 @@ def validate_tool(index: int, raw: Any, *, modern: bool, max_tool_bytes: int) ->
         params, reason = header_params_or_fault(schema)
     if reason is not None:
         return SkippedTool(index=index, name=name, reason=reason)
-    return built_tool(name, description, input_bytes, title, annotations, output_bytes, params)
+    return built_tool(
+        name,
+        description,
+        input_bytes,
+        title,
+        annotations,
+        output_bytes,
+        params,
+        kept_task_support(support),
+    )
 
 
 def _serialised(
@@ -259,6 +275,7 @@ def built_tool(
     annotations: Any,
     output_schema: bytes | None,
     header_params: tuple[HeaderParam, ...],
+    task_support: str | None = None,
 ) -> Tool:
     """A checked tool's ``Tool``, filled through the slot setters (``validate_tool``'s and
     the typed listing pass's one constructor)."""
@@ -270,6 +287,7 @@ def built_tool(
     _set_annotations(tool, annotations)
     _set_output_schema(tool, output_schema)
     _set_header_params(tool, header_params)
+    _set_task_support(tool, task_support)
     return tool
 
 
@@ -287,6 +305,7 @@ _SLOT_SETTERS: tuple[Any, ...] = tuple(
         "annotations",
         "output_schema",
         "header_params",
+        "task_support",
     )
 )
 (
@@ -297,6 +316,7 @@ _SLOT_SETTERS: tuple[Any, ...] = tuple(
     _set_annotations,
     _set_output_schema,
     _set_header_params,
+    _set_task_support,
 ) = _SLOT_SETTERS
 
 

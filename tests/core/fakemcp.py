@@ -119,6 +119,7 @@ class FakeServer:
         self.bodies: list[Any] = []
         self.answers: list[Any] = []
         self.overrides: dict[str, Callable[[HttpRequest, Any], Response | None]] = {}
+        self.capabilities: dict[str, Any] = {"tools": {}}  # what a legacy initialize declares
 
     def __call__(self, request: HttpRequest) -> Response | None:
         self.requests.append(request)
@@ -175,7 +176,7 @@ class FakeServer:
                     rid,
                     {
                         "protocolVersion": self.legacy,
-                        "capabilities": {"tools": {}},
+                        "capabilities": self.capabilities,
                         "serverInfo": {"name": "fake", "version": "1"},
                     },
                 ),

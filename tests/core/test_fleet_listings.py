@@ -427,6 +427,7 @@ def test_the_listing_codec() -> None:
                 title="T",
                 annotations={"readOnlyHint": True},
                 output_schema=b'{"type":"object"}',
+                task_support="optional",
             ),
         ),
         skipped=(SkippedTool(index=1, name=None, reason="bad"),),

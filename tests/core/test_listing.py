@@ -218,6 +218,7 @@ def test_the_typed_pass_builds_what_validate_tool_builds() -> None:
     assert fast == strict
     assert fast.header_params == (HeaderParam(header="R", path=("r",), type="string"),)  # type: ignore[union-attr]
     assert fast.idempotent  # type: ignore[union-attr]
+    assert fast.task_support == "optional"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from sansmcp.core.toolrules import (
     entry_fault,
     execution_fault,
     input_schema_fault,
+    kept_task_support,
     kept_title,
     name_fault,
     output_schema_fault,
@@ -144,6 +145,20 @@ def test_schema_root(schema: Any, root: Any) -> None:
 )
 def test_task_support_of(execution: Any, support: Any) -> None:
     assert task_support_of(execution) == support
+
+
+@pytest.mark.parametrize(
+    ("support", "kept"),
+    [
+        ("optional", "optional"),
+        ("required", "required"),
+        ("forbidden", None),
+        (1, None),
+        (None, None),
+    ],
+)
+def test_kept_task_support(support: Any, kept: Any) -> None:
+    assert kept_task_support(support) == kept
 
 
 def test_header_params_or_fault() -> None:

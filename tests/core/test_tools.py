@@ -220,8 +220,9 @@ def test_skip_reasons(raw: Any, name: str | None, reason: str) -> None:
 
 @pytest.mark.parametrize("support", ["optional", "forbidden", None])
 def test_task_support_other_than_required_is_fine(support: Any) -> None:
-    ok({"name": "t", "inputSchema": {}, "execution": {"taskSupport": support}})
-    ok({"name": "t", "inputSchema": {}, "execution": "weird"})
+    tool = ok({"name": "t", "inputSchema": {}, "execution": {"taskSupport": support}})
+    assert tool.task_support == ("optional" if support == "optional" else None)
+    assert ok({"name": "t", "inputSchema": {}, "execution": "weird"}).task_support is None
 
 
 def test_output_schema_root_per_era() -> None:

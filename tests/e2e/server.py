@@ -43,7 +43,8 @@ so a test counts exactly the requests its own client sent.  ``--legacy-only`` pu
 the SDK behind a filter that answers every 2026-07-28 request as a legacy-only server
 does (HTTP 400 with a JSON-RPC error), so the SDK server speaks only the legacy era.
 With ``--tasks`` (issue 30), the tasks extension and its two task tools
-(``tests/e2e/tasks_server.py``).  ``--cache-ttl MS [--cache-scope public|private]`` sets the SDK's cache hints on
+(``tests/e2e/tasks_server.py``); with ``--tasks-2025`` (and ``--legacy-only --json``), the
+2025-11-25 task shape served by hand in front of the SDK (``tasks_server.LegacyTasks``).  ``--cache-ttl MS [--cache-scope public|private]`` sets the SDK's cache hints on
 ``tools/list`` and ``server/discover`` (``ttlMs`` / ``cacheScope``).
 """
 
@@ -322,6 +323,7 @@ def main() -> None:
     parser.add_argument("--output-schemas", action="store_true")
     parser.add_argument("--observe", action="store_true")
     parser.add_argument("--tasks", action="store_true")
+    parser.add_argument("--tasks-2025", action="store_true")
     parser.add_argument("--oauth", metavar="AS_URL")
     args = parser.parse_args()
 
@@ -451,12 +453,14 @@ def main() -> None:
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{name}:*" for name in ALLOWED_NAMES],
     )
-    app = RequestLog(
-        server.streamable_http_app(
-            stateless_http=args.stateless, json_response=args.json, transport_security=security
-        ),
-        legacy_only=args.legacy_only,
+    sdk_app = server.streamable_http_app(
+        stateless_http=args.stateless, json_response=args.json, transport_security=security
     )
+    if args.tasks_2025:
+        from .tasks_server import LegacyTasks
+
+        sdk_app = LegacyTasks(sdk_app)
+    app = RequestLog(sdk_app, legacy_only=args.legacy_only)
     if args.oauth:
         app = BearerGate(app, args.oauth)  # type: ignore[assignment]
     if args.h2c or args.tls:

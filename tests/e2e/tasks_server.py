@@ -19,6 +19,7 @@ state is counted in polls, never in time, so a test asserts counts, not duration
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from mcp.server.extension import Extension, MethodBinding
@@ -158,3 +159,183 @@ def install(server: MCPServer) -> Tasks:
     server._apply_extension(tasks)
     server._install_extension_interceptor()
     return tasks
+
+
+# ---------------------------------------------------------------- 2025-11-25 (SEP-1686)
+
+LEGACY_TOOL = {
+    "name": "deliberate",
+    "description": "Deliberate on a topic (must run as a 2025-11-25 task).",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"topic": {"type": "string"}, "polls": {"type": "integer"}},
+    },
+    "execution": {"taskSupport": "required"},
+}
+
+
+class LegacyTasks:
+    """ASGI middleware in front of the SDK (``--legacy-only --json``), for ``--tasks-2025``:
+    the installed SDK has no SEP-1686 types, so the 2025-11-25 task shape is served here by
+    hand.  ``initialize`` declares ``tasks.requests.tools.call``; ``tools/list`` gains the
+    tool ``deliberate(topic, polls, hostile)`` with ``execution.taskSupport: "required"``;
+    a ``tools/call`` of it with a ``task`` parameter is answered ``{"task": Task}``;
+    ``tasks/get`` answers on an event stream (a ``notifications/tasks/status`` first) and
+    moves the task per poll (``working`` for ``polls`` polls, then ``completed``);
+    ``tasks/result`` gives the ``CallToolResult``; ``tasks/cancel`` cancels.  ``hostile``:
+    ``"taskid"`` (a poll names another task) or ``"status"`` (a poll's status is unknown)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.ids = itertools.count(1)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            rpc = json.loads(body)
+        except ValueError:
+            rpc = None
+        method = rpc.get("method") if isinstance(rpc, dict) else None
+        params = (rpc.get("params") or {}) if isinstance(rpc, dict) else {}
+        if method in ("tasks/get", "tasks/result", "tasks/cancel"):
+            await self.task_method(send, rpc["id"], method, params)
+            return
+        if method == "tools/call" and params.get("name") == "deliberate":
+            await self.create(send, rpc["id"], params)
+            return
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        if method not in ("initialize", "tools/list"):
+            await self.app(scope, replay, send)
+            return
+        start: dict[str, Any] = {}
+        out: list[bytes] = []
+
+        async def capture(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            else:
+                out.append(message.get("body", b""))
+
+        await self.app(scope, replay, capture)
+        answer = json.loads(b"".join(out))
+        result = answer.get("result")
+        if isinstance(result, dict) and method == "initialize":
+            result.setdefault("capabilities", {})["tasks"] = {
+                "list": {},
+                "cancel": {},
+                "requests": {"tools": {"call": {}}},
+            }
+        elif isinstance(result, dict):
+            result["tools"] = [*result.get("tools", []), LEGACY_TOOL]
+        data = json.dumps(answer).encode()
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(data)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+    def view(self, task_id: str) -> dict[str, Any]:
+        task = self.tasks[task_id]
+        return {
+            "taskId": task_id,
+            "status": task["status"],
+            "createdAt": STAMP,
+            "lastUpdatedAt": STAMP,
+            "ttl": 60_000,
+            "pollInterval": 50,
+        }
+
+    async def create(self, send: Any, rid: Any, params: dict[str, Any]) -> None:
+        if not isinstance(params.get("task"), dict):
+            # the spec: a tool that requires a task, called without one
+            await _json(
+                send, {"jsonrpc": "2.0", "id": rid, "error": _error(-32601, "task required")}
+            )
+            return
+        arguments = params.get("arguments") or {}
+        task_id = f"legacy-{next(self.ids)}"
+        self.tasks[task_id] = {
+            "status": "working",
+            "topic": str(arguments.get("topic", "")),
+            "left": int(arguments.get("polls", 1)),
+            "hostile": arguments.get("hostile"),
+        }
+        await _json(send, {"jsonrpc": "2.0", "id": rid, "result": {"task": self.view(task_id)}})
+
+    async def task_method(self, send: Any, rid: Any, method: str, params: dict[str, Any]) -> None:
+        task_id = params.get("taskId")
+        task = self.tasks.get(task_id) if isinstance(task_id, str) else None
+        if task is None:
+            await _json(
+                send, {"jsonrpc": "2.0", "id": rid, "error": _error(-32602, "no such task")}
+            )
+            return
+        assert isinstance(task_id, str)
+        if method == "tasks/cancel":
+            if task["status"] == "working":
+                task["status"] = "cancelled"
+            await _json(send, {"jsonrpc": "2.0", "id": rid, "result": self.view(task_id)})
+            return
+        if method == "tasks/result":
+            text = f"deliberated {task['topic']}"
+            result = {
+                "content": [{"type": "text", "text": text}],
+                "isError": False,
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": task_id}},
+            }
+            await _json(send, {"jsonrpc": "2.0", "id": rid, "result": result})
+            return
+        if task["status"] == "working":
+            task["left"] -= 1
+            if task["left"] <= 0:
+                task["status"] = "completed"
+        view = self.view(task_id)
+        if task["hostile"] == "taskid":
+            view["taskId"] = "someone-else"
+        elif task["hostile"] == "status":
+            view["status"] = "sleeping"
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/tasks/status",
+            "params": self.view(task_id),
+        }
+        events = [note, {"jsonrpc": "2.0", "id": rid, "result": view}]
+        data = b"".join(
+            b"event: message\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        await send({"type": "http.response.body", "body": data})
+
+
+def _error(code: int, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+async def _json(send: Any, message: dict[str, Any]) -> None:
+    data = json.dumps(message).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})

@@ -367,6 +367,7 @@ class Operations:
                     "the server assigned an unusable session id", reason="bad_session_id"
                 )
             session.legacy_at(chosen, session_id)
+            session.server_tasks = chosen == "2025-11-25" and rules.declares_task_calls(result)
             notify = self.requests.legacy_rpc(None, "notifications/initialized", None)
             done: Reply = yield Send(notify, None, self.limits.dial_timeout, "dial_timeout")
             if not 200 <= done.status < 300:

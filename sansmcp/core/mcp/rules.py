@@ -370,6 +370,17 @@ def op_timeout(timeout: float | None, ceiling: float) -> float:
     return float(min(timeout, ceiling))  # (an int past float range compares, then clamps)
 
 
+def declares_task_calls(result: Mapping[str, Any]) -> bool:
+    """A 2025-11-25 initialize ``result`` declares that ``tools/call`` may be run as a
+    task (``capabilities.tasks.requests.tools.call``, an object)."""
+    node: Any = result.get("capabilities")
+    for key in ("tasks", "requests", "tools", "call"):
+        if not isinstance(node, dict):
+            return False
+        node = node.get(key)
+    return isinstance(node, dict)
+
+
 def declares(result: Mapping[str, Any], capability: str) -> bool:
     """An initialize ``result`` declares the server ``capability`` (an object)."""
     capabilities = result.get("capabilities")

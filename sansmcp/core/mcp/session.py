@@ -55,7 +55,7 @@ class Session:
     ``hinted`` is True while an era hint is trusted but not yet confirmed by an answer.
     """
 
-    __slots__ = ("era", "hinted", "probe_version", "protocol_version", "session_id")
+    __slots__ = ("era", "hinted", "probe_version", "protocol_version", "server_tasks", "session_id")
 
     def __init__(self) -> None:
         self.era = Era.UNKNOWN
@@ -63,6 +63,8 @@ class Session:
         self.session_id: bytes | None = None
         self.probe_version = MODERN_VERSION
         self.hinted = False
+        # the 2025-11-25 server runs tools/call as a task on asking (its capability)
+        self.server_tasks = False
 
     @property
     def modern(self) -> bool:
@@ -82,6 +84,7 @@ class Session:
         self.protocol_version = None
         self.session_id = None
         self.hinted = False
+        self.server_tasks = False
 
     def initializing(self) -> None:
         """A legacy ``initialize`` goes out: no session until its answer names one."""
@@ -96,6 +99,7 @@ class Session:
         self.move(Era.LEGACY)
         self.protocol_version = version
         self.session_id = session_id
+        self.server_tasks = False
 
     def ended(self) -> None:
         """We ended the legacy session (its ``DELETE`` is out): no id to send again."""

@@ -36,7 +36,8 @@ class ConnSettings:
     ``notifications``: the
     embedder takes server notifications; ``log_level`` asks for log messages at or above
     it; ``observe``: telemetry is on (requests are reported); ``tasks``: modern requests
-    declare the tasks extension and a call the server runs as a task is polled to its end.
+    declare the tasks extension and a call the server runs as a task is polled to its end
+    (2025-11-25: a tool that may run as a task is asked to, when the server can).
     """
 
     endpoint: Endpoint

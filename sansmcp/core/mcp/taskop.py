@@ -36,15 +36,15 @@ RequestFn = Callable[..., Generator[Instruction, Any, Reply]]
 
 
 def follow(
-    ops: Operations, task: TaskView, at: float
+    ops: Operations, task: TaskView, at: float, shape: TaskShape = EXTENSION
 ) -> Generator[Instruction, Any, dict[str, Any]]:
-    """A ``tools/call`` the server answered with ``task`` (2026-07-28 extension) at
-    ``at``, polled to its end over ``ops``' requests: the ``CallToolResult`` object, for
-    the call to read as a direct one's.  The task's own bound is ``Limits.task_timeout``
+    """A ``tools/call`` the server answered with ``task`` (of ``shape``) at ``at``,
+    polled to its end over ``ops``' requests: the ``CallToolResult`` object, for the
+    call to read as a direct one's.  The task's own bound is ``Limits.task_timeout``
     from ``at``."""
     limits = ops.limits
     tracker = TaskTracker(
-        EXTENSION,
+        shape,
         limits,
         deadline=at + limits.task_timeout,
         limit=limits.task_timeout,

@@ -30,7 +30,7 @@ from .operations import Ask, Instruction, Operations, OpGen, Sleep
 from .session import Era, Session
 from .settings import ConnSettings
 from .taskop import follow
-from .taskwire import EXTENSION, created_task
+from .taskwire import EXTENSION, LEGACY, augment_call, created_task
 from .toolset import Toolset
 
 __all__ = ["STALE_TOOL_CODES", "ToolOps"]
@@ -92,6 +92,7 @@ class ToolOps:
 
         limits = self.limits
         modern = self.session.era is _MODERN
+        tasks = self.toolset.legacy_tasks
         tools: list[Tool] = []
         skipped: list[SkippedTool] = []
         skipped_count = 0
@@ -139,7 +140,9 @@ class ToolOps:
             tools_at, skipped_at, count_at = len(tools), len(skipped), skipped_count
             max_tool_bytes = limits.max_tool_bytes
             for raw in raw_tools:
-                outcome = validate_entry(index, raw, modern=modern, max_tool_bytes=max_tool_bytes)
+                outcome = validate_entry(
+                    index, raw, modern=modern, max_tool_bytes=max_tool_bytes, tasks=tasks
+                )
                 if isinstance(outcome, Tool):
                     if outcome.name not in names:
                         names.add(outcome.name)
@@ -200,6 +203,14 @@ class ToolOps:
         inputs: Mapping[str, Any] | None = None
         state: str | None = None
         shed = 0
+        tool = toolset.tools.get(name)
+        # a 2025-11-25 server that runs calls as tasks, asked to for a tool that may be one
+        legacy_task = (
+            not handle
+            and self.toolset.legacy_tasks
+            and tool is not None
+            and tool.task_support is not None
+        )
         while True:
             attempts += 1
             if attempts > limits.max_call_attempts:
@@ -211,6 +222,8 @@ class ToolOps:
                     limit=limits.max_call_attempts,
                 )
             params: dict[str, Any] = {"name": name}
+            if legacy_task:
+                params = augment_call(LEGACY, params)
             extra: list[tuple[bytes, bytes]] = []
             modern = self.session.era is _MODERN
             if modern:
@@ -245,9 +258,10 @@ class ToolOps:
             ):
                 toolset.invalidate()
             result = rules.result_of(reply.status, reply.message)
+            shape = EXTENSION if modern and self.settings.tasks else None
             task = created_task(
                 result,
-                EXTENSION if modern and self.settings.tasks else None,
+                LEGACY if legacy_task else shape,
                 method="tools/call",
                 max_echo_bytes=limits.max_echo_bytes,
             )
@@ -256,7 +270,7 @@ class ToolOps:
                     task_id=task.task_id, status=task.status, status_message=task.status_message
                 )
             if task is not None:  # the server runs the call as a task: poll it to its end
-                result = yield from follow(self.ops, task, reply.at)
+                result = yield from follow(self.ops, task, reply.at, shape or LEGACY)
             step = rules.next_call_step(
                 result, can_answer=self.can_answer, max_echo_bytes=limits.max_echo_bytes
             )

@@ -23,7 +23,12 @@ from .settings import ConnSettings
 if TYPE_CHECKING:
     from ..schema.validator import Schema
 
-__all__ = ["Toolset", "invalidate_listings"]
+__all__ = ["TASKS_KEY", "Toolset", "invalidate_listings"]
+
+#: Appended to the protocol version a listing is cached under when it keeps the tools
+#: that must run as tasks (:attr:`Toolset.legacy_tasks`): a Conn without tasks is never
+#: served one of them, nor one with tasks a listing that skipped them.
+TASKS_KEY = " tasks"
 
 
 def invalidate_listings(cache: CallerCache | None, session: Session) -> None:
@@ -34,6 +39,7 @@ def invalidate_listings(cache: CallerCache | None, session: Session) -> None:
     version = session.protocol_version
     if cache and version is not None:
         cache.invalidate(version)
+        cache.invalidate(version + TASKS_KEY)
 
 
 class Toolset:
@@ -67,6 +73,18 @@ class Toolset:
         # the Client's compiled server schemas, by their bytes (None: compiled per Conn)
         self.compiled: CompiledSchemas | None = None
 
+    @property
+    def legacy_tasks(self) -> bool:
+        """Calls may run as 2025-11-25 tasks: ``Config.tasks`` and the server's capability
+        (a listing then keeps the tools whose ``taskSupport`` is ``"required"``)."""
+        return self.settings.tasks and self.session.server_tasks
+
+    def _cache_version(self) -> str | None:
+        version = self.session.protocol_version
+        if version is not None and self.legacy_tasks:
+            return version + TASKS_KEY
+        return version
+
     def share_compiled(self, compiled: CompiledSchemas) -> None:
         """Compile the server's output schemas into ``compiled`` (the Client's)."""
         self.compiled = compiled
@@ -85,13 +103,13 @@ class Toolset:
         self.ttl_ms = ttl_ms
         self.cache_scope = scope
         self.tools_from_cache = False
-        version = self.session.protocol_version
+        version = self._cache_version()
         if pages is not None and self.cache is not None and version is not None:
             self.cache.store_listing(version, pages, public=public)
 
     def cached_listing(self, now: float) -> CachedListing | None:
         cache = self.cache
-        version = self.session.protocol_version
+        version = self._cache_version()
         if not cache or version is None:
             return None
         limits = self.limits
