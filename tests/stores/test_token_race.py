@@ -13,7 +13,9 @@ family is revoked (what proves the test can fail).
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -25,13 +27,13 @@ from typing import Any
 
 import pytest
 
-from sansmcp.core.fleet_tokens import seal_tokens
+from sansmcp.core.fleet_tokens import Failed, Use, seal_tokens
 from sansmcp.core.limits import Limits
 from sansmcp.core.oauth.store import Tokens
-from sansmcp.core.store import Written
+from sansmcp.core.store import Found, Read, Written, lease_key
 from sansmcp.core.store_values import ValueCodec
 from tests.redis_server import RedisServer
-from tests.stores.token_worker import ISSUER, KEY, SECRET
+from tests.stores.token_worker import ISSUER, KEY, SECRET, Blocking, refresh
 
 WORKERS = 8
 ITEMS = 150  # per worker, a pause of 20 ms apart: several expiries of a 1 s token
@@ -165,3 +167,76 @@ def test_eight_workers_each_with_its_own_store_revoke_the_family(
     reports = run_fleet("own", as_url, tmp_path / "go")
     assert state.revocations == 1
     assert sum(r["gone"] for r in reports) > 0  # workers lost the grant
+
+
+def plant_first(store_url: str, as_url: str) -> int:
+    from sansmcp.stores import RedisStore
+
+    store = RedisStore(store_url, secret=SECRET)
+    first = Tokens(
+        access_token="at-1",
+        refresh_token="rt-1",
+        expires_at=time.time(),
+        issuer=ISSUER,
+        token_endpoint=f"{as_url}/token",
+    )
+    command = seal_tokens(ValueCodec(Limits().max_store_value_bytes), KEY, first, 0)
+    assert command is not None
+    written = store.execute(command)
+    store.close()
+    assert isinstance(written, Written)
+    return written.version
+
+
+def test_a_worker_killed_holding_the_lease_delays_the_others_until_it_expires(
+    redis_server: RedisServer, auth_server: tuple[RotatingAS, str]
+) -> None:
+    state, as_url = auth_server
+    version = plant_first(redis_server.url, as_url)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.stores.worker",
+            "hold",
+            redis_server.url,
+            lease_key(KEY),
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)  # killed mid-refresh, the lease still its
+        holder.wait()
+        holder.stdout.close()
+    store = Blocking(redis_server.url)
+    stale = Tokens(access_token="at-1", refresh_token="rt-1", issuer=ISSUER, token_endpoint="")
+    done = refresh(store, as_url, stale, version, "survivor")
+    store.close()
+    assert isinstance(done.outcome, Use) and done.outcome.by_us  # once the lease expired
+    assert state.refreshes == 1 and state.revocations == 0
+
+
+def test_a_paused_redis_ends_the_refresh_as_cause_store_and_nothing_is_written(
+    own_redis: RedisServer, auth_server: tuple[RotatingAS, str]
+) -> None:
+    state, as_url = auth_server
+    version = plant_first(own_redis.url, as_url)
+    store = Blocking(own_redis.url)
+    stale = Tokens(access_token="at-1", refresh_token="rt-1", issuer=ISSUER, token_endpoint="")
+    own_redis.signal(signal.SIGSTOP)
+    try:
+        done = refresh(store, as_url, stale, version, "w")
+    finally:
+        own_redis.signal(signal.SIGCONT)
+    assert isinstance(done.outcome, Failed)
+    assert done.outcome.error.cause == "store" and done.outcome.error.bound == "store_timeout"
+    assert state.refreshes == 0  # the token endpoint was never called: nothing rotated
+    store.close()
+    reader = Blocking(own_redis.url)
+    after = reader.run(Read(key=KEY))
+    reader.close()
+    assert isinstance(after, Found) and after.version == version  # nothing written or deleted

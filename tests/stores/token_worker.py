@@ -74,6 +74,10 @@ class Blocking:
         assert self.redis is not None
         return self.redis.execute(command)
 
+    def close(self) -> None:
+        if self.redis is not None:
+            self.redis.close()
+
 
 def token_request(as_url: str, refresh_token: str | None) -> Tokens | None:
     body = urllib.parse.urlencode(
@@ -181,6 +185,7 @@ def work(url: str, as_url: str, items: int, go: pathlib.Path, at: str, rt: str) 
         if counts["gone"]:
             break
         time.sleep(PAUSE)
+    store.close()
     print(json.dumps(counts))
     return 0
 
