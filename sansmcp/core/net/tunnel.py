@@ -38,6 +38,7 @@ import httptools
 
 from ..errors import CallerError, ConnectionFailed, budget_exceeded
 from ..url import MAX_URL_BYTES, Origin, _split_authority
+from ..wire.h1 import HeadFields
 
 __all__ = ["ESTABLISHED", "Established", "Proxy", "TunnelReply", "connect_request", "parse_proxy"]
 
@@ -175,22 +176,6 @@ def connect_request(proxy: Proxy, host: str, port: int) -> bytes:
     return head + b"\r\n"
 
 
-class _Sink:
-    """What llhttp reports of one head."""
-
-    __slots__ = ("complete", "fields")
-
-    def __init__(self) -> None:
-        self.fields: list[tuple[bytes, bytes]] = []
-        self.complete = False
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.fields.append((name.lower(), value.rstrip(b" \t")))
-
-    def on_headers_complete(self) -> None:
-        self.complete = True
-
-
 def _shown(data: bytes) -> str:
     text = repr(data[:_MAX_SHOWN])
     return text + ("..." if len(data) > _MAX_SHOWN else "")
@@ -286,7 +271,7 @@ class TunnelReply:
         status = int(block[9:12])
         if status < 100 or status == 101:  # (before llhttp, which pauses on any 101)
             raise self._failed(f"answered CONNECT with status {status}", status=status)
-        sink = _Sink()
+        sink = HeadFields()
         parser = httptools.HttpResponseParser(sink)
         parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
         try:

@@ -103,7 +103,7 @@ from ..http import (
 from ..limits import Limits
 from . import Wire
 
-__all__ = ["H1Connection"]
+__all__ = ["H1Connection", "HeadFields"]
 
 # Headers the machine writes itself (or that would change the framing under it).  Not
 # the connection-specific set HTTP/2 drops (``http.CONNECTION_FIELDS``), on purpose: on
@@ -202,8 +202,9 @@ _S_LF: Final = _Scan.LF
 _S_LF_CR: Final = _Scan.LF_CR
 
 
-class _Fields:
-    """What llhttp reports of one header block (its callback interface)."""
+class HeadFields:
+    """What llhttp reports of one header block (its callback interface; the egress
+    proxy's ``CONNECT`` answer is read with it too: :mod:`sansmcp.core.net.tunnel`)."""
 
     __slots__ = ("complete", "fields")
 
@@ -275,7 +276,7 @@ class H1Connection:
         self._small_chunks = 0
         self._broken = False
         self._closing = False
-        self._sink = _Fields()
+        self._sink = HeadFields()
         # request lines already checked on this socket (the MCP headers repeat)
         self._host = b""
         self._start_line = b""  # the last request line checked (the MCP ones repeat)
