@@ -427,6 +427,7 @@ SAMPLES: dict[type, dict[str, Any]] = {
         "annotations": {"readOnlyHint": True},
         "output_schema": dumps_compact({"type": "object"}),
         "header_params": (HeaderParam(header="H-Header", path=("p_param",), type="string"),),
+        "task_support": "optional",
     },
     HeaderParam: {"header": "H-Header", "path": ("p_param", "q"), "type": "string"},
     SkippedTool: {"index": 7, "name": "skipped_name", "reason": "R-REASON"},
@@ -472,6 +473,7 @@ HUMAN_OMITTED: dict[type, dict[str, str]] = {
         "annotations": _TABLE,
         "output_schema": _TABLE,
         "header_params": _TABLE,
+        "task_support": _TABLE,
     },
     HeaderParam: {
         "header": "part of Tool.header_params",
