@@ -7,10 +7,12 @@ Client-wide cache (:mod:`sansmcp.core.cache`) has no fresh listing for its calle
 the store first (:class:`SharedListings`, held by :class:`~sansmcp.core.fleet.Fleet`).
 One store value holds one whole listing -- every page with its ``ttlMs`` and its expiry
 in seconds since the epoch (:func:`~sansmcp.core.store_values.listing_body`) -- under
-:func:`~sansmcp.core.store.listing_key`: endpoint URL, protocol version, ``tools/list``
-and, for a ``private`` listing, the caller's
-:func:`~sansmcp.core.store.fleet_identity` (HMAC-SHA256 under the fleet secret of what
-identifies the caller, never the token).  The rules are today's: a ``public`` listing
+:func:`~sansmcp.core.store.listing_key`: endpoint URL, the version the local cache keys
+it under (the protocol version, plus ``" tasks"`` when the Conn runs 2025-11-25 tasks:
+such a listing keeps the tools whose ``taskSupport`` is ``"required"``, is read back
+with tasks on, and never reaches a Conn without them), ``tools/list`` and, for a
+``private`` listing, the caller's :func:`~sansmcp.core.store.fleet_identity`
+(HMAC-SHA256 under the fleet secret of what identifies the caller, never the token).  The rules are today's: a ``public`` listing
 serves every caller, a ``private`` one only the same credential (an OAuth Conn, whose
 identity is its token store's, shares public listings only), a listing with a page
 that may not be served (no ``ttlMs``) is not stored; and only a listing the machine
@@ -21,11 +23,19 @@ The Conn waits (parked by the driver: busy) through a double-checked load:
 
 1. read the public key and, with an identity, the private one: a fresh value found
    goes into the local cache and the operation is served from it (no request);
-2. on a miss, take the load lease of the caller's key (``Limits.store_lease_expiry``);
-   acquired: read again (another worker may have stored it meanwhile), then list from
-   the server holding the lease, store the listing, release the lease;
+2. on a miss, take the load lease (``Limits.store_lease_expiry``) of the public key --
+   the endpoint's, whatever the credential, so a ``public`` listing is loaded once per
+   fleet; acquired: read again (another worker may have stored it meanwhile), then list
+   from the server holding the lease, store the listing, release the lease;
 3. held by another worker: re-read at doubling intervals until the listing appears;
-   past ``Limits.store_load_wait`` the Conn lists from the server itself.
+   past ``Limits.store_load_wait`` (from the first lease held) the Conn lists from the
+   server itself.
+
+A ``private`` listing is stored under the caller's key, and a *private mark* (a
+``listing`` value ``{"scope": "private"}``, for the listing's ttl) under the public
+key: a Conn that reads the mark takes the lease of its own private key instead, so
+each credential loads its private listing once, in parallel with the others; without
+an identity (no secret, an OAuth Conn) it lists at once (nothing it could wait for).
 
 A failed store, or one that does not answer within ``Limits.store_timeout``, is a miss
 (counted): the operation goes on and lists from the server.  A value that does not
@@ -43,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from .cache import LIST_METHOD, CachedPage, credential_parts
 from .commands import Command, StoreOp
 from .limits import Limits
+from .mcp.toolset import TASKS_KEY
 from .messages import is_modern
 from .store import (
     Acquired,
@@ -71,19 +82,24 @@ POLL_FIRST = 0.02  # a waiter's first re-read, after another worker's lease was 
 POLL_MAX = 0.5  # the longest pause between two re-reads
 
 
+PRIVATE_MARK = {"scope": "private"}  # under the public key: the listing is private
+
+
 @dataclass(slots=True)
 class _Load:
     """One parked ``list_tools``: the keys it reads (public, then private), the lease it
     would take, the answers so far and where it is in the load."""
 
-    version: str
+    version: str  # the local cache's (" tasks" appended with tasks)
+    modern: bool
     keys: list[str]
     lease: str
     phase: str = "read"  # read -> lease -> recheck | sleep -> poll -> sleep ...
     answers: dict[str, StoreAnswer] = field(default_factory=dict)
     seen: dict[str, int] = field(default_factory=dict)  # key -> the version read there
-    until: float = 0.0  # a waiter loads itself past it
+    until: float | None = None  # a waiter loads itself past it
     pause: float = POLL_FIRST
+    marked: bool = False  # the public key holds the private mark
 
 
 class SharedListings:
@@ -143,7 +159,7 @@ class SharedListings:
     def park(self, conn: ConnRecord, now: float) -> float | None:
         """The deadline of ``conn``'s wait for the store (its reads emitted), or None:
         its ``list_tools`` goes on at once (not connected, or served locally)."""
-        cache, version = conn.cache, conn.machine.protocol_version
+        cache, version = conn.cache, conn.machine.toolset.cache_version()
         limits = self.limits
         if cache is None or version is None or conn.view.conn_id in self._loads:
             return None
@@ -159,7 +175,7 @@ class SharedListings:
         identity = self._identity(conn)
         if identity is not None:
             keys.append(self._key(conn, version, identity))
-        load = _Load(version=version, keys=keys, lease=lease_key(keys[-1]))
+        load = _Load(version, is_modern(version.removesuffix(TASKS_KEY)), keys, lease_key(keys[0]))
         self._loads[conn.view.conn_id] = load
         self._read(conn.view.conn_id, load)
         return now + limits.store_timeout
@@ -202,21 +218,26 @@ class SharedListings:
             del self._loads[conn_id]
             return None
         self.counts["misses"] += 1
-        if load.phase == "read":
-            load.phase = "lease"
-            self._op(
-                conn_id,
-                load.lease,
-                AcquireLease(
-                    key=load.lease,
-                    holder=self._holder_of(conn_id),
-                    ttl=self.limits.store_lease_expiry,
-                ),
-            )
-            return now + self.limits.store_timeout
         if load.phase == "recheck":
             return self._go(conn_id, load, lease=load.lease)
-        return self._sleep(conn_id, load, now)  # (a waiter's re-read)
+        if load.marked and load.lease == lease_key(load.keys[0]):
+            # a private listing: the lease of the caller's own key, if it has one
+            if len(load.keys) == 1:
+                return self._go(conn_id, load, lease=None)
+            load.lease = lease_key(load.keys[1])
+        elif load.phase != "read":
+            return self._sleep(conn_id, load, now)  # (a waiter's re-read)
+        load.phase = "lease"
+        self._op(
+            conn_id,
+            load.lease,
+            AcquireLease(
+                key=load.lease,
+                holder=self._holder_of(conn_id),
+                ttl=self.limits.store_lease_expiry,
+            ),
+        )
+        return now + self.limits.store_timeout
 
     def owns(self, op_id: int) -> bool:
         return op_id in self._ops or op_id in self._unawaited
@@ -267,12 +288,14 @@ class SharedListings:
             return now + self.limits.store_timeout
         if isinstance(answer, Held):
             self.counts["waits"] += 1
-            load.until = now + self.limits.store_load_wait
+            if load.until is None:  # (from the first lease held: a private one may follow)
+                load.until = now + self.limits.store_load_wait
             return self._sleep(conn_id, load, now)
         return self._go(conn_id, load, lease=None)  # (a failed store)
 
     def _sleep(self, conn_id: int, load: _Load, now: float) -> float | None:
         """A waiter pauses before its next re-read; past its wait it lists itself."""
+        assert load.until is not None
         if now >= load.until:
             return self._go(conn_id, load, lease=None)
         load.phase = "sleep"
@@ -292,15 +315,18 @@ class SharedListings:
         cache = conn.cache
         assert cache is not None
         wall = self._wall()
-        modern = is_modern(load.version)
         limits = self.limits
+        tasks = load.version.endswith(TASKS_KEY)
 
         def opened(body: Any) -> list[StoredPage] | None:
+            if body.get("scope") == "private":
+                return []  # the private mark (a stored listing has a page)
             return listing_from(
                 body,
-                modern=modern,
+                modern=load.modern,
                 max_tool_bytes=limits.max_tool_bytes,
                 max_pages=limits.max_tool_pages,
+                tasks=tasks,
             )
 
         served = False
@@ -313,6 +339,9 @@ class SharedListings:
             assert isinstance(answer, Found)
             load.seen[key] = answer.version
             pages = None if served else self.codec.open("listing", answer.value, opened)
+            if pages == []:
+                load.marked = not index  # (a mark under the private key: a miss)
+                continue
             if pages is None or any(expires <= wall for _, _, expires in pages):
                 continue
             # (received at most now: a page stays fresh here no longer than its ttl)
@@ -334,21 +363,28 @@ class SharedListings:
         seen: dict[str, int],
         now: float,
     ) -> None:
-        """Write one listing the Conn got from its server (never an empty one)."""
-        identity = None if public else self._identity(conn)
-        if not any(page.tools for _, page, _ in pages) or (identity is None and not public):
+        """Write one listing the Conn got from its server (never an empty one); a
+        private one with the private mark under the public key."""
+        if not any(page.tools for _, page, _ in pages):
             return
         wall = self._wall()
         stored = [
             (c, page, wall + received + page.ttl_ms / 1000 - now) for c, page, received in pages
         ]
         ttl = min(expires for _, _, expires in stored) - wall
-        value = self.codec.seal("listing", listing_body(stored))
-        if ttl <= 0 or value is None:
+        if ttl <= 0:
             return
-        key = self._key(conn, version, identity)
-        self.counts["writes"] += 1
-        self._emit(CompareAndSet(key=key, value=value, expected=seen.get(key, 0), ttl=ttl))
+        identity = None if public else self._identity(conn)
+        writes: list[tuple[bytes | None, Mapping[str, Any]]]
+        writes = [] if public or identity is None else [(identity, listing_body(stored))]
+        writes.append((None, listing_body(stored) if public else PRIVATE_MARK))
+        for owner, body in writes:
+            value = self.codec.seal("listing", body)
+            if value is None:
+                continue
+            key = self._key(conn, version, owner)
+            self.counts["writes"] += 1
+            self._emit(CompareAndSet(key=key, value=value, expected=seen.get(key, 0), ttl=ttl))
 
     # ------------------------------------------------------------ keys and commands
 

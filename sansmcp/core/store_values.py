@@ -199,10 +199,16 @@ def listing_body(pages: list[StoredPage]) -> dict[str, Any]:
 
 
 def listing_from(
-    body: Mapping[str, Any], *, modern: bool, max_tool_bytes: int, max_pages: int
+    body: Mapping[str, Any],
+    *,
+    modern: bool,
+    max_tool_bytes: int,
+    max_pages: int,
+    tasks: bool = False,
 ) -> list[StoredPage] | None:
-    """The pages of a stored listing, every tool validated again as a server's (an
-    entry it would skip, a field of the wrong type, no page: the whole value is None)."""
+    """The pages of a stored listing, every tool validated again as a server's on a Conn
+    with ``tasks`` or without (an entry it would skip, a field of the wrong type, no page:
+    the whole value is None)."""
     pages = body.get("pages")
     if not isinstance(pages, list) or not 0 < len(pages) <= max_pages:
         return None
@@ -236,7 +242,9 @@ def listing_from(
             skipped.append(SkippedTool(index=skip[0], name=skip[1], reason=skip[2]))
         tools: list[Tool] = []
         for entry in entries:
-            tool = validate_tool(0, entry, modern=modern, max_tool_bytes=max_tool_bytes)
+            tool = validate_tool(
+                0, entry, modern=modern, max_tool_bytes=max_tool_bytes, tasks=tasks
+            )
             if not isinstance(tool, Tool):
                 return None
             tools.append(tool)

@@ -19,7 +19,7 @@ from sansmcp.core.commands import StoreOp
 from sansmcp.core.driver import ClientDriver
 from sansmcp.core.errors import CallerError
 from sansmcp.core.fleet import Fleet
-from sansmcp.core.fleet_listings import POLL_FIRST, SharedListings
+from sansmcp.core.fleet_listings import POLL_FIRST, PRIVATE_MARK, SharedListings
 from sansmcp.core.limits import Limits
 from sansmcp.core.store import (
     Acquired,
@@ -153,7 +153,8 @@ def test_a_private_listing_is_shared_by_the_same_credential_only() -> None:
     first = process(fake, store)
     first.ok("list_tools", connected(first, headers=alice))
     assert isinstance(store.execute(Read(key=private_key(alice)), now=0.0), Found)
-    assert isinstance(store.execute(Read(key=public_key()), now=0.0), Missing)
+    mark = store.execute(Read(key=public_key()), now=0.0)  # the private mark, no listing
+    assert isinstance(mark, Found) and json.loads(mark.value) == [1, "listing", PRIVATE_MARK]
     again = process(fake, store)
     view = connected(again, headers=alice)
     again.ok("list_tools", view)
@@ -164,15 +165,18 @@ def test_a_private_listing_is_shared_by_the_same_credential_only() -> None:
     assert not view.tools_from_cache and lists(fake) == 2
     anonymous = process(fake, store)  # no credential: a private listing is not shared
     anonymous.ok("list_tools", connected(anonymous))
-    assert listings(anonymous).counts["writes"] == 0 and lists(fake) == 3
+    assert "AcquireLease" not in kinds(anonymous)  # (the mark read: nothing to wait for)
+    assert listings(anonymous).counts["writes"] == 1 and lists(fake) == 3  # the mark, renewed
+    renewed = store.execute(Read(key=public_key()), now=0.0)
+    assert isinstance(renewed, Found) and renewed.value == mark.value
 
 
 def test_without_a_fleet_secret_only_public_listings_are_shared() -> None:
     fake, store = server(scope="private"), MemoryStore()
     net = process(fake, store, secret=None)
     net.ok("list_tools", connected(net, headers={"x-user": "alice"}))
-    assert kinds(net).count("Read") == 2  # the public key only (and the recheck), no write
-    assert listings(net).counts["writes"] == 0
+    assert kinds(net).count("Read") == 2  # the public key only (and the recheck)
+    assert listings(net).counts["writes"] == 1  # the private mark, no listing
 
 
 def test_an_empty_or_unservable_listing_is_never_stored() -> None:
@@ -397,7 +401,9 @@ def test_shared_listings_direct() -> None:
         wall_clock=lambda: WALL,
         prefix="sansmcp",
     )
-    bare = SimpleNamespace(cache=None, machine=SimpleNamespace(protocol_version=MODERN))
+    bare = SimpleNamespace(
+        cache=None, machine=SimpleNamespace(toolset=SimpleNamespace(cache_version=lambda: MODERN))
+    )
     assert shared.park(bare, 0.0) is None  # type: ignore[arg-type]
     oauth = SimpleNamespace(auth=object(), machine=None)
     assert shared._identity(oauth) is None  # type: ignore[arg-type]

@@ -107,8 +107,15 @@ def test_a_private_listing_is_shared_by_one_credential_only(
         try:
             first = await work_item(backend, private, same, store)
             identity = store.identity([(b"header:x-test-tag", same.encode())])
-            await backend.wait_until(lambda: stored(store, private, first["version"], identity))
-            assert not stored(store, private, first["version"])  # never under the public key
+            await backend.wait_until(
+                lambda: (
+                    stored(store, private, first["version"], identity)
+                    and stored(store, private, first["version"])
+                )  # (the private mark)
+            )
+            public_key = listing_key(private.url(), first["version"], "tools/list", None, None)
+            mark = store.execute(Read(key=public_key))  # the private mark, never the listing
+            assert isinstance(mark, Found) and b'"scope":"private"' in mark.value
             again = await work_item(backend, private, same, store)  # another process
             stranger = await work_item(backend, private, other, store)  # another caller
             return [first, again, stranger]

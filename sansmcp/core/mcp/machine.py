@@ -134,7 +134,7 @@ class McpMachine:
             on_list_changed=functools.partial(invalidate_listings, cache, session),
             deliver_notices=settings.notifications,
         )
-        self._tools = toolset = Toolset(settings, limits, session, cache)
+        self.toolset = toolset = Toolset(settings, limits, session, cache)
         self._ops = ops = Operations(
             settings=settings,
             limits=limits,
@@ -186,7 +186,7 @@ class McpMachine:
     @property
     def tools(self) -> Mapping[str, Tool]:
         """Tools listed on this connection, by name."""
-        return self._tools.tools
+        return self.toolset.tools
 
     @property
     def protocol_version(self) -> str | None:
@@ -198,16 +198,16 @@ class McpMachine:
 
     @property
     def ttl_ms(self) -> int:
-        return self._tools.ttl_ms
+        return self.toolset.ttl_ms
 
     @property
     def cache_scope(self) -> str | None:
-        return self._tools.cache_scope
+        return self.toolset.cache_scope
 
     @property
     def tools_from_cache(self) -> bool:
         """This connection's tools came from the Client-wide cache (no listing sent)."""
-        return self._tools.tools_from_cache is True
+        return self.toolset.tools_from_cache is True
 
     @property
     def bytes_received(self) -> int:
@@ -357,7 +357,7 @@ class McpMachine:
     def share_compiled(self, compiled: CompiledSchemas) -> None:
         """Compile the server's output schemas into ``compiled`` (the Client's, shared by
         its Conns: a schema the server sent before is not compiled again)."""
-        self._tools.share_compiled(compiled)
+        self.toolset.share_compiled(compiled)
 
     def use_bearer_token(self, token: str | None) -> None:
         """Send ``token`` (None: none) as the bearer credential from the next request on."""

@@ -79,7 +79,9 @@ class Toolset:
         (a listing then keeps the tools whose ``taskSupport`` is ``"required"``)."""
         return self.settings.tasks and self.session.server_tasks
 
-    def _cache_version(self) -> str | None:
+    def cache_version(self) -> str | None:
+        """The version the Client-wide cache (and the fleet's store) keys this Conn's
+        listings under: the protocol version, plus :data:`TASKS_KEY` with tasks."""
         version = self.session.protocol_version
         if version is not None and self.legacy_tasks:
             return version + TASKS_KEY
@@ -103,13 +105,13 @@ class Toolset:
         self.ttl_ms = ttl_ms
         self.cache_scope = scope
         self.tools_from_cache = False
-        version = self._cache_version()
+        version = self.cache_version()
         if pages is not None and self.cache is not None and version is not None:
             self.cache.store_listing(version, pages, public=public)
 
     def cached_listing(self, now: float) -> CachedListing | None:
         cache = self.cache
-        version = self._cache_version()
+        version = self.cache_version()
         if not cache or version is None:
             return None
         limits = self.limits
