@@ -79,3 +79,35 @@ def test_simulate_research_query_runs_as_a_task(
     assert request["method"] == "elicitation/create"
     related = request["params"]["_meta"]["io.modelcontextprotocol/related-task"]
     assert isinstance(related["taskId"], str) and related["taskId"]
+
+
+def test_simulate_research_query_through_a_task_handle(
+    backend: Backend, everything: everything_server.EverythingServer
+) -> None:
+    """``start_tool`` hands the task back at once; the task is taken up again by its id
+    (on the same Conn: this server keeps its tasks per session), polled (``working``, the
+    stage in its message) and followed to the report; a second task is cancelled through
+    its handle, and a poll then says ``cancelled``."""
+
+    async def main() -> tuple[str, str | None]:
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(Config(url=everything.url, tasks=True)) as conn,
+        ):
+            await conn.list_tools()
+            handle = await conn.start_tool(TOOL, b'{"topic": "tides"}')
+            assert handle.status == "working" and handle.tool == TOOL
+            resumed = conn.resume_task(handle.task_id)
+            assert await resumed.poll() == "working"
+            message = resumed.status_message
+            result = await resumed.result()
+            assert resumed.status == "completed" and not result.is_error
+            other = await conn.start_tool(TOOL, b'{"topic": "moons"}')
+            await other.cancel()
+            assert other.status == "cancelled"
+            assert await conn.resume_task(other.task_id).poll() == "cancelled"
+            return str(result.content[0].text), message
+
+    text, message = backend.run(main)
+    assert text.startswith("# Research Report: tides")
+    assert message is not None and message.endswith("...")  # e.g. "Gathering sources..."
