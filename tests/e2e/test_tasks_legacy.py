@@ -88,3 +88,43 @@ def test_a_hostile_task_ends_classified(
             assert caught.value.reason == reason
 
     backend.run(main)
+
+
+def test_a_legacy_task_handle_starts_resumes_and_cancels(
+    backend: Backend, legacy_tasks: Server
+) -> None:
+    """``start_tool`` on a 2025-11-25 server asks for a task and hands it back at once; a
+    new Conn resumes it by its id, polls it and follows it to its result
+    (``tasks/result``); a second task is cancelled through its handle, which the server
+    answers with the task, now ``cancelled``."""
+    tag = f"legacy-handle-{backend.name}"
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            async with client.connect(config(legacy_tasks, tag)) as conn:
+                await conn.list_tools()
+                handle = await conn.start_tool("deliberate", b'{"topic": "kept", "polls": 2}')
+                assert handle.status == "working" and handle.task_id.startswith("legacy-")
+                task_id = handle.task_id
+            async with client.connect(config(legacy_tasks, tag)) as conn:
+                await conn.list_tools()
+                resumed = conn.resume_task(task_id)
+                assert await resumed.poll() == "working"
+                result = await resumed.result()
+                assert [c.text for c in result.content] == ["deliberated kept"]
+                other = await conn.start_tool("deliberate", b'{"topic": "x", "polls": 100000}')
+                await other.cancel()
+                assert other.status == "cancelled"
+                assert await conn.resume_task(other.task_id).poll() == "cancelled"
+
+    backend.run(main)
+    calls = [m for m in logged(legacy_tasks, tag) if m.startswith(("tools/call", "tasks/"))]
+    assert calls == [
+        "tools/call",
+        "tasks/get",  # poll: working (one poll left)
+        "tasks/get",  # result: completed
+        "tasks/result",
+        "tools/call",
+        "tasks/cancel",
+        "tasks/get",
+    ]

@@ -4,10 +4,12 @@ once, follow one to its result, cancel one (issue 30).
 Each is a script over the request primitive like :mod:`.toolops`' (run by the machine
 under :meth:`~.machine.McpMachine.task`), and each but the start takes the task by its
 id alone: a task started on one connection is polled, followed or cancelled from any
-other (``Conn.resume_task``).  The shape is the 2026-07-28 extension's, which the
-connection declares with ``Config(tasks=True)``; following reuses
-:func:`~.taskop.run_task`, and the result is read as a direct call's
-(:meth:`~.toolops.ToolOps.called`).
+other (``Conn.resume_task``).  The shape is the session's: the 2026-07-28 extension's
+(declared with ``Config(tasks=True)``), or on a 2025-11-25 server its own (a tool whose
+listing allows a task is started with the ``task`` parameter; a task is polled with
+``tasks/get``, cancelled with ``tasks/cancel``, which answers with the task, and its
+outcome fetched with ``tasks/result``).  Following reuses :func:`~.taskop.run_task`, and
+the result is read as a direct call's (:meth:`~.toolops.ToolOps.called`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from ..tools import utf8_len
 from . import rules
 from .events import TaskReported
 from .operations import OpGen
+from .session import Era
 from .taskop import run_task, send_task_request
 from .tasks import TaskTracker
-from .taskwire import EXTENSION, read_ack, read_task
+from .taskwire import EXTENSION, LEGACY, TaskShape, read_ack, read_task
 
 if TYPE_CHECKING:
     from .toolops import ToolOps
@@ -68,10 +71,15 @@ def task_operation(
     return (lambda at: _report(tools, method, subject, at)), "call_timeout"
 
 
+def _shape(tools: ToolOps) -> TaskShape:
+    """The session's task shape: the extension's on 2026-07-28, else 2025-11-25's."""
+    return EXTENSION if tools.session.era is Era.MODERN else LEGACY
+
+
 def _tracker(tools: ToolOps, at: float) -> TaskTracker:
     limits = tools.limits
     return TaskTracker(
-        EXTENSION,
+        _shape(tools),
         limits,
         deadline=at + limits.task_timeout,
         limit=limits.task_timeout,
@@ -81,14 +89,16 @@ def _tracker(tools: ToolOps, at: float) -> TaskTracker:
 
 def _report(tools: ToolOps, method: str, task_id: str, at: float) -> OpGen:
     """One ``tasks/get`` (the task's status as the server states it) or ``tasks/cancel``
-    (acknowledged: ``"cancelled"``); a JSON-RPC error is classified as a poll's."""
+    (acknowledged: ``"cancelled"``; 2025-11-25 answers with the task, whose status is
+    reported); a JSON-RPC error is classified as a poll's."""
     tracker = _tracker(tools, at)
     tracker.resumed(task_id, now=at)
-    result, _ = yield from send_task_request(tracker, EXTENSION, method, tools.ops.request)
-    if method == "tasks/cancel":
+    shape = tracker.shape
+    result, _ = yield from send_task_request(tracker, shape, method, tools.ops.request)
+    if method == "tasks/cancel" and not shape.nested:
         read_ack(result)
         return TaskReported(task_id=task_id, status="cancelled")
-    view = read_task(result, EXTENSION, max_echo_bytes=tools.limits.max_echo_bytes)
+    view = read_task(result, shape, max_echo_bytes=tools.limits.max_echo_bytes)
     if view.task_id != task_id:
         raise ServerAnswered(
             f"the server answered about task {view.task_id[:80]!r}, not {task_id[:80]!r}",

@@ -206,10 +206,7 @@ class ToolOps:
         tool = toolset.tools.get(name)
         # a 2025-11-25 server that runs calls as tasks, asked to for a tool that may be one
         legacy_task = (
-            not handle
-            and self.toolset.legacy_tasks
-            and tool is not None
-            and tool.task_support is not None
+            self.toolset.legacy_tasks and tool is not None and tool.task_support is not None
         )
         while True:
             attempts += 1
