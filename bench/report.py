@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import fleet as fleet_module
 from . import paired as paired_module
 from . import targets as targets_module
 from .targets import _fmt
@@ -562,6 +563,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         "## In flight: 1 / 100 / 500 / 1,000 work items at once (issue 16, item 1)",
         "",
         *_inflight(result.get("inflight")),
+        "",
+        "## Fleet: listings shared through Redis (issue 28)",
+        "",
+        *fleet_module.markdown(result.get("fleet")),
         "",
         "## Cold start: imports, a fresh process's first work item, the CLI",
         "",

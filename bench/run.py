@@ -12,8 +12,10 @@ interleaved).  Then a listing parse micro-benchmark (``bench.parse``) and a prof
 sansmcp's work item per backend, era and server kind (``bench.profile``: where the time
 goes, shown under each missed target) and tracing off vs on (``bench.tracing``); the
 cold start (``bench.cold_start``: imports, a fresh process's first work item, the CLI)
-against the 10-tool HTTP/1.1 server; last, the in-flight rows (``bench.inflight``: 1 /
-100 / 500 / 1,000 in flight against ``bench.canned``, and a profile at 1,000).  The TLS
+against the 10-tool HTTP/1.1 server; then the in-flight rows (``bench.inflight``: 1 /
+100 / 500 / 1,000 in flight against ``bench.canned``, and a profile at 1,000); last, the
+fleet (``bench.fleet``: 8 processes sharing listings through a real ``redis-server``, and
+CPU per item on a Redis hit, an in-process hit and no cache).  The TLS
 rows use a trustme CA made for the run (``results/tls.tmp/``).  Writes
 ``bench/results/latest.json``; ``bench.report`` turns it into ``latest.md`` (with the
 issue-16 targets table) and plots.
@@ -64,7 +66,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated contenders, 'paired' for the paired section (debugging; default all)",
+        help="comma-separated contenders, 'paired' / 'fleet' for those sections (debugging; default all)",
     )
     args = parser.parse_args()
     cache_bytecode()
@@ -139,6 +141,11 @@ def main() -> None:
         print(f"in flight (bench.canned)  (load {load()})", flush=True)
         extras["inflight"] = _inflight(args.quick)
         print(f"  ({time.time() - started:.0f} s so far)", flush=True)
+        if not only or "fleet" in only:
+            print(f"fleet (bench.fleet, redis-server)  (load {load()})", flush=True)
+            quick = ["--quick"] if args.quick else []
+            extras["fleet"] = _run_json_child(["-m", "bench.fleet", *quick], log, None)
+            print(f"  ({time.time() - started:.0f} s so far)", flush=True)
     meta["load_after"] = load()
     meta["duration_s"] = round(time.time() - started, 1)
     result = {"meta": meta, "records": records, **extras}
