@@ -87,7 +87,7 @@ from .mcp.compiled import CompiledSchemas
 from .mcp.notifications import OBSERVATIONS, RequestEnded
 from .net import egress
 from .net.pool import Pool
-from .oauth.store import AuthorizationNeeded
+from .oauth.store import AuthorizationNeeded, StoreWanted
 from .results import CallResult
 from .sockets import Sockets, client_closed
 from .store import StoreAnswer
@@ -534,6 +534,9 @@ class ClientDriver:
                     self._finish(conn, output, now)
                 case CancelExchange(exchange_id=exchange_id):
                     self._sockets.cancel(exchange_id, now)
+                case StoreWanted():  # (only with a shared store)
+                    assert self.fleet is not None
+                    self.fleet.ask(conn.view.conn_id, output)
                 case AuthorizationNeeded():  # the embedder's wait: no deadline
                     self._outbox.append(
                         Deliver(conn_id=conn.view.conn_id, item=output, deadline=math.inf)
@@ -623,10 +626,15 @@ def _authorizer(driver: ClientDriver, machine: McpMachine, config: Config) -> OA
     if driver.random_bytes is None:
         raise CallerError("Config.oauth needs randomness: ClientDriver(random_bytes=...)")
     assert config.oauth is not None
+    fleet = driver.fleet  # with one, tokens, registrations and pending are the fleet's
+    shared = (
+        None if fleet is None else fleet.shared_auth(config.oauth, machine, driver.random_bytes)
+    )
     return OAuthMachine(
         machine,
         oauth=config.oauth,
         random_bytes=driver.random_bytes,
         wall_clock=driver.wall_clock,
         exchange_ids=driver._exchange_ids,
+        shared=shared,
     )

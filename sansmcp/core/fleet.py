@@ -23,7 +23,9 @@ a fleet probes a legacy endpoint once, not once per process:
 
 Tool listings go through the store too (:attr:`Fleet.listings`,
 :mod:`sansmcp.core.fleet_listings`): a ``list_tools`` parks here like a connect while
-the store is asked.
+the store is asked.  An OAuth Conn's store steps (:mod:`sansmcp.core.fleet_auth`) come
+as ``StoreWanted`` outputs of its authorizer: :meth:`Fleet.ask` emits each, and its
+answer goes back to that authorizer.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from .commands import Command, StoreOp
 from .errors import CallerError
 from .fleet_listings import SharedListings
 from .limits import Limits
+from .oauth.store import OAuth, StoreWanted
 from .store import (
     DEFAULT_PREFIX,
     CompareAndSet,
@@ -53,6 +56,8 @@ from .store_values import ValueCodec, era_body, era_from
 
 if TYPE_CHECKING:
     from .conn import ConnRecord
+    from .fleet_auth import SharedAuth
+    from .mcp import McpMachine
     from .net.pool import Pool
 
 Start = Callable[["ConnRecord"], None]  # what starts a parked Conn's operation
@@ -71,6 +76,8 @@ class Host(Protocol):
     _conns: dict[int, ConnRecord]
 
     def _operate(self, conn_id: int, start: Start, now: float) -> None: ...
+
+    def _drive(self, conn: ConnRecord, now: float) -> None: ...
 
     def _arm(self, conn: ConnRecord, deadline: float | None) -> None: ...
 
@@ -122,6 +129,7 @@ class Fleet:
         self.counts = dict.fromkeys(("reads", "writes", "hints", "failures", "conflicts"), 0)
         # Conns whose operation waits for a store read: conn id -> (its start, the endpoint)
         self.parked: dict[int, tuple[Start, str]] = {}
+        self._auth_ops: dict[int, tuple[int, int]] = {}  # op id -> (conn id, its request id)
 
     @classmethod
     def for_driver(
@@ -139,6 +147,14 @@ class Fleet:
 
     def store_answered(self, host: Host, op_id: int, answer: StoreAnswer, now: float) -> None:
         """The store's answer to ``op_id``: the Conns parked on it go on, or wait on."""
+        auth = self._auth_ops.pop(op_id, None)
+        if auth is not None:  # an authorizer's store step
+            conn = host._conns.get(auth[0])
+            if conn is not None:  # (gone: its flow went with it)
+                assert conn.auth is not None
+                conn.auth.store_answered(auth[1], answer, now=now)
+                host._drive(conn, now)
+            return
         listings = self.listings
         if listings is not None and listings.owns(op_id):
             woken = listings.answered(op_id, answer, host._conns, now)
@@ -179,6 +195,22 @@ class Fleet:
 
     def __repr__(self) -> str:
         return f"Fleet({len(self._known)} endpoints, {self.counts})"
+
+    def shared_auth(
+        self, oauth: OAuth, machine: McpMachine, random_bytes: Callable[[int], bytes]
+    ) -> SharedAuth:
+        """An OAuth Conn's state in the fleet's store (its own lease holder name)."""
+        from .fleet_auth import SharedAuth
+
+        url = machine.settings.endpoint.url
+        holder = random_bytes(12).hex()
+        return SharedAuth(oauth, url, limits=self.limits, holder=holder, prefix=self.prefix)
+
+    def ask(self, conn_id: int, wanted: StoreWanted) -> None:
+        """Emit the store step an OAuth Conn's authorizer wants; the answer goes back to it."""
+        op = StoreOp(op_id=next(self._op_ids), command=wanted.command)
+        self._auth_ops[op.op_id] = (conn_id, wanted.request_id)
+        self._outbox.append(op)
 
     def era_known(self, url: str) -> bool:
         """The store was read for ``url`` already (whatever it answered)."""

@@ -68,6 +68,7 @@ BINDING_SPEC: Spec = (
     ("client_secret_sha256", "str?"),
     ("client_metadata_url", "str?"),
     ("redirect_uri", "str"),
+    ("tenant", "str?"),
 )
 PENDING_SPEC: Spec = (
     ("state", "str"),

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from sansmcp.core.errors import ConnectionFailed
+from sansmcp.core.fleet_auth import SharedAuth
 from sansmcp.core.http import (
     DataReceived,
     ExchangeFailed,
@@ -39,7 +40,8 @@ from sansmcp.core.mcp import (
     ToolsListed,
 )
 from sansmcp.core.oauth.machine import OAuthMachine
-from sansmcp.core.oauth.store import AuthorizationNeeded, OAuth
+from sansmcp.core.oauth.store import AuthorizationNeeded, OAuth, StoreWanted
+from sansmcp.core.store import MemoryStore, StoreAnswer, StoreCommand
 from sansmcp.core.url import parse_endpoint
 
 from .fakemcp import FakeServer, Response, json_response
@@ -177,11 +179,19 @@ class Runner:
         chunk: int | None = None,
         url: str = MCP,
         wall_clock: Callable[[], float] | None = None,
+        store: MemoryStore | None = None,
+        holder: str = "worker-1",
         **limits: Any,
     ) -> None:
         from sansmcp.core.limits import Limits
 
         self.world = world
+        # with a store: the fleet's (a MemoryStore several Runners share); ``store_hook``
+        # may answer a command instead (None: the store answers), ``store_silent`` never
+        self.store = store
+        self.store_hook: Callable[[StoreCommand], StoreAnswer | None] = lambda command: None
+        self.store_silent = False
+        self.store_commands: list[StoreCommand] = []
         self.oauth = oauth or OAuth(redirect_uri=REDIRECT)
         self.answer = answer if answer is not None else world.person
         self.now = 0.0
@@ -191,16 +201,23 @@ class Runner:
         self.outputs: list[Any] = []
         self.asked: list[str] = []
         exchange_ids = iter(range(1, 1 << 30))
+        limits_value = Limits(**limits)
+        shared = (
+            None
+            if store is None
+            else SharedAuth(self.oauth, parse_endpoint(url).url, limits=limits_value, holder=holder)
+        )
         self.machine = OAuthMachine(
             McpMachine(
                 ConnSettings(endpoint=parse_endpoint(url)),
-                limits=Limits(**limits),
+                limits=limits_value,
                 exchange_ids=exchange_ids,
             ),
             oauth=self.oauth,
             random_bytes=counter_bytes(),
             wall_clock=wall_clock,
             exchange_ids=exchange_ids,
+            shared=shared,
         )
         self.stall: set[str] = set()  # paths whose answer never comes
 
@@ -230,6 +247,15 @@ class Runner:
                 self.asked.append(out.url)
                 self.now += 600.0  # a person takes minutes: outside every budget
                 machine.authorized(out.auth_id, self.answer(out.url), now=self.now)
+            elif isinstance(out, StoreWanted):
+                self.store_commands.append(out.command)
+                if self.store_silent:
+                    continue
+                answer = self.store_hook(out.command)
+                if answer is None:
+                    assert self.store is not None
+                    answer = self.store.execute(out.command, now=self.now)
+                machine.store_answered(out.request_id, answer, now=self.now)
             elif isinstance(out, _TERMINAL):
                 return out
         raise AssertionError("no terminal event")

@@ -13,20 +13,26 @@ pool and the dial guard, never following a redirect) and is resumed with the
 server named is usable only as https or http to loopback (:func:`check_url`), a document
 is a strict JSON object under ``Limits.max_json_depth`` (:func:`document`), and a refusal
 is an ``Unauthorized`` naming its ``cause`` (:func:`unauthorized`).
+
+With a shared store (``Client(store=...)``) the context carries its :class:`SharedState`
+(``sansmcp.core.fleet_auth.SharedAuth``): tokens, registrations and pending
+authorizations are then read and written by yielding a :class:`StoreStep` (resumed
+with the store's answer) or a :class:`Pause` (resumed at its time), never by a call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import AuthCause, CallerError, ConnectionFailed, Unauthorized
 from ..http import Headers, header_value
 from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
+from ..store import StoreCommand
 from ..url import Endpoint, is_loopback_host, parse_endpoint
-from .store import OAuth, Tokens
+from .store import ClientRegistration, OAuth, PendingAuthorization, Taken, Tokens
 
 __all__ = [
     "FORM",
@@ -36,6 +42,11 @@ __all__ = [
     "Fetch",
     "Fetched",
     "Flow",
+    "Pause",
+    "SharedState",
+    "Step",
+    "Steps",
+    "StoreStep",
     "check_url",
     "document",
     "fetch_json",
@@ -70,7 +81,64 @@ class AskUser:
     url: str
 
 
-Flow = Generator["Fetch | AskUser", Any, Tokens]
+@dataclass(frozen=True, slots=True)
+class StoreStep:
+    """Perform ``command`` on the shared store; resumed with its answer (a
+    ``StoreFailed`` when it did not come within ``Limits.store_timeout``)."""
+
+    command: StoreCommand
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Resume at ``until`` (the driver's clock): a waiter's pause between two reads."""
+
+    until: float
+
+
+Step = Fetch | AskUser | StoreStep | Pause
+Flow = Generator[Step, Any, Tokens]
+Steps = Generator[Step, Any, Any]
+
+
+class SharedState(Protocol):
+    """What a flow asks of the shared store (``sansmcp.core.fleet_auth.SharedAuth``):
+    each method is a sub-script to ``yield from``; a store failure raises
+    ``ConnectionFailed(cause="store")``."""
+
+    def tokens(self, ctx: Context) -> Generator[Step, Any, Tokens | None]:
+        """The tokens stored for this Conn's grant (their version kept), or None."""
+        ...
+
+    def save_tokens(self, ctx: Context, tokens: Tokens) -> Generator[Step, Any, None]:
+        """Store the tokens of a new grant (the newest: they replace what is stored)."""
+        ...
+
+    def refresh(self, ctx: Context, tokens: Tokens, status: int) -> Flow:
+        """Refresh ``tokens`` single-flight across the fleet: the tokens to use."""
+        ...
+
+    def registration(
+        self, ctx: Context, issuer: str
+    ) -> Generator[Step, Any, ClientRegistration | None]:
+        """The client registration stored for ``issuer``, or None."""
+        ...
+
+    def save_registration(
+        self, ctx: Context, issuer: str, registration: ClientRegistration
+    ) -> Generator[Step, Any, ClientRegistration]:
+        """Store ``registration``: the one to use (another worker's, stored first)."""
+        ...
+
+    def keep_pending(self, ctx: Context, pending: PendingAuthorization) -> Steps:
+        """Store a pending authorization under its ``state``."""
+        ...
+
+    def take_pending(
+        self, ctx: Context, state: str
+    ) -> Generator[Step, Any, PendingAuthorization | Taken | None]:
+        """The pending authorization of ``state``, taken once (None: none)."""
+        ...
 
 
 @dataclass(slots=True, kw_only=True)
@@ -84,6 +152,8 @@ class Context:
     now: Callable[[], float]
     wall_clock: Callable[[], float] = lambda: 0.0  # seconds since the epoch (JWT claims)
     granted_scopes: tuple[str, ...] = ()  # asked for by earlier authorizations (step-up)
+    shared: SharedState | None = None  # the fleet's store (Client(store=...)), else OAuth.store
+    sent: str | None = None  # the access token this Conn sends (None: none yet)
 
     @property
     def resource_key(self) -> str:

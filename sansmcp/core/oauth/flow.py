@@ -40,6 +40,11 @@ Without an authorization step the authorization is left pending in the store, ke
 its ``state`` and bound to the ``Config`` that began it (:func:`binding_of`); :func:`complete`
 takes it once, and only for a ``Config`` with the same binding, before any request.
 
+With a shared store (``Context.shared``) tokens, registrations and pending
+authorizations are the fleet's: read and written through it (store steps the flow
+yields), the refresh single-flight across the fleet, and a 401 for a token other than
+the one stored first uses the stored one (another worker refreshed already).
+
 Randomness comes in as ``random_bytes`` (the adapter's ``secrets.token_bytes``).
 """
 
@@ -50,9 +55,19 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from ..errors import CallerError, Unauthorized
+from ..errors import CallerError, ConnectionFailed, Unauthorized
 from .discovery import Server, discover_prm, discover_server, resource_matches
-from .fetching import AskUser, Context, Fetch, Fetched, Flow, check_url, str_list, unauthorized
+from .fetching import (
+    AskUser,
+    Context,
+    Fetch,
+    Fetched,
+    Flow,
+    Steps,
+    check_url,
+    str_list,
+    unauthorized,
+)
 from .grants import JWT_BEARER, id_jag, refresh, token_request
 from .jose import b64url
 from .registration import register, usable_registration
@@ -125,13 +140,17 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
     """Authorize after ``error`` (the MCP server's 401 or 403); see the module docstring."""
     status = error.status
     params = _bearer(error.challenges)
-    stored = ctx.oauth.store.tokens(ctx.resource_key)
-    if (
-        status == 401
-        and isinstance(stored, Tokens)
-        and isinstance(stored.refresh_token, str)
-        and params.get("error") != "insufficient_scope"
-    ):
+    shared = ctx.shared
+    refusal = status == 401 and params.get("error") != "insufficient_scope"
+    if shared is None:
+        stored = ctx.oauth.store.tokens(ctx.resource_key)
+    else:
+        stored = yield from shared.tokens(ctx)
+        if refusal and stored is not None and stored.access_token != ctx.sent:
+            return stored  # another worker refreshed (or authorized): no refresh here
+    if refusal and isinstance(stored, Tokens) and isinstance(stored.refresh_token, str):
+        if shared is not None:
+            return (yield from shared.refresh(ctx, stored, status))
         return (yield from refresh(ctx, stored, status))
     prm = yield from discover_prm(ctx, params)
     server, resource = yield from discover_server(ctx, prm, status)
@@ -192,9 +211,7 @@ def authorize(ctx: Context, error: Unauthorized) -> Flow:
     )
     answer = yield AskUser(url=url)
     if answer is None:
-        keep = getattr(ctx.oauth.store, "save_pending", None)
-        if callable(keep):
-            keep(pending)
+        yield from _keep(ctx, pending)
         raise unauthorized(
             "authorization_required",
             status,
@@ -220,7 +237,19 @@ def binding_of(ctx: Context) -> Binding:
         ),
         client_metadata_url=oauth.client_metadata_url,
         redirect_uri=oauth.redirect_uri,
+        tenant=oauth.tenant,
     )
+
+
+def _keep(ctx: Context, pending: PendingAuthorization) -> Steps:
+    """Keep ``pending`` for a later completion (in the shared store, else in the
+    embedder's store when it has ``save_pending``)."""
+    if ctx.shared is not None:
+        yield from ctx.shared.keep_pending(ctx, pending)
+        return
+    keep = getattr(ctx.oauth.store, "save_pending", None)
+    if callable(keep):
+        keep(pending)
 
 
 _BOUND = (
@@ -230,6 +259,7 @@ _BOUND = (
     ("client_secret_sha256", "OAuth.client_secret"),
     ("client_metadata_url", "OAuth.client_metadata_url"),
     ("redirect_uri", "OAuth.redirect_uri"),
+    ("tenant", "OAuth.tenant"),
 )
 
 
@@ -273,7 +303,13 @@ def usable_pending(value: PendingAuthorization, signer: object) -> bool:
         and isinstance(bound.redirect_uri, str)
         and all(
             _opt_str(getattr(bound, name))
-            for name in ("issuer", "client_id", "client_secret_sha256", "client_metadata_url")
+            for name in (
+                "issuer",
+                "client_id",
+                "client_secret_sha256",
+                "client_metadata_url",
+                "tenant",
+            )
         )
     )
 
@@ -284,9 +320,13 @@ def complete(ctx: Context, redirect: object) -> Flow:
     only with the ``Config`` that began it (else ``CallerError``, nothing sent, and it is
     put back for its own ``Config``)."""
     got = _redirect_params(redirect)
-    store = ctx.oauth.store
-    take = getattr(store, "take_pending", None)
-    pending = take(got.get("state", "")) if callable(take) else None
+    state = got.get("state", "")
+    pending: object
+    if ctx.shared is not None:
+        pending = yield from ctx.shared.take_pending(ctx, state)
+    else:
+        take = getattr(ctx.oauth.store, "take_pending", None)
+        pending = take(state) if callable(take) else None
     if pending is TAKEN:
         raise CallerError(
             "the authorization of this redirect's state was completed already: a pending "
@@ -297,26 +337,40 @@ def complete(ctx: Context, redirect: object) -> Flow:
             "state_mismatch", 401, "no pending authorization has the redirect's state"
         )
     if not usable_pending(pending, ctx.oauth.signer):
-        raise CallerError(
+        raise _refusal(
+            ctx,
             "the token store returned a pending authorization that cannot be used "
-            "(nothing was sent)"
+            "(nothing was sent)",
         )
     differ = _differences(pending.bound, binding_of(ctx))
     if differ:
-        keep = getattr(store, "save_pending", None)
-        if callable(keep):
-            keep(pending)  # its own Config may still complete it
-        raise CallerError(
+        yield from _keep(ctx, pending)  # its own Config may still complete it
+        raise _refusal(
+            ctx,
             "this redirect's authorization was begun with another Config: "
             + "; ".join(differ)
-            + ". Nothing was sent; complete it with the Config that began it"
+            + ". Nothing was sent; complete it with the Config that began it",
+            by_store=False,
         )
     if pending.resource is not None and not resource_matches(pending.resource, ctx.endpoint):
-        raise CallerError(  # only a store can say so: this Config's discovery named it
+        raise _refusal(  # only a store can say so: this Config's discovery named it
+            ctx,
             f"the token store's pending authorization names resource {pending.resource[:200]!r},"
-            f" not this server ({ctx.endpoint.url}); nothing was sent"
+            f" not this server ({ctx.endpoint.url}); nothing was sent",
         )
     return (yield from _redeem(ctx, pending, got, 401))
+
+
+def _refusal(ctx: Context, message: str, *, by_store: bool = True) -> Exception:
+    """A completion refused before anything is sent: the caller's mistake (``CallerError``,
+    raised from ``complete_authorization``), but with a shared store the refusal comes
+    after the store answered, so it ends the operation as an ``McpError``: the store's
+    (``ConnectionFailed(cause="store")``) or the redirect's (``state_mismatch``)."""
+    if ctx.shared is None:
+        return CallerError(message)
+    if by_store:
+        return ConnectionFailed(message, cause="store")
+    return unauthorized("state_mismatch", 401, message)
 
 
 def _redeem(ctx: Context, pending: PendingAuthorization, got: dict[str, str], status: int) -> Flow:

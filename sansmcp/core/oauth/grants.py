@@ -9,8 +9,10 @@ Theory of operation
 server asks for in a 400 ``use_dpop_nonce``, RFC 9449 s8).  The answer must carry a
 sendable ``access_token`` (:func:`sendable_token`) of the expected ``token_type``; a
 refresh token not rotated is kept, ``expires_in`` is believed up to a year.  The tokens are
-saved in the store under the MCP server.  :func:`refresh` trades a stored refresh token
-(``refresh_failed`` when refused: the stored tokens are dropped); :func:`id_jag` trades the
+saved in the store under the MCP server (the shared store's grant key, with
+``Client(store=...)``).  :func:`refresh` trades a stored refresh token
+(``refresh_failed`` when refused: the stored tokens are dropped; with a shared store the
+fleet's single flight drives :func:`refresh_grant` instead); :func:`id_jag` trades the
 user's ID token at the enterprise IdP for an ID-JAG (RFC 8693).
 """
 
@@ -26,7 +28,18 @@ from ..jsonvalue import JsonError, parse_json_object_strict
 from ..limits import Limits
 from ..url import Endpoint
 from . import dpop
-from .fetching import FORM, JSON, Context, Fetch, Fetched, Flow, check_url, document, unauthorized
+from .fetching import (
+    FORM,
+    JSON,
+    Context,
+    Fetch,
+    Fetched,
+    Flow,
+    Step,
+    check_url,
+    document,
+    unauthorized,
+)
 from .jose import b64url, compact_jws
 from .registration import usable_registration
 from .store import ClientRegistration, Tokens
@@ -38,6 +51,8 @@ __all__ = [
     "id_jag",
     "jws",
     "refresh",
+    "refresh_client",
+    "refresh_grant",
     "sendable_token",
     "token_request",
 ]
@@ -107,7 +122,9 @@ def token_request(
     status: int,
     cause: AuthCause,
     previous: Tokens | None = None,
-) -> Generator[Fetch, Any, Tokens]:
+    *,
+    save: bool = True,
+) -> Generator[Step, Any, Tokens]:
     key = ctx.oauth.dpop_key
     nonce: str | None = None
     while True:  # once, or twice with a nonce the server asked for
@@ -169,7 +186,12 @@ def token_request(
         issuer=issuer,
         token_endpoint=endpoint.url,
     )
-    ctx.oauth.store.save_tokens(ctx.resource_key, tokens)
+    if not save:
+        return tokens
+    if ctx.shared is not None:
+        yield from ctx.shared.save_tokens(ctx, tokens)
+    else:
+        ctx.oauth.store.save_tokens(ctx.resource_key, tokens)
     return tokens
 
 
@@ -212,33 +234,64 @@ def id_jag(
     return jag
 
 
-def refresh(ctx: Context, tokens: Tokens, status: int) -> Flow:
-    """Trade ``tokens.refresh_token`` for new tokens (``refresh_failed`` when refused)."""
+def refresh_client(ctx: Context, tokens: Tokens, stored: object) -> ClientRegistration | None:
+    """Who refreshes ``tokens``: the ``stored`` registration for their issuer when usable,
+    else the pre-registered client (only at its own issuer), else None."""
+    registration = usable_registration(stored, ctx.oauth.signer)
+    if registration is not None:
+        return registration
+    oauth = ctx.oauth
+    if oauth.client_id is None or oauth.issuer not in (None, tokens.issuer):
+        return None  # OAuth.client_secret goes to its own issuer only (as in register)
+    return ClientRegistration(
+        client_id=oauth.client_id,
+        client_secret=oauth.client_secret,
+        auth_method="client_secret_basic" if oauth.client_secret else "none",
+    )
+
+
+def no_client(tokens: Tokens, status: int) -> Unauthorized:
+    return unauthorized(
+        "refresh_failed", status, f"no client registration for {tokens.issuer!r:.200}"
+    )
+
+
+def refresh_grant(
+    ctx: Context, tokens: Tokens, registration: ClientRegistration, status: int
+) -> Generator[Step, Any, Tokens]:
+    """The refresh grant at ``tokens``' token endpoint, as ``registration``: the new
+    tokens, not saved (``refresh_failed`` when refused)."""
     assert tokens.refresh_token is not None
     endpoint = check_url(tokens.token_endpoint, "the stored token endpoint")
-    registration = usable_registration(
-        ctx.oauth.store.registration(tokens.issuer), ctx.oauth.signer
-    )
-    if registration is None:
-        oauth = ctx.oauth
-        if oauth.client_id is None or oauth.issuer not in (None, tokens.issuer):
-            # OAuth.client_secret goes to its own issuer only (as in register)
-            ctx.oauth.store.save_tokens(ctx.resource_key, None)  # next time: authorize afresh
-            raise unauthorized(
-                "refresh_failed", status, f"no client registration for {tokens.issuer!r:.200}"
-            )
-        registration = ClientRegistration(
-            client_id=oauth.client_id,
-            client_secret=oauth.client_secret,
-            auth_method="client_secret_basic" if oauth.client_secret else "none",
-        )
     form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
-    try:
-        return (
-            yield from token_request(
-                ctx, endpoint, registration, form, tokens.issuer, status, "refresh_failed", tokens
-            )
+    return (
+        yield from token_request(
+            ctx,
+            endpoint,
+            registration,
+            form,
+            tokens.issuer,
+            status,
+            "refresh_failed",
+            tokens,
+            save=False,
         )
+    )
+
+
+def refresh(ctx: Context, tokens: Tokens, status: int) -> Flow:
+    """Trade ``tokens.refresh_token`` for new tokens kept in the embedder's
+    ``OAuth.store`` (``refresh_failed`` when refused: the stored tokens are dropped)."""
+    check_url(tokens.token_endpoint, "the stored token endpoint")
+    store = ctx.oauth.store
+    registration = refresh_client(ctx, tokens, store.registration(tokens.issuer))
+    if registration is None:
+        store.save_tokens(ctx.resource_key, None)  # next time: authorize afresh
+        raise no_client(tokens, status)
+    try:
+        fresh = yield from refresh_grant(ctx, tokens, registration, status)
     except Unauthorized:
-        ctx.oauth.store.save_tokens(ctx.resource_key, None)  # next time: authorize afresh
+        store.save_tokens(ctx.resource_key, None)  # next time: authorize afresh
         raise
+    store.save_tokens(ctx.resource_key, fresh)
+    return fresh

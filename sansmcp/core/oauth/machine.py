@@ -17,6 +17,14 @@ as the MCP endpoint; a 3xx is never followed.  All fetches of one authorization 
 ``Limits.auth_timeout``; the person's step (:class:`~.store.AuthorizationNeeded`,
 delivered to the embedder) is outside it.
 
+With a shared store (``shared``: the fleet's, ``Client(store=...)``) the flow's store
+steps come out as :class:`~.store.StoreWanted` (the driver sends each as a ``StoreOp``
+and hands the answer to :meth:`OAuthMachine.store_answered`); each waits at most
+``Limits.store_timeout`` (then the flow is resumed with ``StoreFailed("timeout")``), and
+a waiter's pause ends on the timer.  Like the person's step, store waits are outside
+``Limits.auth_timeout``.  The first connect first reads the tokens the fleet holds for
+this Conn's grant (no token is read from ``OAuth.store`` then).
+
 A Conn without ``Config.oauth`` has no authorizer: 401 and 403 raise as before.
 """
 
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from ..errors import AuthCause, CallerError, ConnectionFailed, McpError, Unauthorized
@@ -44,13 +52,26 @@ from ..mcp import (
     StartExchange,
     Terminal,
 )
+from ..store import StoreAnswer, StoreFailed
 from . import dpop
-from .fetching import AskUser, Context, Fetch, Fetched, Flow, location_of
+from .fetching import (
+    AskUser,
+    Context,
+    Fetch,
+    Fetched,
+    Pause,
+    SharedState,
+    Step,
+    StoreStep,
+    location_of,
+)
 from .flow import authorize, complete
 from .grants import sendable_token
-from .store import AuthorizationNeeded, OAuth, Tokens
+from .store import AuthorizationNeeded, OAuth, StoreWanted, Tokens
 
 __all__ = ["OAuthMachine"]
+
+Run = Generator[Step, Any, "Tokens | None"]  # a flow (or the first read of the shared tokens)
 
 # an operation of the machine, run again once authorized: a function of the machine (a
 # closure over it would be a reference cycle) and the time
@@ -85,6 +106,7 @@ class OAuthMachine:
         random_bytes: Callable[[int], bytes],
         wall_clock: Callable[[], float] | None = None,
         exchange_ids: Iterator[int],
+        shared: SharedState | None = None,
     ) -> None:
         self.machine = machine
         self._ids = exchange_ids
@@ -102,10 +124,11 @@ class OAuthMachine:
         )
         if wall_clock is not None:
             self._ctx.wall_clock = wall_clock
-        self._extra: deque[Output | AuthorizationNeeded] = deque()
+        self._ctx.shared = shared
+        self._extra: deque[Output | AuthorizationNeeded | StoreWanted] = deque()
         self._replay: Operation | None = None  # the operation to run again once authorized
         self._attempts = 0
-        self._flow: Flow | None = None
+        self._flow: Run | None = None
         self._deadline: float | None = None  # of the authorization's fetches
         self._remaining = 0.0  # of that budget, while a person authorizes
         self._fetch_id: int | None = None
@@ -122,13 +145,18 @@ class OAuthMachine:
         self._dpop_token: str | None = None  # sent as ``Authorization: DPoP`` with a proof
         self._rs_nonce: str | None = None  # the MCP server's latest DPoP-Nonce
         self._rs_nonce_fresh = False  # one came with the last 401: retry once with it
-        stored = oauth.store.tokens(self._ctx.resource_key)
+        self._store_ids = iter(range(1, 1 << 62))
+        self._store_wait: int | None = None  # the store step the flow waits for
+        self._wait_until: float | None = None  # the end of that wait, or of a pause
+        self._load = shared is not None  # the first connect reads the fleet's tokens
+        stored = None if shared is not None else oauth.store.tokens(self._ctx.resource_key)
         if isinstance(stored, Tokens):
             if not sendable_token(stored.access_token):  # the embedder's store: checked
                 raise CallerError("the token store returned an access token that cannot be sent")
             self._use(stored)
 
     def _use(self, tokens: Tokens) -> None:
+        self._ctx.sent = tokens.access_token
         token_type = tokens.token_type
         if (
             self._dpop_key is not None
@@ -150,7 +178,17 @@ class OAuthMachine:
         self._attempts = 0
 
     def connect(self, *, now: float) -> None:
-        self._operation(_connect, now)
+        shared = self._ctx.shared
+        if shared is None or not self._load:
+            self._operation(_connect, now)
+            return
+        self._load = False  # once per Conn; a 401 later reads the store again
+        self._clock.at = now
+        self._replay = _connect
+        self._attempts = 0
+        self._deadline = now + self.limits.auth_timeout
+        self._flow = shared.tokens(self._ctx)
+        self._step(None)
 
     def list_tools(self, *, now: float, fresh: bool = False, timeout: float | None = None) -> None:
         self._operation(
@@ -193,7 +231,7 @@ class OAuthMachine:
 
     # ------------------------------------------------------------ outputs
 
-    def next_output(self) -> Output | AuthorizationNeeded | None:
+    def next_output(self) -> Output | AuthorizationNeeded | StoreWanted | None:
         """The next output to act on: this authorizer's own first, then the machine's,
         screened (an ``Unauthorized`` held back for an authorization, DPoP added)."""
         machine = self.machine
@@ -226,13 +264,26 @@ class OAuthMachine:
 
     def next_deadline(self) -> float | None:
         own = self.machine.next_deadline()
-        if self._deadline is None:
+        mine = self._deadline if self._wait_until is None else self._wait_until
+        if mine is None:
             return own
-        return self._deadline if own is None else min(own, self._deadline)
+        return mine if own is None else min(own, mine)
 
     def handle_timer(self, *, now: float) -> None:
         self._clock.at = now
-        if self._deadline is not None and now >= self._deadline:
+        if self._wait_until is not None:
+            if now >= self._wait_until:
+                limit = self.limits.store_timeout
+                self._resume(
+                    now,
+                    None
+                    if self._store_wait is None
+                    else StoreFailed(
+                        reason="timeout", detail=f"no answer in {limit:g}s (Limits.store_timeout)"
+                    ),
+                )
+                return
+        elif self._deadline is not None and now >= self._deadline:
             limit = self.limits.auth_timeout
             self._abort(
                 ConnectionFailed(
@@ -317,8 +368,9 @@ class OAuthMachine:
         except StopIteration as stop:
             self._flow = None
             self._deadline = None
-            tokens: Tokens = stop.value
-            self._use(tokens)
+            tokens: Tokens | None = stop.value
+            if tokens is not None:  # (None: the fleet holds no tokens for this Conn yet)
+                self._use(tokens)
             replay = self._replay
             assert replay is not None
             replay(self.machine, self._clock.at)
@@ -334,14 +386,35 @@ class OAuthMachine:
             self._deadline = None
             self._replay = None
             raise
+        if isinstance(request, Fetch):
+            self._send(request)
+            return
+        assert self._deadline is not None
+        self._remaining = max(self._deadline - self._clock.at, 0.0)
+        self._deadline = None  # the person's time is the embedder's; the store's is its own
         if isinstance(request, AskUser):
             self._asking = next(self._ask_ids)
-            assert self._deadline is not None
-            self._remaining = max(self._deadline - self._clock.at, 0.0)
-            self._deadline = None  # the person's time is the embedder's
             self._extra.append(AuthorizationNeeded(auth_id=self._asking, url=request.url))
-            return
-        self._send(request)
+        elif isinstance(request, StoreStep):
+            self._store_wait = next(self._store_ids)
+            self._wait_until = self._clock.at + self.limits.store_timeout
+            self._extra.append(StoreWanted(request_id=self._store_wait, command=request.command))
+        else:
+            assert isinstance(request, Pause)
+            self._wait_until = request.until
+
+    def _resume(self, now: float, value: object) -> None:
+        """A store step answered (or timed out), or a pause over: the flow goes on."""
+        self._store_wait = self._wait_until = None
+        self._deadline = now + self._remaining
+        self._step(value)
+
+    def store_answered(self, request_id: int, answer: StoreAnswer, *, now: float) -> None:
+        """The shared store's answer to :class:`~.store.StoreWanted` ``request_id`` (one
+        that comes after its wait ended is dropped)."""
+        self._clock.at = now
+        if request_id == self._store_wait and self._flow is not None:
+            self._resume(now, answer)
 
     def _send(self, fetch: Fetch) -> None:
         endpoint = fetch.endpoint

@@ -7,8 +7,9 @@ Theory of operation
 only), ``OAuth.client_metadata_url`` when the server supports client ID metadata
 documents, the registration the token store holds for this issuer (when
 :func:`usable_registration` accepts it: the store is the embedder's, its values are
-checked), else a POST to the server's registration endpoint, whose answer is checked and
-saved in the store.  The token endpoint's authentication method is chosen from what the
+checked; with ``Client(store=...)`` the fleet's store, keyed by issuer and tenant), else a
+POST to the server's registration endpoint, whose answer is checked and saved in the
+store (in a shared store, a registration another worker stored first is used instead).  The token endpoint's authentication method is chosen from what the
 server supports (``private_key_jwt`` with a signer, ``client_secret_basic`` before
 ``client_secret_post`` with a secret, else ``none``).
 """
@@ -21,7 +22,7 @@ from typing import Any
 from ..errors import ConnectionFailed
 from ..jsonvalue import dumps_compact
 from .discovery import Server
-from .fetching import JSON, Context, Fetch, Fetched, document, str_list, unauthorized
+from .fetching import JSON, Context, Fetch, Fetched, Step, document, str_list, unauthorized
 from .store import ClientRegistration
 
 __all__ = ["AUTH_METHODS", "register", "usable_registration"]
@@ -61,9 +62,7 @@ def usable_registration(value: object, signer: object) -> ClientRegistration | N
     return value
 
 
-def register(
-    ctx: Context, server: Server, status: int
-) -> Generator[Fetch, Any, ClientRegistration]:
+def register(ctx: Context, server: Server, status: int) -> Generator[Step, Any, ClientRegistration]:
     oauth = ctx.oauth
     if oauth.client_id is not None and oauth.issuer in (None, server.issuer):
         secret = oauth.client_secret
@@ -77,7 +76,13 @@ def register(
         and server.metadata.get("client_id_metadata_document_supported") is True
     ):
         return ClientRegistration(client_id=oauth.client_metadata_url)
-    stored = usable_registration(oauth.store.registration(server.issuer), oauth.signer)
+    shared = ctx.shared
+    if shared is None:
+        stored = usable_registration(oauth.store.registration(server.issuer), oauth.signer)
+    else:
+        stored = usable_registration(
+            (yield from shared.registration(ctx, server.issuer)), oauth.signer
+        )
     if stored is not None:
         return stored
     if server.registration_endpoint is None:
@@ -130,5 +135,7 @@ def register(
     else:
         method = "none"
     registration = ClientRegistration(client_id=client_id, client_secret=secret, auth_method=method)
+    if shared is not None:
+        return (yield from shared.save_registration(ctx, server.issuer, registration))
     oauth.store.save_registration(server.issuer, registration)
     return registration

@@ -15,7 +15,10 @@ import enum
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from ..store import StoreCommand
 
 __all__ = [
     "TAKEN",
@@ -26,6 +29,7 @@ __all__ = [
     "OAuth",
     "PendingAuthorization",
     "Signer",
+    "StoreWanted",
     "Taken",
     "TokenStore",
     "Tokens",
@@ -64,6 +68,7 @@ class Binding:
     client_secret_sha256: str | None = field(repr=False)
     client_metadata_url: str | None
     redirect_uri: str
+    tenant: str | None = None  # OAuth.tenant: whose grant it becomes in a shared store
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +215,15 @@ class OAuth:
       on the blocking adapter.  Without it, an authorization that needs a person fails
       with ``Unauthorized(cause="authorization_required")`` carrying the URL;
     * ``store``: tokens and registrations (default: in memory, for this value's life);
+      with a shared store (``Client(store=...)``) that store holds them instead, and
+      this one is neither read nor told (the fleet's store is the one truth: a second
+      copy no other worker coordinates with would bring the refresh race back);
+    * ``tenant``: the embedder's subject key (the user or workspace the grant acts
+      for): in a shared store tokens are keyed by the issuer and client named here
+      (``issuer``, ``client_id`` or ``client_metadata_url``), the MCP server and this
+      key, and registrations by issuer and this key, so Configs of two tenants never
+      share a grant; None is one tenant.  A pending authorization is completed only
+      with the same ``tenant``;
     * ``grant``: ``"client_credentials"`` for a machine client (no person: the
       pre-registered ``client_id`` authenticates with ``client_secret`` or, with
       ``signer``, an RFC 7523 ``private_key_jwt`` assertion); ``"jwt_bearer"`` trades
@@ -240,6 +254,7 @@ class OAuth:
     idp_token_endpoint: str | None = None
     idp_client_id: str | None = None
     dpop_key: Signer | None = None
+    tenant: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,6 +264,15 @@ class AuthorizationNeeded:
 
     auth_id: int
     url: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreWanted:
+    """The authorizer needs ``command`` performed on the shared store; the driver sends
+    it as a ``StoreOp`` and answers ``OAuthMachine.store_answered(request_id, ...)``."""
+
+    request_id: int
+    command: StoreCommand
 
 
 Answer = str | Mapping[str, Any] | None
