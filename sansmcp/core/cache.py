@@ -68,6 +68,10 @@ Key = tuple[str, str, str, str | None, bytes | None]
 # url, protocol version, method, identity
 Group = tuple[str, str, str, bytes | None]
 
+# a shared Conn's listings stored, (version, pages, public), and invalidated, (version,
+# None, False), in order
+Journal = list[tuple[str, list[tuple[str | None, "CachedPage", float]] | None, bool]]
+
 MAX_TTL_MS = 86_400_000  # a day: the longest any entry stays fresh
 # per-object overheads: with them the estimate of a bench.server tool is ~1.6x what
 # ``python -m bench.cache`` measures it holds (1,042 vs 654 bytes): the bound errs safe
@@ -428,10 +432,10 @@ class CallerCache:
         # token store's, which the key does not hold yet), so it is served and keeps
         # public entries only -- its headers alone must not open another's private ones
         self._known = anonymous
-        # with a shared store: each listing stored here, as (version, pages, public), for
-        # the driver to share (sansmcp.core.fleet_listings); None: not kept
-        self.journal: list[tuple[str, list[tuple[str | None, CachedPage, float]], bool]] | None
-        self.journal = None
+        # with a shared store: each listing stored here, as (version, pages, public), and
+        # each invalidated, as (version, None, False), for the driver to share
+        # (sansmcp.core.fleet_listings); None: not kept
+        self.journal: Journal | None = None
 
     def __len__(self) -> int:
         return len(self.cache)
@@ -463,6 +467,8 @@ class CallerCache:
 
     def invalidate(self, version: str, method: str = LIST_METHOD) -> None:
         self.cache.invalidate(self.url, version, method, self.identity())
+        if self.journal is not None and method == LIST_METHOD:
+            self.journal.append((version, None, False))
 
     def discovery(self, version: str, *, now: float) -> CachedDiscovery | None:
         return self.cache.discovery(self.url, version, self.identity(), now=now)

@@ -574,7 +574,7 @@ class ClientDriver:
         value: list[Tool] | CallResult | TaskReported | None = None
         if isinstance(output, OperationFailed):
             if self.fleet is not None:
-                self.fleet.failed(view.conn_id)
+                self.fleet.failed(view.conn_id, conn)
             self._outbox.append(Finished(conn_id=view.conn_id, error=output.error))
             return
         if isinstance(output, Closed):
@@ -604,7 +604,7 @@ class ClientDriver:
         conn.heap_at = conn.heap_seq = None
         if self.fleet is not None:
             self.fleet.unpark(conn.view.conn_id)
-            self.fleet.failed(conn.view.conn_id)
+            self.fleet.failed(conn.view.conn_id, conn)
         self._sockets.drop(conn, now)
 
     # ------------------------------------------------------------ deadlines

@@ -249,10 +249,11 @@ class Fleet:
         if self.listings is not None:
             self.listings.listed(conn, now)
 
-    def failed(self, conn_id: int) -> None:
-        """``conn_id``'s operation failed, or the Conn is gone: its load lease goes."""
+    def failed(self, conn_id: int, conn: ConnRecord | None = None) -> None:
+        """``conn_id``'s operation failed, or the Conn is gone: its load lease goes (and
+        the invalidations it made are shared)."""
         if self.listings is not None:
-            self.listings.done(conn_id)
+            self.listings.done(conn_id, conn)
 
     def unpark(self, conn_id: int) -> Start | None:
         """``conn_id`` waits no more (its read came, it timed out, or it was dropped): its

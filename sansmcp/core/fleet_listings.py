@@ -37,6 +37,14 @@ key: a Conn that reads the mark takes the lease of its own private key instead, 
 each credential loads its private listing once, in parallel with the others; without
 an identity (no secret, an OAuth Conn) it lists at once (nothing it could wait for).
 
+An invalidation (``tools/list_changed``, a call that says a cached tool is stale) reaches
+the store when the Conn's operation ends, succeeded or failed: the listing this process
+read or wrote there is deleted by delete-if-version (one another worker stored since
+stays), and a stored listing received before the invalidation is stale in this process
+whatever the store still holds (a delete that lost a race, a write under way).  A
+listing stored after an invalidation replaces the stored one by compare-and-set on the
+version known; one invalidated after it was stored is not shared.
+
 A failed store, or one that does not answer within ``Limits.store_timeout``, is a miss
 (counted): the operation goes on and lists from the server.  A value that does not
 open (oversized, undecodable, a tool a server's listing would have skipped, an expiry
@@ -45,7 +53,7 @@ out of range) is a miss, counted in ``codec.misses``.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,6 +68,7 @@ from .store import (
     AcquireLease,
     CompareAndSet,
     Conflict,
+    DeleteIfVersion,
     Found,
     Held,
     Missing,
@@ -67,6 +76,7 @@ from .store import (
     ReleaseLease,
     StoreAnswer,
     StoreFailed,
+    Written,
     fleet_identity,
     lease_key,
     listing_key,
@@ -80,6 +90,7 @@ __all__ = ["POLL_FIRST", "POLL_MAX", "SharedListings"]
 
 POLL_FIRST = 0.02  # a waiter's first re-read, after another worker's lease was found
 POLL_MAX = 0.5  # the longest pause between two re-reads
+KEPT = 1024  # keys whose version (and invalidation) this process remembers
 
 
 PRIVATE_MARK = {"scope": "private"}  # under the public key: the listing is private
@@ -135,7 +146,11 @@ class SharedListings:
         self._ops: dict[int, tuple[int, str]] = {}  # op id -> (conn id, key read or leased)
         # conn id -> (the lease it holds or None, the versions it read) while it lists
         self._loading: dict[int, tuple[str | None, dict[str, int]]] = {}
-        self._unawaited: set[int] = set()  # writes and releases in flight
+        self._unawaited: dict[int, str | None] = {}  # writes (their key) and releases
+        # key -> the version known stored there (read or written here), and key -> when
+        # (wall clock) this process invalidated what it held: older stored pages are stale
+        self._versions: OrderedDict[str, int] = OrderedDict()
+        self._stale: OrderedDict[str, float] = OrderedDict()
         self.counts = dict.fromkeys(
             (
                 "reads",
@@ -147,6 +162,7 @@ class SharedListings:
                 "timeouts",
                 "writes",
                 "conflicts",
+                "deletes",
             ),
             0,
         )
@@ -188,8 +204,10 @@ class SharedListings:
         if isinstance(answer, StoreFailed):
             self.counts["failures"] += 1
         if op_id in self._unawaited:
-            self._unawaited.discard(op_id)
+            written = self._unawaited.pop(op_id)
             self.counts["conflicts"] += isinstance(answer, Conflict)
+            if written is not None and isinstance(answer, Written):
+                _keep(self._versions, written, answer.version)
             return None
         conn_id, key = self._ops.pop(op_id)
         load = self._loads.get(conn_id)
@@ -258,19 +276,34 @@ class SharedListings:
 
     def listed(self, conn: ConnRecord, now: float) -> None:
         """``conn``'s operation succeeded: share the listings it stored in the local
-        cache, then release its lease."""
+        cache and the invalidations it made, then release its lease."""
         conn_id = conn.view.conn_id
         lease, seen = self._loading.pop(conn_id, (None, {}))
         cache = conn.cache
         if cache is not None and cache.journal:
             journal, cache.journal = cache.journal, []
-            for version, pages, public in journal:
-                self._share(conn, version, pages, public, seen, now)
+            for at, (version, pages, public) in enumerate(journal):
+                # the last word on a version counts: a listing stored after an
+                # invalidation replaces it, one invalidated since is not shared
+                if any(v == version and (p is None) != (pages is None) for v, p, _ in journal[at:]):
+                    continue
+                if pages is not None:
+                    self._share(conn, version, pages, public, seen, now)
+                else:
+                    self._drop(conn, version)
         if lease is not None:
             self._release(conn_id, lease)
 
-    def done(self, conn_id: int) -> None:
-        """``conn_id`` failed or is gone: forget its wait, release its lease."""
+    def done(self, conn_id: int, conn: ConnRecord | None = None) -> None:
+        """``conn_id`` failed or is gone: share the invalidations it made (its listings
+        wait for an operation that succeeds), forget its wait, release its lease."""
+        cache = None if conn is None else conn.cache
+        if cache is not None and cache.journal:
+            assert conn is not None
+            for version, pages, _ in cache.journal:
+                if pages is None:
+                    self._drop(conn, version)
+            cache.journal = [entry for entry in cache.journal if entry[1] is not None]
         self._loads.pop(conn_id, None)
         lease, _ = self._loading.pop(conn_id, (None, {}))
         if lease is not None:
@@ -342,8 +375,12 @@ class SharedListings:
             if pages == []:
                 load.marked = not index  # (a mark under the private key: a miss)
                 continue
-            if pages is None or any(expires <= wall for _, _, expires in pages):
-                continue
+            if pages is None or any(
+                expires <= wall or expires - page.ttl_ms / 1000 < self._stale.get(key, 0.0)
+                for _, page, expires in pages
+            ):
+                continue  # (stale, or received before this process invalidated it)
+            _keep(self._versions, key, answer.version)
             # (received at most now: a page stays fresh here no longer than its ttl)
             local = [
                 (c, page, min(now, now + (expires - wall) - page.ttl_ms / 1000))
@@ -384,7 +421,23 @@ class SharedListings:
                 continue
             key = self._key(conn, version, owner)
             self.counts["writes"] += 1
-            self._emit(CompareAndSet(key=key, value=value, expected=seen.get(key, 0), ttl=ttl))
+            expected = seen.get(key, self._versions.get(key, 0))
+            self._emit(CompareAndSet(key=key, value=value, expected=expected, ttl=ttl), key)
+
+    def _drop(self, conn: ConnRecord, version: str) -> None:
+        """``conn`` invalidated its listings at ``version`` (``tools/list_changed``, a
+        stale tool): what was read or written here before is stale in this process, and
+        deleted from the store when its version is known (by delete-if-version: a
+        listing another worker stored since stays)."""
+        identity = self._identity(conn)
+        wall = self._wall()
+        for owner in (None, identity) if identity is not None else (None,):
+            key = self._key(conn, version, owner)
+            _keep(self._stale, key, wall)
+            known = self._versions.pop(key, 0)
+            if known:
+                self.counts["deletes"] += 1
+                self._emit(DeleteIfVersion(key=key, version=known))
 
     # ------------------------------------------------------------ keys and commands
 
@@ -414,8 +467,17 @@ class SharedListings:
         self._ops[op.op_id] = (conn_id, key)
         self._outbox.append(op)
 
-    def _emit(self, command: Any) -> None:
-        """A command whose answer nothing waits for (a write, a release)."""
+    def _emit(self, command: Any, written: str | None = None) -> None:
+        """A command whose answer nothing waits for (a write of key ``written``, a
+        release, a delete)."""
         op = StoreOp(op_id=next(self._op_ids), command=command)
-        self._unawaited.add(op.op_id)
+        self._unawaited[op.op_id] = written
         self._outbox.append(op)
+
+
+def _keep(kept: OrderedDict[str, Any], key: str, value: Any) -> None:
+    """Remember ``value`` for ``key``, the oldest forgotten past :data:`KEPT` keys."""
+    kept[key] = value
+    kept.move_to_end(key)
+    if len(kept) > KEPT:
+        kept.popitem(last=False)

@@ -8,14 +8,19 @@ answers each ``StoreOp`` by hand (``StoreNet``).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from types import SimpleNamespace
 from typing import Any
 
-from sansmcp.core.cache import CachedPage
-from sansmcp.core.fleet_listings import PRIVATE_MARK
+from sansmcp.core.cache import DISCOVER_METHOD, CachedPage, CallerCache, ListingCache
+from sansmcp.core.commands import StoreOp
+from sansmcp.core.fleet_listings import KEPT, PRIVATE_MARK, _keep
 from sansmcp.core.limits import Limits
 from sansmcp.core.store import (
     Acquired,
     AcquireLease,
+    CompareAndSet,
+    DeleteIfVersion,
     Found,
     Held,
     MemoryStore,
@@ -28,7 +33,7 @@ from sansmcp.core.store import (
 from sansmcp.core.store_values import ValueCodec
 from sansmcp.core.tools import Tool
 
-from .fakemcp import MODERN, FakeServer, Response, result
+from .fakemcp import MODERN, FakeServer, Response, error, result
 from .test_driver import URL
 from .test_fleet_listings import (
     SECRET,
@@ -233,3 +238,132 @@ def test_a_listing_stale_before_it_is_shared_is_not_written() -> None:
     conn: Any = None  # (not read: nothing to write)
     shared._share(conn, MODERN, [(None, page, -5.0)], True, {}, 0.0)  # received 5 s ago
     assert shared.counts["writes"] == 0
+
+
+# -- invalidation -------------------------------------------------------------------------
+
+
+def stale_tool(fake: FakeServer) -> None:
+    """Each call answers -32602: the listing it came from is stale."""
+    fake.overrides["tools/call"] = lambda request, body: fake.wrap(
+        error(body["id"], -32602, "stale")
+    )
+
+
+def test_an_invalidation_deletes_the_stored_listing_by_its_version() -> None:
+    fake, store = server(), MemoryStore()
+    net = process(fake, store)
+    net.ok("list_tools", connected(net))
+    stored = store.execute(Read(key=public_key()), now=0.0)
+    assert isinstance(stored, Found)
+    stale_tool(fake)
+    view = connected(net)
+    net.failure("call_tool", view, "echo", b"{}")
+    delete = net.ops[-1].command
+    assert delete == DeleteIfVersion(key=public_key(), version=stored.version)
+    assert isinstance(store.execute(Read(key=public_key()), now=0.0), Missing)
+    assert listings(net).counts["deletes"] == 1
+    net.ok("list_tools", connected(net))  # listed from the server again, and stored
+    assert lists(fake) == 2 and listings(net).counts["writes"] == 2
+
+
+def test_a_listing_received_before_an_invalidation_is_stale_in_that_process() -> None:
+    fake, store = server(), MemoryStore()
+    first = process(fake, store)
+    first.ok("list_tools", connected(first))
+    old = store.execute(Read(key=public_key()), now=0.0)
+    assert isinstance(old, Found)
+    second = process(fake, store)
+    view = connected(second)
+    second.ok("list_tools", view)
+    assert view.tools_from_cache  # (from the store: its version known)
+    stale_tool(fake)
+    second.now += 1.0  # (a second later, by the wall clock too)
+    second.failure("call_tool", view, "echo", b"{}")
+    # the old listing lands again after the delete (a write that was under way)
+    store.execute(CompareAndSet(key=public_key(), value=old.value, expected=0, ttl=60), now=0.0)
+    again = connected(second)
+    second.ok("list_tools", again)
+    assert not again.tools_from_cache and lists(fake) == 2
+    assert listings(second).counts["misses"] == 2  # the read, and the read under the lease
+
+
+def test_a_drop_without_a_known_version_deletes_nothing() -> None:
+    net = process(server(), None)
+    view = net.open(headers=ALICE)
+    record = net.driver._conns[view.conn_id]
+    shared = listings(net)
+    shared._drop(record, MODERN)
+    assert not any(isinstance(op, StoreOp) for op in net.driver._outbox)
+    assert list(shared._stale) == [public_key(), private_key(ALICE)]
+
+
+def journal_page() -> CachedPage:
+    return CachedPage(
+        tools=(Tool(name="t", description="", input_schema=b"{}"),),
+        skipped=(),
+        skipped_count=0,
+        next_cursor=None,
+        ttl_ms=60_000,
+    )
+
+
+def test_a_listing_stored_after_its_invalidation_replaces_it_without_a_delete() -> None:
+    net = process(server(), None)
+    view = net.open()
+    record = net.driver._conns[view.conn_id]
+    shared = listings(net)
+    shared._versions[public_key()] = 7
+    assert record.cache is not None
+    pages = [(None, journal_page(), 0.0)]
+    record.cache.journal = [(MODERN, None, False), (MODERN, pages, True)]
+    shared.listed(record, 0.0)
+    (op,) = [c for c in net.driver._outbox if isinstance(c, StoreOp)]
+    assert isinstance(op.command, CompareAndSet) and op.command.expected == 7
+    assert shared.counts["deletes"] == 0
+
+
+def test_a_listing_invalidated_after_it_was_stored_is_not_shared() -> None:
+    net = process(server(), None)
+    view = net.open()
+    record = net.driver._conns[view.conn_id]
+    shared = listings(net)
+    shared._versions[public_key()] = 7
+    assert record.cache is not None
+    pages = [(None, journal_page(), 0.0)]
+    record.cache.journal = [(MODERN, pages, True), (MODERN, None, False)]
+    shared.listed(record, 0.0)
+    (op,) = [c for c in net.driver._outbox if isinstance(c, StoreOp)]
+    assert op.command == DeleteIfVersion(key=public_key(), version=7)
+    assert shared.counts["writes"] == 0
+
+
+def test_a_failed_operation_shares_its_invalidations_and_keeps_its_listings() -> None:
+    net = process(server(), None)
+    view = net.open()
+    record = net.driver._conns[view.conn_id]
+    shared = listings(net)
+    shared._versions[public_key()] = 7
+    assert record.cache is not None
+    kept = (MODERN, [(None, journal_page(), 0.0)], True)
+    record.cache.journal = [kept, (MODERN, None, False)]
+    shared.done(view.conn_id, record)
+    (op,) = [c for c in net.driver._outbox if isinstance(c, StoreOp)]
+    assert op.command == DeleteIfVersion(key=public_key(), version=7)
+    assert record.cache.journal == [kept]
+
+
+def test_what_a_process_remembers_is_bounded() -> None:
+    kept: OrderedDict[str, Any] = OrderedDict()
+    for n in range(KEPT + 1):
+        _keep(kept, str(n), n)
+    assert len(kept) == KEPT and "0" not in kept
+
+
+def test_a_discover_invalidation_is_not_journaled() -> None:
+    settings = SimpleNamespace(endpoint=SimpleNamespace(url=URL), bearer_token=None, headers=[])
+    caller = CallerCache(ListingCache(max_entries=4, max_bytes=1 << 20), settings, b"s")  # type: ignore[arg-type]
+    caller.journal = []
+    caller.invalidate(MODERN, DISCOVER_METHOD)
+    caller.invalidate(MODERN)
+    assert caller.journal == [(MODERN, None, False)]
