@@ -34,9 +34,8 @@ from typing import Any
 
 import pytest
 
-from sansmcp import CallerError, Config, ConnectionFailed, MemoryTokenStore, OAuth
+from sansmcp import Config, ConnectionFailed, MemoryTokenStore, OAuth
 from sansmcp.core.limits import Limits
-from sansmcp.io_adapters.blocking import sync as blocking
 from tests.tiers import missing_server
 
 from .conftest import (
@@ -609,11 +608,6 @@ def test_the_work_item_goes_through_an_https_proxy(
     relay = relays[target]
     wanted, expected = VERSIONS["default"]
     with TlsFront(tls, tinyproxy.port) as front:
-        if backend.name == "sync":  # the blocking adapter refuses it (no TLS in TLS yet)
-            with pytest.raises(CallerError, match="not supported by the blocking adapter"):
-                blocking.Client(proxy=front.url)
-            assert front.handshakes == 0
-            return
 
         async def main() -> None:
             async with backend.Client(
@@ -637,13 +631,6 @@ def test_an_https_proxys_certificate_is_verified(
 ) -> None:
     """Without the test CA in its trust the client refuses the proxy: cause "tls"."""
     with TlsFront(tls, tinyproxy.port) as front:
-        if backend.name == "sync":  # refused there, per work item too
-            with blocking.Client() as client:
-                config = Config(url="http://mcp.example:8000/mcp", proxy=front.url)
-                with pytest.raises(CallerError, match="not supported by the blocking adapter"):
-                    client.connect(config)
-            assert front.handshakes == 0
-            return
 
         async def main() -> Any:
             async with backend.Client(proxy=front.url, guard="proxy") as client:
@@ -655,3 +642,53 @@ def test_an_https_proxys_certificate_is_verified(
         failure = backend.run(main)
     assert failure.cause == "tls", failure
     assert "TLS handshake with the proxy failed" in failure.message
+
+
+@pytest.mark.parametrize("behaviour", ["body", "speaks", "close", "endless", "stall"])
+def test_a_hostile_https_proxy_ends_classified(backend: Backend, tls: Tls, behaviour: str) -> None:
+    """The hostile answers inside TLS with the proxy (the TLS front before a hostile
+    proxy): each ends as it does in the clear, within the same bounds."""
+    cause, status, words, bound = HOSTILE[behaviour]
+    limits = Limits(dial_timeout=0.5, max_header_bytes=16_384)
+
+    async def main() -> Any:
+        with HostileProxy(behaviour) as proxy, TlsFront(tls, proxy.port) as front:
+            async with backend.Client(
+                limits=limits, proxy=front.url, guard="proxy", ssl_context=tls.client_context()
+            ) as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - the tunnel never comes up
+            assert front.handshakes == 1
+            assert proxy.requests[0].startswith(b"CONNECT mcp.example:8000 HTTP/1.1\r\n")
+            return caught.value
+
+    failure = backend.run(main)
+    assert failure.cause == cause, failure
+    assert failure.status == status and words in failure.message, failure
+    assert failure.bound == bound
+
+
+def test_an_https_proxy_that_never_shakes_hands_ends_at_its_connect_deadline(
+    backend: Backend, tls: Tls
+) -> None:
+    """A listener that takes the connection and never answers the TLS hello: the
+    proxy's own deadline (``proxy_connect_timeout``) covers its handshake too."""
+    limits = Limits(dial_timeout=30.0, proxy_connect_timeout=0.3)
+
+    async def main() -> Any:
+        with HostileProxy("stall") as mute:
+            proxy = f"https://127.0.0.1:{mute.port}"
+            async with backend.Client(
+                limits=limits, proxy=proxy, guard="proxy", ssl_context=tls.client_context()
+            ) as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - no TLS with the proxy
+            # what it read (once the client gave up) is a TLS hello, no CONNECT in the clear
+            assert not any(request.startswith(b"CONNECT") for request in mute.requests)
+            return caught.value
+
+    failure = backend.run(main)
+    assert failure.cause == "timeout" and failure.bound == "proxy_connect_timeout", failure
+    assert failure.limit == 0.3 and "the proxy https://127.0.0.1:" in failure.message
