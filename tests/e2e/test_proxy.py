@@ -502,6 +502,116 @@ def test_a_407_is_asked_once_and_ends_with_its_challenge(backend: Backend) -> No
     assert failure.status == 407 and failure.proxy_authenticate == 'Basic realm="loop"'
 
 
+class Gateway(HostileProxy):
+    """A working CONNECT proxy that cannot reach the address ``down``: it answers a
+    CONNECT to it with ``status`` and tunnels every other (a thread per tunnel)."""
+
+    def __init__(self, status: int, down: str) -> None:
+        super().__init__("gateway")
+        self.status, self.down = status, down
+
+    def targets(self) -> list[str]:
+        return [request.split(b" ")[1].decode() for request in self.requests]
+
+    def _answer(self, sock: socket.socket) -> None:
+        host, port = self.targets()[-1].rsplit(":", 1)
+        try:
+            if host == self.down:
+                sock.sendall(b"HTTP/1.1 %d Unreachable\r\nContent-Length: 0\r\n\r\n" % self.status)
+                return
+            upstream = socket.create_connection((host, int(port)), timeout=5)
+            sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        except OSError:
+            return
+        self._held.append(upstream)
+        threading.Thread(target=self._pipe, args=(sock, upstream), daemon=True).start()
+
+    def _pipe(self, one: socket.socket, other: socket.socket) -> None:
+        """Bytes both ways until either side ends."""
+        while not self._stop.is_set():
+            ready, _, _ = select.select([one, other], [], [], 0.05)
+            try:
+                for sock in ready:
+                    if not (data := sock.recv(65536)):
+                        return
+                    (other if sock is one else one).sendall(data)
+            except OSError:
+                return
+
+
+SPREAD_NAME = TLS_NAME  # (a name the test servers accept in Host)
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_a_proxy_that_cannot_reach_one_vetted_address_gets_the_next(
+    backend: Backend, relays: dict[str, Relay], status: int
+) -> None:
+    """Guard "local": the name resolves to 127.0.0.2 (nothing listens there) and
+    127.0.0.1; the proxy answers the CONNECT to the first with ``status``, and the
+    client asks it for the second, as a direct dial tries the next address."""
+    relay = relays["h1"]
+    wanted, expected = VERSIONS["default"]
+    resolver = resolver_for({SPREAD_NAME: ["127.0.0.2", "127.0.0.1"]})
+    with Gateway(status, down="127.0.0.2") as proxy:
+
+        async def main() -> None:
+            async with backend.Client(
+                allow_loopback=True, proxy=proxy.url, resolver=resolver
+            ) as client:
+                seen = await exercise(client, relay.url(host=SPREAD_NAME), wanted, expected)
+                assert seen == f"1.1 {expected}"
+
+        backend.run(main)
+        targets = proxy.targets()
+    down, up = f"127.0.0.2:{relay.port}", f"127.0.0.1:{relay.port}"
+    assert targets and targets == [down, up] * (len(targets) // 2)  # each dial: both, in order
+    assert relay.accepts == targets.count(up)
+
+
+def test_a_proxys_policy_refusal_is_not_retried_on_the_next_vetted_address(
+    backend: Backend, relays: dict[str, Relay]
+) -> None:
+    relay = relays["h1"]
+    resolver = resolver_for({SPREAD_NAME: ["127.0.0.2", "127.0.0.1"]})
+    with Gateway(403, down="127.0.0.2") as proxy:
+
+        async def main() -> Any:
+            async with backend.Client(
+                allow_loopback=True, proxy=proxy.url, resolver=resolver
+            ) as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url=relay.url(host=SPREAD_NAME))):
+                        pass  # pragma: no cover - refused
+            return caught.value
+
+        failure = backend.run(main)
+        assert proxy.targets() == [f"127.0.0.2:{relay.port}"]
+    assert failure.cause == "proxy" and failure.status == 403
+    assert relay.accepts == 0
+
+
+def test_tinyproxys_unable_to_connect_moves_on_to_the_next_vetted_address(
+    backend: Backend, tinyproxy: Tinyproxy, relays: dict[str, Relay]
+) -> None:
+    """tinyproxy answers a CONNECT it cannot carry out with "500 Unable to connect"."""
+    relay = relays["h1"]
+    wanted, expected = VERSIONS["default"]
+    resolver = resolver_for({SPREAD_NAME: ["127.0.0.2", "127.0.0.1"]})
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True, proxy=tinyproxy.url, resolver=resolver
+        ) as client:
+            seen = await exercise(client, relay.url(host=SPREAD_NAME), wanted, expected)
+            assert seen == f"1.1 {expected}"
+
+    backend.run(main)
+    log = tinyproxy.log.read_text(errors="replace")
+    unreachable = log.count(f"CONNECT 127.0.0.2:{relay.port} HTTP/1.1")
+    assert unreachable >= 1 and unreachable == tinyproxy.connects(relay.port)
+    assert relay.accepts == tinyproxy.connects(relay.port)
+
+
 ENVIRONMENT_PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 
 
