@@ -19,9 +19,15 @@ proxy is the caller's own) and each of its addresses tried in turn with a
 :class:`~sansmcp.core.commands.Connect` whose ``tunnel`` is the ``CONNECT`` to the
 first vetted target address (guard ``"local"``) or to the target's host (``"proxy"``).
 The adapter hands the proxy's answer to :meth:`Dialer.tunnel_received`, read by a
-:class:`~sansmcp.core.net.tunnel.TunnelReply`; a refusal or a misbehaving proxy ends the
-dial (no other address is tried: the proxy answered), a 2xx lets the adapter go on with
-TLS to the target's name inside the tunnel.  Each connect to a proxy address has its own
+:class:`~sansmcp.core.net.tunnel.TunnelReply`; a 2xx lets the adapter go on with TLS to
+the target's name inside the tunnel.  A refusal or a misbehaving proxy ends the dial (no
+other proxy address is tried: the proxy answered) -- except that with the guard mode
+``"local"``, a 500, 502, 503 or 504 (:data:`UPSTREAM_FAILED`: the proxy could not reach
+that address, as a refused connect tells a direct dial) moves on to the target's next
+vetted address, through the same proxy address, on a new connection; the last refusal
+is the dial's failure.  A 401, 403 or 407 (the proxy's policy or its credentials), a
+3xx, any other status and every misbehaviour end the dial at once: another address of
+the same host would meet the same answer.  Each connect to a proxy address has its own
 deadline for the answer (``Limits.proxy_connect_timeout``, within the dial's: the dial's
 ``due`` is the sooner; ``retimed`` tells the caller to re-arm it).
 """
@@ -47,6 +53,11 @@ __all__ = ["Dial", "DialPhase", "Dialer"]
 # where a connect failed: TCP (or the socket), TLS, or the proxy's CONNECT (a socket error)
 DialPhase = Literal["tcp", "tls", "proxy", "proxy-tls"]
 
+# a proxy's refusals of CONNECT that say it could not reach that address (squid's and
+# Envoy's 503, 502, 504, tinyproxy's "500 Unable to connect"): with the guard "local",
+# the next vetted address is tried (a policy's 401/403/407 never is)
+UPSTREAM_FAILED = frozenset({500, 502, 503, 504})
+
 OwnerT = TypeVar("OwnerT")  # what a dial is for: the driver's Conn
 
 
@@ -69,6 +80,7 @@ class Dial(Generic[OwnerT]):
         "route",
         "start",
         "target",
+        "targets",
     )
 
     def __init__(self, conn: OwnerT, start: StartExchange, grant: DialNeeded) -> None:
@@ -86,6 +98,7 @@ class Dial(Generic[OwnerT]):
         origin = grant.origin
         self.route: Route | None = origin.route if isinstance(origin, RoutedOrigin) else None
         self.target = ""  # through a proxy: the CONNECT target's host, once known
+        self.targets: list[str] = []  # (guard "local") the vetted addresses after ``target``
         self.reply: TunnelReply | None = None  # the proxy's answer being read
         self.answer_by: float | None = None  # its deadline (proxy_connect_timeout), if sooner
 
@@ -200,11 +213,13 @@ class Dialer(Generic[OwnerT]):
         return self._connecting.pop(socket_id, None)
 
     def tunnel_received(
-        self, socket_id: int, data: bytes
+        self, socket_id: int, data: bytes, now: float
     ) -> tuple[bool | None, Dial[OwnerT] | None]:
         """The proxy's bytes (``b""``: its EOF) on a tunnel being set up: (None: read on;
         True: the tunnel is up, go on; False: stop and close -- the dial, failed, is the
-        second item when it ended now), as :class:`~sansmcp.core.commands.Connect` says."""
+        second item when it ended now; a refusal in :data:`UPSTREAM_FAILED` with another
+        vetted target address left goes on with it instead), as
+        :class:`~sansmcp.core.commands.Connect` says."""
         dial = self._connecting.get(socket_id)
         if dial is None or dial.reply is None:
             return False, None  # given up meanwhile (or not a tunnel): the adapter closes it
@@ -214,6 +229,10 @@ class Dialer(Generic[OwnerT]):
             del self._connecting[socket_id]
             dial.io_id = None
             dial.failure = failure
+            if failure.status in UPSTREAM_FAILED and dial.targets:
+                dial.target = dial.targets.pop(0)  # the proxy could not reach that address
+                dial.index -= 1  # (through the proxy address that answered)
+                return False, self._next_address(dial, now)
             return False, dial  # the proxy answered: no other of its addresses is tried
         if up is None:
             return None, None
@@ -313,7 +332,7 @@ class Dialer(Generic[OwnerT]):
             dial.failure = failure
             return dial
         if origin is dial.grant.origin and dial.via_proxy:
-            dial.target = addresses[0]  # CONNECT to the address vetted here
+            dial.target, *dial.targets = addresses  # CONNECT to an address vetted here
             return self._to_proxy(dial, now)
         dial.addresses = addresses
         return self._next_address(dial, now)

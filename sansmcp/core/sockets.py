@@ -236,7 +236,7 @@ class Sockets:
         self._walked(self.dialer.connect_failed(socket_id, phase, exc, now), now)
 
     def tunnel_received(self, socket_id: int, data: bytes, now: float) -> bool | None:
-        verdict, dial = self.dialer.tunnel_received(socket_id, data)
+        verdict, dial = self.dialer.tunnel_received(socket_id, data, now)
         self._walked(dial, now)
         return verdict
 

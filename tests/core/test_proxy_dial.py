@@ -3,7 +3,7 @@
 ``ProxyNet`` plays an adapter in front of a fake proxy: for a ``Connect`` with a
 ``tunnel`` it records the CONNECT request, hands the proxy's scripted answer to
 ``tunnel_received`` and, when told to go on, connects the socket to the target's fake
-server (the port named in the CONNECT).
+server (the port named in the CONNECT); ``answers`` scripts an answer per CONNECT target.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ DNS = {"mcp.test": ["93.184.216.34"], "proxy.internal": ["10.0.0.5", "10.0.0.6"]
 @dataclass
 class ProxyNet(Net):
     answer_with: bytes | str = OK  # the proxy's answer; "hang": none; "up-hang": OK, then no TLS
+    answers: dict[bytes, bytes] = field(default_factory=dict)  # CONNECT target -> its answer
     tunnels: list[bytes] = field(default_factory=list)
     verdicts: list[bool | None] = field(default_factory=list)
 
@@ -46,16 +47,18 @@ class ProxyNet(Net):
         tunnel = command.tunnel
         self.tunnels.append(tunnel)
         socket_id = command.socket_id
-        port = int(tunnel.split(b" ")[1].rsplit(b":", 1)[1])
+        target = tunnel.split(b" ")[1]
+        port = int(target.rsplit(b":", 1)[1])
 
         def answer() -> None:
-            if self.answer_with == "hang":
+            scripted = self.answers.get(target, self.answer_with)
+            if scripted == "hang":
                 return
-            data = OK if self.answer_with == "up-hang" else self.answer_with
+            data = OK if scripted == "up-hang" else scripted
             assert isinstance(data, bytes)
             verdict = self.driver.tunnel_received(socket_id, data, now=self.now)
             self.verdicts.append(verdict)
-            if verdict and self.answer_with != "up-hang":
+            if verdict and scripted != "up-hang":
                 scheme = b"https" if command.tls is not None else b"http"
                 self.servers[socket_id] = ServerSocket(self.handlers[port], scheme)
                 self.driver.connected(socket_id, alpn=self.alpn, now=self.now)
@@ -165,6 +168,114 @@ def test_a_proxy_refusal_ends_the_dial_classified(
     assert net.verdicts == [False] and net.driver.pool.socket_count == 0
     if status == 407:
         assert error.proxy_authenticate == 'Basic realm="p"'
+
+
+# ---------------------------------------------------------------- the next vetted address
+
+SPREAD = {
+    "mcp.test": ["93.184.216.34", "93.184.216.35", "93.184.216.36"],
+    **{"proxy.internal": ["10.0.0.5", "10.0.0.6"]},
+}
+
+
+def refusal(status: int) -> bytes:
+    return f"HTTP/1.1 {status} Refused\r\nContent-Length: 0\r\n\r\n".encode()
+
+
+def targets(net: ProxyNet) -> list[bytes]:
+    return [tunnel.split(b" ")[1] for tunnel in net.tunnels]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_a_proxy_that_could_not_reach_an_address_gets_the_next_vetted_one(status: int) -> None:
+    """Guard "local": the proxy's 500/502/503/504 says that address was out of its reach, as
+    a refused connect says it to a direct dial; the next vetted address is asked for,
+    through the proxy address that answered, on a new connection."""
+    answers = {b"93.184.216.34:8000": refusal(status), b"93.184.216.35:8000": refusal(status)}
+    net = make(dns=SPREAD, answers=answers)
+    view = net.open(TARGET)
+    net.ok("connect", view)
+    assert net.ok("list_tools", view)
+    assert targets(net) == [b"93.184.216.34:8000", b"93.184.216.35:8000", b"93.184.216.36:8000"]
+    assert [c.address for c in net.sockets(Connect)] == ["10.0.0.5"] * 3
+    assert net.verdicts == [False, False, True] and net.driver.pool.socket_count == 1
+
+
+def test_when_no_vetted_address_is_reachable_the_last_refusal_is_the_failure() -> None:
+    answers = {b"93.184.216.34:8000": refusal(502), b"93.184.216.35:8000": refusal(504)}
+    net = make(dns=SPREAD, answers=answers, answer_with=refusal(503))
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.cause == "proxy"
+    assert error.status == 503 and "refused CONNECT with status 503" in error.message
+    assert len(net.tunnels) == 3 and net.verdicts == [False] * 3
+    assert net.driver.pool.socket_count == 0
+
+
+@pytest.mark.parametrize("status", [302, 400, 401, 403, 407, 501])
+def test_a_policy_refusal_is_not_retried_on_another_address(status: int) -> None:
+    """403/407 (the proxy's policy, its credentials) and every other refusal: another
+    address of the same host would meet the same answer; one CONNECT."""
+    net = make(dns=SPREAD, answer_with=refusal(status))
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.status == status
+    assert targets(net) == [b"93.184.216.34:8000"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        OK + b"hello",  # bytes before the target spoke
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",  # a 2xx with a body
+        b"HTTP/1.1 502\x00 Bad\r\n\r\n",  # a malformed head
+        b"HTTP/1.1 502 Bad Gateway\r\nX-Pad: " + b"p" * 20_000,  # over max_header_bytes
+        b"",  # closed before answering
+    ],
+)
+def test_a_misbehaving_proxy_is_not_retried_on_another_address(answer: bytes) -> None:
+    net = make(dns=SPREAD, answer_with=answer, limits=Limits(max_header_bytes=16_384))
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.status in (None, 200), error
+    assert error.cause in ("proxy", "budget")
+    assert targets(net) == [b"93.184.216.34:8000"]
+
+
+def test_guard_proxy_leaves_the_addresses_to_the_proxy() -> None:
+    """With the guard "proxy" the CONNECT names the host: the proxy tried its
+    addresses already; its 502 ends the dial."""
+    net = make(dns=SPREAD, guard="proxy", answer_with=refusal(502))
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.status == 502
+    assert targets(net) == [b"mcp.test:8000"]
+
+
+def test_the_next_vetted_address_goes_through_the_proxy_address_that_answered() -> None:
+    """The first proxy address refuses TCP; the second answers 502 for the first target:
+    the next target is asked of that second proxy address, with its own answer deadline."""
+    net = make(
+        dns=SPREAD,
+        plan={"10.0.0.5": ("tcp", ConnectionRefusedError("refused"))},
+        answers={b"93.184.216.34:8000": refusal(502)},
+        limits=Limits(dial_timeout=30.0, proxy_connect_timeout=2.0),
+    )
+    view = net.open(TARGET)
+    net.ok("connect", view)
+    assert [c.address for c in net.sockets(Connect)] == ["10.0.0.5", "10.0.0.6", "10.0.0.6"]
+    assert targets(net) == [b"93.184.216.34:8000", b"93.184.216.35:8000"]
+    assert net.ok("list_tools", view)
+
+
+def test_the_next_vetted_address_gets_its_own_answer_deadline() -> None:
+    net = make(
+        dns=SPREAD,
+        answers={b"93.184.216.34:8000": refusal(503)},
+        answer_with="hang",
+        limits=Limits(dial_timeout=30.0, proxy_connect_timeout=2.0),
+    )
+    start = net.now
+    error = net.failure("connect", net.open(TARGET))
+    assert isinstance(error, ConnectionFailed) and error.bound == "proxy_connect_timeout"
+    assert targets(net) == [b"93.184.216.34:8000", b"93.184.216.35:8000"]
+    assert net.now - start == pytest.approx(2.0)  # (the refusal came at once, the fake clock)
 
 
 def test_a_stalled_proxy_ends_at_the_dial_deadline_naming_it() -> None:

@@ -34,9 +34,8 @@ from typing import Any
 
 import pytest
 
-from sansmcp import CallerError, Config, ConnectionFailed, MemoryTokenStore, OAuth
+from sansmcp import Config, ConnectionFailed, MemoryTokenStore, OAuth
 from sansmcp.core.limits import Limits
-from sansmcp.io_adapters.blocking import sync as blocking
 from tests.tiers import missing_server
 
 from .conftest import (
@@ -503,6 +502,116 @@ def test_a_407_is_asked_once_and_ends_with_its_challenge(backend: Backend) -> No
     assert failure.status == 407 and failure.proxy_authenticate == 'Basic realm="loop"'
 
 
+class Gateway(HostileProxy):
+    """A working CONNECT proxy that cannot reach the address ``down``: it answers a
+    CONNECT to it with ``status`` and tunnels every other (a thread per tunnel)."""
+
+    def __init__(self, status: int, down: str) -> None:
+        super().__init__("gateway")
+        self.status, self.down = status, down
+
+    def targets(self) -> list[str]:
+        return [request.split(b" ")[1].decode() for request in self.requests]
+
+    def _answer(self, sock: socket.socket) -> None:
+        host, port = self.targets()[-1].rsplit(":", 1)
+        try:
+            if host == self.down:
+                sock.sendall(b"HTTP/1.1 %d Unreachable\r\nContent-Length: 0\r\n\r\n" % self.status)
+                return
+            upstream = socket.create_connection((host, int(port)), timeout=5)
+            sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        except OSError:
+            return
+        self._held.append(upstream)
+        threading.Thread(target=self._pipe, args=(sock, upstream), daemon=True).start()
+
+    def _pipe(self, one: socket.socket, other: socket.socket) -> None:
+        """Bytes both ways until either side ends."""
+        while not self._stop.is_set():
+            ready, _, _ = select.select([one, other], [], [], 0.05)
+            try:
+                for sock in ready:
+                    if not (data := sock.recv(65536)):
+                        return
+                    (other if sock is one else one).sendall(data)
+            except OSError:
+                return
+
+
+SPREAD_NAME = TLS_NAME  # (a name the test servers accept in Host)
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_a_proxy_that_cannot_reach_one_vetted_address_gets_the_next(
+    backend: Backend, relays: dict[str, Relay], status: int
+) -> None:
+    """Guard "local": the name resolves to 127.0.0.2 (nothing listens there) and
+    127.0.0.1; the proxy answers the CONNECT to the first with ``status``, and the
+    client asks it for the second, as a direct dial tries the next address."""
+    relay = relays["h1"]
+    wanted, expected = VERSIONS["default"]
+    resolver = resolver_for({SPREAD_NAME: ["127.0.0.2", "127.0.0.1"]})
+    with Gateway(status, down="127.0.0.2") as proxy:
+
+        async def main() -> None:
+            async with backend.Client(
+                allow_loopback=True, proxy=proxy.url, resolver=resolver
+            ) as client:
+                seen = await exercise(client, relay.url(host=SPREAD_NAME), wanted, expected)
+                assert seen == f"1.1 {expected}"
+
+        backend.run(main)
+        targets = proxy.targets()
+    down, up = f"127.0.0.2:{relay.port}", f"127.0.0.1:{relay.port}"
+    assert targets and targets == [down, up] * (len(targets) // 2)  # each dial: both, in order
+    assert relay.accepts == targets.count(up)
+
+
+def test_a_proxys_policy_refusal_is_not_retried_on_the_next_vetted_address(
+    backend: Backend, relays: dict[str, Relay]
+) -> None:
+    relay = relays["h1"]
+    resolver = resolver_for({SPREAD_NAME: ["127.0.0.2", "127.0.0.1"]})
+    with Gateway(403, down="127.0.0.2") as proxy:
+
+        async def main() -> Any:
+            async with backend.Client(
+                allow_loopback=True, proxy=proxy.url, resolver=resolver
+            ) as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url=relay.url(host=SPREAD_NAME))):
+                        pass  # pragma: no cover - refused
+            return caught.value
+
+        failure = backend.run(main)
+        assert proxy.targets() == [f"127.0.0.2:{relay.port}"]
+    assert failure.cause == "proxy" and failure.status == 403
+    assert relay.accepts == 0
+
+
+def test_tinyproxys_unable_to_connect_moves_on_to_the_next_vetted_address(
+    backend: Backend, tinyproxy: Tinyproxy, relays: dict[str, Relay]
+) -> None:
+    """tinyproxy answers a CONNECT it cannot carry out with "500 Unable to connect"."""
+    relay = relays["h1"]
+    wanted, expected = VERSIONS["default"]
+    resolver = resolver_for({SPREAD_NAME: ["127.0.0.2", "127.0.0.1"]})
+
+    async def main() -> None:
+        async with backend.Client(
+            allow_loopback=True, proxy=tinyproxy.url, resolver=resolver
+        ) as client:
+            seen = await exercise(client, relay.url(host=SPREAD_NAME), wanted, expected)
+            assert seen == f"1.1 {expected}"
+
+    backend.run(main)
+    log = tinyproxy.log.read_text(errors="replace")
+    unreachable = log.count(f"CONNECT 127.0.0.2:{relay.port} HTTP/1.1")
+    assert unreachable >= 1 and unreachable == tinyproxy.connects(relay.port)
+    assert relay.accepts == tinyproxy.connects(relay.port)
+
+
 ENVIRONMENT_PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 
 
@@ -609,11 +718,6 @@ def test_the_work_item_goes_through_an_https_proxy(
     relay = relays[target]
     wanted, expected = VERSIONS["default"]
     with TlsFront(tls, tinyproxy.port) as front:
-        if backend.name == "sync":  # the blocking adapter refuses it (no TLS in TLS yet)
-            with pytest.raises(CallerError, match="not supported by the blocking adapter"):
-                blocking.Client(proxy=front.url)
-            assert front.handshakes == 0
-            return
 
         async def main() -> None:
             async with backend.Client(
@@ -637,13 +741,6 @@ def test_an_https_proxys_certificate_is_verified(
 ) -> None:
     """Without the test CA in its trust the client refuses the proxy: cause "tls"."""
     with TlsFront(tls, tinyproxy.port) as front:
-        if backend.name == "sync":  # refused there, per work item too
-            with blocking.Client() as client:
-                config = Config(url="http://mcp.example:8000/mcp", proxy=front.url)
-                with pytest.raises(CallerError, match="not supported by the blocking adapter"):
-                    client.connect(config)
-            assert front.handshakes == 0
-            return
 
         async def main() -> Any:
             async with backend.Client(proxy=front.url, guard="proxy") as client:
@@ -655,3 +752,53 @@ def test_an_https_proxys_certificate_is_verified(
         failure = backend.run(main)
     assert failure.cause == "tls", failure
     assert "TLS handshake with the proxy failed" in failure.message
+
+
+@pytest.mark.parametrize("behaviour", ["body", "speaks", "close", "endless", "stall"])
+def test_a_hostile_https_proxy_ends_classified(backend: Backend, tls: Tls, behaviour: str) -> None:
+    """The hostile answers inside TLS with the proxy (the TLS front before a hostile
+    proxy): each ends as it does in the clear, within the same bounds."""
+    cause, status, words, bound = HOSTILE[behaviour]
+    limits = Limits(dial_timeout=0.5, max_header_bytes=16_384)
+
+    async def main() -> Any:
+        with HostileProxy(behaviour) as proxy, TlsFront(tls, proxy.port) as front:
+            async with backend.Client(
+                limits=limits, proxy=front.url, guard="proxy", ssl_context=tls.client_context()
+            ) as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - the tunnel never comes up
+            assert front.handshakes == 1
+            assert proxy.requests[0].startswith(b"CONNECT mcp.example:8000 HTTP/1.1\r\n")
+            return caught.value
+
+    failure = backend.run(main)
+    assert failure.cause == cause, failure
+    assert failure.status == status and words in failure.message, failure
+    assert failure.bound == bound
+
+
+def test_an_https_proxy_that_never_shakes_hands_ends_at_its_connect_deadline(
+    backend: Backend, tls: Tls
+) -> None:
+    """A listener that takes the connection and never answers the TLS hello: the
+    proxy's own deadline (``proxy_connect_timeout``) covers its handshake too."""
+    limits = Limits(dial_timeout=30.0, proxy_connect_timeout=0.3)
+
+    async def main() -> Any:
+        with HostileProxy("stall") as mute:
+            proxy = f"https://127.0.0.1:{mute.port}"
+            async with backend.Client(
+                limits=limits, proxy=proxy, guard="proxy", ssl_context=tls.client_context()
+            ) as client:
+                with pytest.raises(ConnectionFailed) as caught:
+                    async with client.connect(Config(url="http://mcp.example:8000/mcp")):
+                        pass  # pragma: no cover - no TLS with the proxy
+            # what it read (once the client gave up) is a TLS hello, no CONNECT in the clear
+            assert not any(request.startswith(b"CONNECT") for request in mute.requests)
+            return caught.value
+
+    failure = backend.run(main)
+    assert failure.cause == "timeout" and failure.bound == "proxy_connect_timeout", failure
+    assert failure.limit == 0.3 and "the proxy https://127.0.0.1:" in failure.message

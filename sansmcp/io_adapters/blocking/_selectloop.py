@@ -59,7 +59,7 @@ _R, _W = select.POLLIN, select.POLLOUT
 MAX_WAIT = 86_400.0  # s a wait lasts at most (poll takes 2**31 - 1 ms; asyncio's cap, trio's)
 _BAD = select.POLLERR | select.POLLHUP | select.POLLNVAL  # shown as whatever is watched
 _SSL_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
-ConnectPhase = Literal["tcp", "tls", "proxy"]  # which step of a connect failed
+ConnectPhase = Literal["tcp", "tls", "proxy", "proxy-tls"]  # which step of a connect failed
 _Events = list[tuple[int, int]]  # (file descriptor, poll events)
 Wrap = Callable[[ssl.MemoryBIO, ssl.MemoryBIO], ssl.SSLObject]  # e.g. a context's wrap_bio
 
@@ -71,7 +71,9 @@ class Sink(Protocol):
     def connected(self, key: int, *, alpn: str | None, now: float) -> None: ...
 
     def connect_failed(self, key: int, phase: ConnectPhase, exc: OSError, *, now: float) -> None:
-        """The connect (``"tcp"``) or the TLS handshake (``"tls"``) failed; ``key`` is closed."""
+        """The connect (``"tcp"``), the TLS handshake (``"tls"``), the one with an https://
+        proxy (``"proxy-tls"``) or the proxy's answer (``"proxy"``) failed; ``key`` is
+        closed."""
 
     def received(self, key: int, data: bytes, *, now: float) -> None: ...
 
@@ -88,21 +90,31 @@ class Sink(Protocol):
 
 class _Sock:
     """One socket: connecting (``tls`` None), handshaking, or ``open``; ``events`` 0: closed
-    or ended, watched no more."""
+    or ended, watched no more.  Through an https:// proxy, ``outer`` is the TLS with the
+    proxy (its handshake runs while ``tunnel`` is still to send): every byte on the wire
+    passes it (``out`` holds wire bytes), and ``tls``, the target's, runs inside it."""
 
     __slots__ = (
         *("events", "fd", "inbox", "key", "open", "out", "outbox", "proxying", "sock", "tls"),
-        *("tunnel", "wrap"),
+        *("outer", "outer_in", "outer_out", "outer_wrap", "tunnel", "wrap"),
     )
 
     def __init__(
-        self, key: int, sock: socket.socket, wrap: Wrap | None, tunnel: bytes | None = None
+        self,
+        key: int,
+        sock: socket.socket,
+        wrap: Wrap | None,
+        tunnel: bytes | None = None,
+        outer_wrap: Wrap | None = None,
     ) -> None:
         self.key, self.sock, self.wrap, self.fd = key, sock, wrap, sock.fileno()
         self.tunnel, self.proxying = tunnel, False  # a proxy's CONNECT: to send, then read
         self.events, self.open, self.out = _W, False, bytearray()
         self.tls: ssl.SSLObject | None = None
         self.inbox = self.outbox = ssl.MemoryBIO()
+        self.outer: ssl.SSLObject | None = None
+        self.outer_in = self.outer_out = self.inbox  # (their own once ``outer`` is made)
+        self.outer_wrap = outer_wrap
 
 
 class SelectLoop:
@@ -126,12 +138,15 @@ class SelectLoop:
         address: tuple[Any, ...],
         tls: Wrap | None = None,
         tunnel: bytes | None = None,
+        proxy_tls: Wrap | None = None,
     ) -> None:
         """Connect the non-blocking ``sock`` to ``address``, then shake hands (``tls``
         wraps the socket's two ``MemoryBIO``\\ s in an ``SSLObject``) and report
-        ``connected`` or ``failed``."""
+        ``connected`` or ``failed``.  With ``tunnel``, a proxy's ``CONNECT`` is sent and
+        its answer read first (:meth:`Sink.tunnel_received`); with ``proxy_tls`` too,
+        inside TLS with the proxy, which then carries the target's TLS (TLS in TLS)."""
         sock.connect_ex(address)  # its outcome shows as writability, then SO_ERROR
-        entry = self._socks[key] = _Sock(key, sock, tls, tunnel)
+        entry = self._socks[key] = _Sock(key, sock, tls, tunnel, proxy_tls)
         self._fds[entry.fd] = entry
         self._poll.register(entry.fd, _W)
         self.stirred = True
@@ -143,16 +158,17 @@ class SelectLoop:
         port: int,
         tls: tuple[ssl.SSLContext, str] | None = None,
         tunnel: bytes | None = None,
+        proxy_tls: tuple[ssl.SSLContext, str] | None = None,
     ) -> None:
-        """:meth:`connect` a new socket to the IP literal ``address`` (``tls``: a context
-        and the server's name to verify); a socket that cannot be made (not a literal, no
-        socket to be had) is reported to ``connect_failed`` (``"tcp"``) at once."""
+        """:meth:`connect` a new socket to the IP literal ``address`` (``tls``, and
+        ``proxy_tls`` for an https:// proxy: a context and the name to verify); a socket
+        that cannot be made (not a literal, no socket to be had) is reported to
+        ``connect_failed`` (``"tcp"``) at once."""
         try:
             sock, sockaddr = numeric_socket(address, port)
         except OSError as exc:
             return self._sink.connect_failed(key, "tcp", exc, now=self._clock())
-        wrap = None if tls is None else functools.partial(tls[0].wrap_bio, server_hostname=tls[1])
-        self.connect(key, sock, sockaddr, wrap, tunnel)
+        self.connect(key, sock, sockaddr, _wrap(tls), tunnel, _wrap(proxy_tls))
 
     def send(self, key: int, data: bytes) -> None:
         """Send ``data`` on ``key`` after what waits already (a closed key: dropped)."""
@@ -163,6 +179,8 @@ class SelectLoop:
             if entry.tls is not None:
                 entry.tls.write(data)
                 data = entry.outbox.read()
+            if entry.outer is not None:
+                data = _seal(entry, data)
             if not entry.out:
                 data = data[entry.sock.send(data) :]
         except BlockingIOError:
@@ -227,11 +245,18 @@ class SelectLoop:
                 if mask & _W or entry.tls is not None:  # (TLS: what reading left to send)
                     self._flush(entry)
                 return
+            if entry.outer is not None and entry.tunnel is not None:
+                return self._shake_proxy(entry, mask)
             if entry.proxying and not self._tunnel(entry, mask, now):
                 return  # (the proxy's answer is not complete, or the dial ended)
             if entry.tls is None:  # the TCP connect (or a proxy's tunnel) ended
                 if error := entry.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
                     raise OSError(error, os.strerror(error))
+                if entry.outer_wrap is not None:  # an https:// proxy: TLS with it first
+                    entry.outer_in, entry.outer_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+                    entry.outer = entry.outer_wrap(entry.outer_in, entry.outer_out)
+                    entry.outer_wrap = None
+                    return self._shake_proxy(entry, 0)
                 if entry.tunnel is not None:  # an egress proxy's CONNECT first
                     entry.out += entry.tunnel
                     entry.tunnel, entry.proxying = None, True
@@ -243,7 +268,11 @@ class SelectLoop:
                 entry.inbox, entry.outbox = ssl.MemoryBIO(), ssl.MemoryBIO()
                 entry.tls = entry.wrap(entry.inbox, entry.outbox)
             elif mask & _R:
-                if not (data := entry.sock.recv(READ_SIZE)):
+                data = entry.sock.recv(READ_SIZE)
+                ended = not data
+                if entry.outer is not None:  # the target's handshake inside the proxy's TLS
+                    data, ended = self._unseal(entry, data)
+                if ended:
                     raise ConnectionResetError("the server closed during the TLS handshake")
                 entry.inbox.write(data)
             with contextlib.suppress(*_SSL_WANT):
@@ -257,8 +286,48 @@ class SelectLoop:
             pass
         except OSError as exc:  # SSLError included
             self.close(entry.key)
-            phase: ConnectPhase = "tls" if entry.tls is not None else "tcp"
-            self._sink.connect_failed(entry.key, "proxy" if entry.proxying else phase, exc, now=now)
+            self._sink.connect_failed(entry.key, _phase(entry), exc, now=now)
+
+    def _shake_proxy(self, entry: _Sock, mask: int) -> None:
+        """The TLS handshake with an https:// proxy; once it is up, the ``CONNECT`` goes
+        inside it."""
+        assert entry.outer is not None and entry.tunnel is not None
+        if mask & _R:
+            if not (data := entry.sock.recv(READ_SIZE)):
+                raise ConnectionResetError("the proxy closed during the TLS handshake")
+            entry.outer_in.write(data)
+        with contextlib.suppress(*_SSL_WANT):
+            entry.outer.do_handshake()
+            entry.outer.write(entry.tunnel)  # (after the handshake's last bytes, in order)
+            entry.tunnel, entry.proxying = None, True
+        entry.out += entry.outer_out.read()
+        self._flush(entry)
+
+    def _unseal(self, entry: _Sock, data: bytes) -> tuple[bytes, bool]:
+        """What the proxy's TLS makes of ``data`` read off the wire (``b""``: EOF): the
+        plaintext it holds now, and whether it ended (close_notify, EOF, a fault)."""
+        assert entry.outer is not None
+        if data:
+            entry.outer_in.write(data)
+        else:
+            entry.outer_in.write_eof()
+        chunks: list[bytes] = []
+        ended = False
+        while True:
+            try:
+                if not (chunk := entry.outer.read(READ_SIZE)):
+                    ended = True
+                    break
+            except _SSL_WANT:
+                break
+            except (OSError, ValueError):
+                ended = True
+                break
+            chunks.append(chunk)
+        if entry.outer_out.pending:  # (what reading had to answer: a key update)
+            entry.out += entry.outer_out.read()
+            self._flush(entry)
+        return b"".join(chunks), ended
 
     def _tunnel(self, entry: _Sock, mask: int, now: float) -> bool:
         """Read the proxy's answer for the owner: True once it says go on (the socket is
@@ -266,7 +335,14 @@ class SelectLoop:
         if not mask & _R:
             self._flush(entry)
             return False
-        verdict = self._sink.tunnel_received(entry.key, entry.sock.recv(READ_SIZE), now=now)
+        data, ended = entry.sock.recv(READ_SIZE), False
+        if entry.outer is not None:  # an https:// proxy's answer, inside its TLS
+            data, ended = self._unseal(entry, data)
+            if not (data or ended):
+                return False
+        verdict = self._sink.tunnel_received(entry.key, data, now=now)
+        if verdict is None and ended and data:  # its EOF came with the bytes
+            verdict = self._sink.tunnel_received(entry.key, b"", now=now)
         if verdict is None:
             return False
         if not verdict:
@@ -284,6 +360,8 @@ class SelectLoop:
             return
         except OSError:
             pass
+        if entry.outer is not None and fresh:  # through an https:// proxy: its TLS first
+            return self._read_sealed(entry, data, now)
         if (tls := entry.tls) is None:
             if not data:
                 return self._ended(entry, now)
@@ -316,6 +394,22 @@ class SelectLoop:
         if ended and entry.events:  # (not closed by the owner meanwhile)
             self._ended(entry, now)
 
+    def _read_sealed(self, entry: _Sock, data: bytes, now: float) -> None:
+        """:meth:`_read` of ``data`` off the wire through an https:// proxy's TLS."""
+        data, ended = self._unseal(entry, data)
+        if entry.tls is None:  # a plain target inside the proxy's TLS
+            if data:
+                self._received(entry, data, now)
+            if ended and entry.events:
+                self._ended(entry, now)
+            return
+        if data:
+            entry.inbox.write(data)
+        if ended:
+            entry.inbox.write_eof()
+        if data or ended:
+            self._read(entry, now, fresh=False)
+
     def _received(self, entry: _Sock, data: bytes, now: float) -> None:
         try:
             self._sink.received(entry.key, data, now=now)
@@ -343,7 +437,8 @@ class SelectLoop:
         if not entry.events:
             return  # closed or ended meanwhile
         if entry.tls is not None and entry.outbox.pending:
-            entry.out += entry.outbox.read()
+            data = entry.outbox.read()
+            entry.out += data if entry.outer is None else _seal(entry, data)
         if entry.out:
             try:
                 del entry.out[: entry.sock.send(entry.out)]
@@ -351,11 +446,37 @@ class SelectLoop:
                 pass
             except OSError:  # a reader sees the socket end
                 entry.out.clear()
-        events = _R | (_W if entry.out else 0) if entry.open or entry.tls or entry.proxying else _W
+        connected = entry.open or entry.tls or entry.proxying or entry.outer  # (TCP is up)
+        events = _R | (_W if entry.out else 0) if connected else _W
         if events != entry.events:
             entry.events = events
             self._poll.modify(entry.fd, events)
             self.stirred = True
+
+
+def _wrap(tls: tuple[ssl.SSLContext, str] | None) -> Wrap | None:
+    """A context and the name to verify as a :data:`Wrap` (None: no TLS)."""
+    return None if tls is None else functools.partial(tls[0].wrap_bio, server_hostname=tls[1])
+
+
+def _seal(entry: _Sock, data: bytes) -> bytes:
+    """``data`` as it goes on the wire inside an https:// proxy's TLS (that TLS broken:
+    nothing; the reader sees it end)."""
+    assert entry.outer is not None
+    try:
+        entry.outer.write(data)
+    except (OSError, ValueError):
+        return b""
+    return entry.outer_out.read()
+
+
+def _phase(entry: _Sock) -> ConnectPhase:
+    """Which step of ``entry``'s connect was under way."""
+    if entry.proxying:
+        return "proxy"
+    if entry.outer is not None and entry.tunnel is not None:
+        return "proxy-tls"
+    return "tls" if entry.tls is not None else "tcp"
 
 
 class Workers:

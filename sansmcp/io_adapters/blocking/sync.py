@@ -31,7 +31,6 @@ from typing import Self, assert_never, cast
 
 from ...core.config import Config
 from ...core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, StoreOp, Write
-from ...core.errors import CallerError
 from ...core.results import CallResult
 from ...core.tools import Tool
 from ...core.view import ConnView
@@ -52,26 +51,12 @@ __all__ = ["Client", "Conn", "connect", "input_deadline"]
 RESOLVERS = 4  # resolver threads at most
 
 
-def _plain_proxy_only(proxy: object) -> None:
-    """An https:// proxy (TLS to the proxy, then TLS to the target inside it) needs TLS
-    in TLS, which this adapter's select loop does not layer yet: refused up front."""
-    if isinstance(proxy, str) and proxy[:8].lower() == "https://":
-        raise CallerError(
-            "an https:// proxy URL (TLS to the proxy itself) is not supported by the "
-            "blocking adapter yet (asyncio and trio support it); use an http:// proxy URL "
-            "here (the tunnel still carries TLS to an https:// server end to end)"
-        )
-
-
 class Client(ClientFace["Conn"]):
     __doc__ = ClientFace.__doc__
     _conn_type: type[Conn]
     _now = staticmethod(time.monotonic)
 
     def _setup(self) -> None:
-        route = self._driver.route
-        if route is not None and route.proxy is not None:
-            _plain_proxy_only(route.proxy.url)
         self._lock = threading.RLock()  # held once at most (see _selectloop.hold)
         self._loop = SelectLoop(self._driver, self._now)
         self._turns = Turns(
@@ -107,14 +92,12 @@ class Client(ClientFace["Conn"]):
 
     def connect(self, config: Config) -> contextlib.AbstractContextManager[Conn]:
         """Connect (negotiate) to ``config.url``; the ``Conn`` closes on exit."""
-        _plain_proxy_only(config.proxy)
         return _Connecting(self, config)
 
     def complete_authorization(self, config: Config, redirect: str) -> None:
         """Finish an authorization a person made after
         ``Unauthorized(cause="authorization_required")``: ``redirect`` is the URL they came
         back with.  The tokens go to ``config.oauth.store``; the next ``connect`` uses them."""
-        _plain_proxy_only(config.proxy)
         with self._lock:
             conn = self._open(config)
         with conn:
@@ -134,7 +117,9 @@ class Client(ClientFace["Conn"]):
                     turns._post(conn)
                 case Connect(socket_id=key, address=address, port=port, tls=tls):
                     context = None if tls is None else (self.tls_context(tls[1]), tls[0])
-                    self._loop.dial(key, address, port, context, command.tunnel)
+                    proxy = command.proxy_tls  # an https:// proxy: TLS with it first
+                    outer = None if proxy is None else (self.tls_context(("http/1.1",)), proxy)
+                    self._loop.dial(key, address, port, context, command.tunnel, outer)
                     turns._start_watching()
                 case Resolve():
                     self._resolvers.submit(resolve_blocking, self, command, self._lock)
