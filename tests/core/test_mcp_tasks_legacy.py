@@ -15,7 +15,7 @@ from sansmcp.core.errors import ServerAnswered
 from sansmcp.core.http import HttpRequest, header_value
 from sansmcp.core.limits import Limits
 from sansmcp.core.listing import parse_page, validate_entry
-from sansmcp.core.mcp import ConnSettings, TaskReported, ToolCalled, ToolsListed
+from sansmcp.core.mcp import ConnSettings, Progress, TaskReported, ToolCalled, ToolsListed
 from sansmcp.core.mcp.rules import declares_task_calls
 from sansmcp.core.mcp.session import Session
 from sansmcp.core.mcp.toolset import invalidate_listings
@@ -257,3 +257,36 @@ def test_a_legacy_cancel_reports_the_task_the_server_answers_with() -> None:
     server.overrides["tasks/cancel"] = lambda r, b: server.wrap(result(b["id"], {}))
     failure = d.failure(task_op(d, "cancel", "task-7"))
     assert isinstance(failure, ServerAnswered) and failure.reason == "malformed_task"
+
+
+def test_progress_for_the_call_reaches_the_caller_across_the_tasks_polls() -> None:
+    """The ``progressToken`` of the ``tools/call`` stays valid for its task's lifetime
+    (SEP-1686): progress for it on a ``tasks/get`` or ``tasks/result`` stream is the
+    call's; progress for another token is not."""
+    server = legacy_server()
+    calls: list[int] = []
+    original = server.overrides["tools/call"]
+
+    def call(request: HttpRequest, body: Any) -> Response:
+        calls.append(body["id"])
+        return original(request, body)
+
+    def progress(value: int, token: int | None = None) -> dict[str, Any]:
+        params = {"progressToken": calls[-1] if token is None else token, "progress": value}
+        return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+
+    server.overrides["tools/call"] = call
+    server.overrides["tasks/get"] = lambda r, b: sse_response(
+        progress(1), progress(9, token=b["id"]), result(b["id"], task("completed"))
+    )
+    server.overrides["tasks/result"] = lambda r, b: sse_response(
+        progress(2), result(b["id"], RESULT)
+    )
+    d = listed(server)
+    d.machine.call_tool("research", b"{}", now=d.now, progress=True)
+    assert isinstance(d.ok(d.pump()), ToolCalled)
+    assert [o for o in d.outputs if isinstance(o, Progress)] == [
+        Progress(progress=1, total=None, message=None),
+        Progress(progress=2, total=None, message=None),
+    ]
+    assert d.machine._t.notices.token is None  # the call ended: nothing is ours any more

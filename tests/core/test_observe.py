@@ -218,7 +218,7 @@ def test_max_notifications_per_request_drops_and_counts() -> None:
 def test_any_params_give_a_typed_observation_or_none(params: dict[str, Any], method: str) -> None:
     outputs: Any = __import__("collections").deque()
     notices = Notices(outputs, limit=10, deliver=True)
-    notices.begin(1, True)
+    notices.begin(1, 1)
     notices.take({"method": method, "params": params})
     for item in outputs:
         if isinstance(item, Progress):

@@ -181,7 +181,9 @@ class LegacyTasks:
     tool ``deliberate(topic, polls, hostile)`` with ``execution.taskSupport: "required"``;
     a ``tools/call`` of it with a ``task`` parameter is answered ``{"task": Task}``;
     ``tasks/get`` answers on an event stream (a ``notifications/tasks/status`` first) and
-    moves the task per poll (``working`` for ``polls`` polls, then ``completed``);
+    moves the task per poll (``working`` for ``polls`` polls, then ``completed``), with a
+    ``notifications/progress`` first (progress: the polls so far) when the call asked for
+    progress;
     ``tasks/result`` gives the ``CallToolResult``; ``tasks/cancel`` cancels.  ``hostile``:
     ``"taskid"`` (a poll names another task) or ``"status"`` (a poll's status is unknown)."""
 
@@ -276,6 +278,8 @@ class LegacyTasks:
             "topic": str(arguments.get("topic", "")),
             "left": int(arguments.get("polls", 1)),
             "hostile": arguments.get("hostile"),
+            "token": (params.get("_meta") or {}).get("progressToken"),
+            "polls": 0,
         }
         await _json(send, {"jsonrpc": "2.0", "id": rid, "result": {"task": self.view(task_id)}})
 
@@ -317,6 +321,12 @@ class LegacyTasks:
             "params": self.view(task_id),
         }
         events = [note, {"jsonrpc": "2.0", "id": rid, "result": view}]
+        task["polls"] += 1
+        if task["token"] is not None:  # the call's token, valid for the task's lifetime
+            params = {"progressToken": task["token"], "progress": task["polls"]}
+            events.insert(
+                0, {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+            )
         data = b"".join(
             b"event: message\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events
         )

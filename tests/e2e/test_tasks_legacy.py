@@ -128,3 +128,28 @@ def test_a_legacy_task_handle_starts_resumes_and_cancels(
         "tasks/cancel",
         "tasks/get",
     ]
+
+
+def test_progress_reaches_the_caller_across_the_polls(
+    backend: Backend, legacy_tasks: Server
+) -> None:
+    """The server sends progress for the call's token on each ``tasks/get`` stream:
+    ``on_progress`` gets one per poll, in order, in the caller's task."""
+    tag = f"legacy-progress-{backend.name}"
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def main() -> None:
+        async with (
+            backend.Client(allow_loopback=True) as client,
+            client.connect(config(legacy_tasks, tag)) as conn,
+        ):
+            await conn.list_tools()
+            result = await conn.call_tool(
+                "deliberate", b'{"topic": "p", "polls": 3}', on_progress=lambda *a: seen.append(a)
+            )
+            assert [c.text for c in result.content] == ["deliberated p"]
+
+    backend.run(main)
+    assert seen == [(1, None, None), (2, None, None), (3, None, None)]
+    calls = [m for m in logged(legacy_tasks, tag) if m.startswith(("tools/call", "tasks/"))]
+    assert calls == ["tools/call", "tasks/get", "tasks/get", "tasks/get", "tasks/result"]

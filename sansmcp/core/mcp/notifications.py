@@ -7,8 +7,9 @@ Three kinds of observation leave the machine as outputs, for the driver to
 
 * :class:`Progress` -- a ``notifications/progress`` whose ``progressToken`` is the
   token of the request in hand (the request's JSON-RPC id; sent only when the caller
-  asked for progress), wherever it arrived: on the request's own event stream or
-  (legacy) on the session's standalone stream;
+  asked for progress) -- or, while the call is followed as a task, the token of the
+  ``tools/call`` that created it (valid for the task's lifetime) -- wherever it arrived:
+  on the request's own event stream or (legacy) on the session's standalone stream;
 * :class:`LogMessage` (``notifications/message``) and :class:`Notification` (any
   other method: list-changed and the rest) -- only when the embedder set
   ``Config.on_notification``;
@@ -168,12 +169,13 @@ class Notices:
         self.count = 0
         self.dropped = 0  # past Limits.max_notifications, over the connection's life
 
-    def begin(self, rpc_id: int, progress: bool) -> None:
-        """Request ``rpc_id`` is sent (again, when it is resumed: its count goes on)."""
+    def begin(self, rpc_id: int, token: int | None) -> None:
+        """Request ``rpc_id`` is sent (again, when it is resumed: its count goes on);
+        progress for ``token`` is the operation's (None: no progress is)."""
         if rpc_id != self.rpc_id:
             self.rpc_id = rpc_id
             self.count = 0
-        self.token = rpc_id if progress else None
+        self.token = token
 
     def end(self) -> None:
         """The operation ended: no progress is ours any more."""

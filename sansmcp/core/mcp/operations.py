@@ -67,7 +67,8 @@ __all__ = [
 class Send:
     """Send ``request`` and wait for its reply, at most ``cap`` s (``Limits.<cap_bound>``);
     ``method`` / ``tool`` name a JSON-RPC request (for telemetry); ``parse`` decodes its
-    answer; ``progress``: the operation wants progress (routed to this request)."""
+    answer; ``progress``: the progress token whose notifications are the operation's
+    while this request is in hand (None: none are)."""
 
     request: HttpRequest
     rpc_id: int | None
@@ -76,7 +77,7 @@ class Send:
     method: str = ""
     tool: str | None = None
     parse: Decoder = parse_message
-    progress: bool = False
+    progress: int | None = None
 
 
 @dataclass(slots=True)
@@ -149,6 +150,9 @@ class Operations:
         # the call in hand asked for progress (its tools/call requests carry a token);
         # set for the operation's life by ``recovering``
         self.progress = False
+        # the progress token of the call in hand's last tools/call: a task it became keeps
+        # it for its polls (2025-11-25: "valid throughout the task lifetime")
+        self.call_token: int | None = None
         self.server_logs = False  # the legacy server declared the logging capability
         # the legacy session's standalone stream opens for input, notifications or progress
         self.listens = self.can_answer or settings.notifications
@@ -195,7 +199,7 @@ class Operations:
         sent_session = session.session_id
         while True:
             reply: Reply = yield Send(
-                request, rpc_id, cap, cap_bound, method, tool, parse, wants_progress
+                request, rpc_id, cap, cap_bound, method, tool, parse, self._route(rpc_id, progress)
             )
             if reply.broken is None:
                 break
@@ -225,6 +229,15 @@ class Operations:
                 raise EraMismatch(reply.at)
             session.hinted = False  # the hint held
         return reply
+
+    def _route(self, rpc_id: int, progress: bool) -> int | None:
+        """The progress token notifications are routed to while request ``rpc_id`` is in
+        hand: a tools/call asking for progress, its own; a request of the task that call
+        became, the call's; any other, none."""
+        if progress:
+            self.call_token = rpc_id
+            return rpc_id
+        return self.call_token if self.task is not None else None
 
     # ------------------------------------------------------------ negotiation
 
@@ -413,3 +426,4 @@ class Operations:
                 recovered = True
         finally:
             self.progress = False  # ended, failed or abandoned (closed)
+            self.call_token = None

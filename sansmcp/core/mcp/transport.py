@@ -224,11 +224,12 @@ class Transport:
         rpc_id: int | None,
         deadline: float,
         parse: Decoder = parse_message,
-        progress: bool = False,
+        progress: int | None = None,
     ) -> None:
         """Send the operation's request (the one it waits for), its answer parsed with
-        ``parse``; a JSON-RPC request's notifications count from here (``progress``: its
-        progress is wanted).  A :class:`Reply` for it ends it (``op`` is None again)."""
+        ``parse``; a JSON-RPC request's notifications count from here (``progress``: the
+        token whose progress is the operation's).  A :class:`Reply` for it ends it (``op``
+        is None again)."""
         if rpc_id is not None:
             self.notices.begin(rpc_id, progress)
         self.op = self.open(request, rpc_id, deadline, _OP, parse=parse)
