@@ -87,7 +87,7 @@ interop: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 # Benchmarks (bench/): `bench` runs the full set (~7 min quiet, ~17 at load 4, and 3-4 more for the
 # paired issue-12 rounds), `bench-quick` a reduced one in about 2 minutes; both write
 # bench/results/latest.{json,md} and plots.  `bench-fleet` runs only the fleet rows (issue 28,
-# a real redis-server; ~40 s), into bench/results/fleet.{json,md}; `bench-proxy` only the
+# a real redis-server; ~15 s), into bench/results/fleet.{json,md}; `bench-proxy` only the
 # egress-proxy rows (issue 29, a real tinyproxy; ~3 min), into bench/results/proxy.{json,md}.
 .PHONY: bench bench-quick bench-fleet bench-proxy
 BENCH_STAMP := $(VENV)/.bench-installed
