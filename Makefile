@@ -90,8 +90,9 @@ interop: $(STAMP) $(SUITE_STAMP) $(INTEROP_STAMP)
 # Benchmarks (bench/): `bench` runs the full set (~7 min quiet, ~17 at load 4, and 3-4 more for the
 # paired issue-12 rounds), `bench-quick` a reduced one in about 2 minutes; both write
 # bench/results/latest.{json,md} and plots.  `bench-fleet` runs only the fleet rows (issue 28,
-# a real redis-server; ~40 s), into bench/results/fleet.{json,md}.
-.PHONY: bench bench-quick bench-fleet
+# a real redis-server; ~15 s), into bench/results/fleet.{json,md}; `bench-proxy` only the
+# egress-proxy rows (issue 29, a real tinyproxy; ~3 min), into bench/results/proxy.{json,md}.
+.PHONY: bench bench-quick bench-fleet bench-proxy
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -106,6 +107,9 @@ bench-quick: $(BENCH_STAMP)
 
 bench-fleet: $(BENCH_STAMP)
 	$(BIN)/python -m bench.fleet --out bench/results/fleet.json
+
+bench-proxy: $(BENCH_STAMP)
+	$(BIN)/python -m bench.proxy --out bench/results/proxy.json
 
 # The hostile-server suite (tests/hostile/README.md): `make test` runs its fast set
 # (a case per bound, both backends); `hostile` runs every case and a longer fuzz.

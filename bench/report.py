@@ -19,6 +19,7 @@ from typing import Any
 
 from . import fleet as fleet_module
 from . import paired as paired_module
+from . import proxy as proxy_module
 from . import targets as targets_module
 from .targets import _fmt
 
@@ -567,6 +568,10 @@ def write(result: dict[str, Any], out: Path) -> None:
         "## Fleet: listings shared through Redis (issue 28)",
         "",
         *fleet_module.markdown(result.get("fleet")),
+        "",
+        "## Egress proxy: the work item through tinyproxy's CONNECT tunnel (issue 29)",
+        "",
+        *proxy_module.markdown(result.get("proxy")),
         "",
         "## Cold start: imports, a fresh process's first work item, the CLI",
         "",

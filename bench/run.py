@@ -15,7 +15,8 @@ cold start (``bench.cold_start``: imports, a fresh process's first work item, th
 against the 10-tool HTTP/1.1 server; then the in-flight rows (``bench.inflight``: 1 /
 100 / 500 / 1,000 in flight against ``bench.canned``, and a profile at 1,000); last, the
 fleet (``bench.fleet``: 8 processes sharing listings through a real ``redis-server``, and
-CPU per item on a Redis hit, an in-process hit and no cache).  The TLS
+CPU per item on a Redis hit, an in-process hit and no cache) and the egress proxy
+(``bench.proxy``: the work item through a real tinyproxy's ``CONNECT`` tunnel vs direct).  The TLS
 rows use a trustme CA made for the run (``results/tls.tmp/``).  Writes
 ``bench/results/latest.json``; ``bench.report`` turns it into ``latest.md`` (with the
 issue-16 targets table) and plots.
@@ -66,7 +67,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated contenders, 'paired' / 'fleet' for those sections (debugging; default all)",
+        help="comma-separated contenders, 'paired' / 'fleet' / 'proxy' for those sections (debugging; default all)",
     )
     args = parser.parse_args()
     cache_bytecode()
@@ -144,7 +145,14 @@ def main() -> None:
         if not only or "fleet" in only:
             print(f"fleet (bench.fleet, redis-server)  (load {load()})", flush=True)
             quick = ["--quick"] if args.quick else []
-            extras["fleet"] = _run_json_child(["-m", "bench.fleet", *quick], log, None)
+            extras["fleet"] = _run_json_child(["-m", "bench.fleet", *quick], log, None, timeout=900)
+            print(f"  ({time.time() - started:.0f} s so far)", flush=True)
+        if not only or "proxy" in only:
+            print(f"egress proxy (bench.proxy, tinyproxy)  (load {load()})", flush=True)
+            args_proxy = ["-m", "bench.proxy"] + (["--quick"] if args.quick else [])
+            if server_cpu is not None:
+                args_proxy += ["--server-cpu", str(server_cpu)]
+            extras["proxy"] = _run_json_child(args_proxy, log, client_cpu, timeout=900)
             print(f"  ({time.time() - started:.0f} s so far)", flush=True)
     meta["load_after"] = load()
     meta["duration_s"] = round(time.time() - started, 1)
@@ -227,10 +235,12 @@ def _parse_bench(path: Path, quick: bool, log: IO[str], cpu: int | None) -> dict
     return out
 
 
-def _run_json_child(args: list[str], log: IO[str], cpu: int | None) -> dict[str, Any]:
+def _run_json_child(
+    args: list[str], log: IO[str], cpu: int | None, timeout: float = 300
+) -> dict[str, Any]:
     child = LineProcess(args, log=log, cpu=cpu)
     try:
-        return child.read_json(timeout=300)
+        return child.read_json(timeout=timeout)
     except (TimeoutError, EOFError) as exc:
         return {"failed": f"{type(exc).__name__}: {exc}"}
     finally:
