@@ -612,6 +612,23 @@ class ConnBase(ConnFace, Mailbox):
         return value if done else LATE
 
 
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # (Linux)
+
+
+def ack_at_once(sock: socket.socket) -> None:
+    """Acknowledge what was just read from ``sock`` now, not at the delayed-ACK timer.
+
+    Called after each read of a socket through an egress proxy's tunnel: a proxy that
+    relays a response in two writes without ``TCP_NODELAY`` (tinyproxy does) holds the
+    second until the first is acknowledged, and Linux delays that ACK by up to 40 ms --
+    40 ms added to every proxied response (bench/README.md, "Egress proxy").  Linux only
+    (elsewhere a no-op); the kernel leaves quick-ACK mode by itself, hence once per read.
+    """
+    if _QUICKACK is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+
+
 def numeric_socket(address: str, port: int) -> tuple[socket.socket, tuple[Any, ...]]:
     """A non-blocking TCP socket for the IP literal ``address`` and its sockaddr.
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import socket
 import ssl
 import weakref
 from collections import deque
@@ -41,7 +42,15 @@ from ..core.config import Config
 from ..core.driver import CloseSocket, Connect, Deliver, Finished, Resolve, StoreOp, Write
 from ..core.driver import DialPhase as Phase
 from ..core.view import ConnView
-from ._common import READ_SIZE, ClientBase, ConnBase, numeric_socket, perform_store, resolve
+from ._common import (
+    READ_SIZE,
+    ClientBase,
+    ConnBase,
+    ack_at_once,
+    numeric_socket,
+    perform_store,
+    resolve,
+)
 from ._tasks import TaskHandle
 
 __all__ = ["Client", "Conn", "TaskHandle", "connect"]
@@ -163,6 +172,7 @@ class Client(ClientBase["Conn"]):
                 verdict = None
                 while verdict is None:
                     data = await loop.sock_recv(sock, READ_SIZE)
+                    ack_at_once(sock)
                     verdict = self._driver.tunnel_received(socket_id, data, now=self._now())
                     self._pump()
                 if not verdict:
@@ -173,7 +183,10 @@ class Client(ClientBase["Conn"]):
             if command.tls is not None:
                 host, alpn = command.tls
                 tls = {"ssl": self.tls_context(alpn), "server_hostname": host}
-            await loop.create_connection(lambda: _Reader(self, socket_id), sock=sock, **tls)
+            quickack = sock if command.tunnel is not None else None
+            await loop.create_connection(
+                lambda: _Reader(self, socket_id, quickack=quickack), sock=sock, **tls
+            )
         except (OSError, ssl.SSLError) as exc:
             sock.close()
             return self._failed(socket_id, phase, exc)
@@ -203,13 +216,14 @@ class Client(ClientBase["Conn"]):
             verdict = None
             while verdict is None:
                 data = await tunnel.next()
+                ack_at_once(sock)
                 verdict = self._driver.tunnel_received(socket_id, data, now=self._now())
                 self._pump()
             if not verdict:
                 transport.abort()
                 return None
             phase = "tls"
-            reader = _Reader(self, socket_id, plain=command.tls is None)
+            reader = _Reader(self, socket_id, plain=command.tls is None, quickack=sock)
             if command.tls is not None:
                 host, alpn = command.tls
                 inner = await loop.start_tls(
@@ -274,10 +288,18 @@ class _Reader(asyncio.BufferedProtocol):
 
     transport: asyncio.Transport
 
-    def __init__(self, client: Client, socket_id: int, *, plain: bool = False) -> None:
+    def __init__(
+        self,
+        client: Client,
+        socket_id: int,
+        *,
+        plain: bool = False,
+        quickack: socket.socket | None = None,
+    ) -> None:
         self.client = client
         self.socket_id = socket_id
         self.plain = plain  # over TLS to a proxy, but plain to the target: no ALPN of its
+        self.quickack = quickack  # through a proxy's tunnel: each read acknowledged at once
         self.closed = False  # aborted by the driver, or its end reported: nothing more to say
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -293,6 +315,8 @@ class _Reader(asyncio.BufferedProtocol):
         return self.client._view  # (a view: asyncio's TLS reads fill slices of it)
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self.quickack is not None:
+            ack_at_once(self.quickack)
         if not self.closed:
             self._report(self.client._driver.received, bytes(self.client._view[:nbytes]))
 

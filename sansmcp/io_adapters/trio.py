@@ -54,6 +54,7 @@ from ._common import (
     READ_SIZE,
     ClientBase,
     ConnBase,
+    ack_at_once,
     numeric_socket,
     resolve,
     store_answer_blocking,
@@ -246,11 +247,12 @@ class Client(ClientBase["Conn"]):
                 await stream.do_handshake()
             if command.tunnel is not None:  # an egress proxy's CONNECT, read for the driver
                 phase = "proxy"
-                if not await self._tunnel(socket_id, stream, command.tunnel):
+                if not await self._tunnel(socket_id, stream, command.tunnel, raw):
                     await trio.aclose_forcefully(stream)
                     return None
+            quickack = raw if command.tunnel is not None else None
             if command.tls is None and command.proxy_tls is None:
-                return await self._plain(socket_id, sock, raw)
+                return await self._plain(socket_id, sock, raw, quickack)
             if command.tls is not None:
                 phase = "tls"
                 host, offer = command.tls
@@ -270,14 +272,18 @@ class Client(ClientBase["Conn"]):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_write, stream, queued)
-                await self._read(socket_id, stream, alpn)
+                await self._read(socket_id, stream, alpn, quickack)
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await trio.aclose_forcefully(stream)
 
     async def _plain(
-        self, socket_id: int, sock: trio.socket.SocketType, raw: socket.socket
+        self,
+        socket_id: int,
+        sock: trio.socket.SocketType,
+        raw: socket.socket,
+        quickack: socket.socket | None,
     ) -> None:
         """A connected plain TCP socket: written by ``_pump``, read here."""
         sender = _Sender(raw)
@@ -285,18 +291,21 @@ class Client(ClientBase["Conn"]):
         try:
             async with trio.open_nursery() as nursery:
                 sender.nursery = nursery
-                await self._read(socket_id, raw, None)
+                await self._read(socket_id, raw, None, quickack)
                 nursery.cancel_scope.cancel()
         finally:
             sender.broken = True
             sock.close()
 
-    async def _tunnel(self, socket_id: int, stream: trio.abc.Stream, request: bytes) -> bool:
+    async def _tunnel(
+        self, socket_id: int, stream: trio.abc.Stream, request: bytes, raw: socket.socket
+    ) -> bool:
         """Send the ``CONNECT``; hand the proxy's answer to the driver until it decides."""
         await stream.send_all(request)
         verdict = None
         while verdict is None:
             data = bytes(await stream.receive_some(READ_SIZE))
+            ack_at_once(raw)
             verdict = self._driver.tunnel_received(socket_id, data, now=self._now())
             self._pump()
         return verdict
@@ -306,10 +315,15 @@ class Client(ClientBase["Conn"]):
         self._pump()
 
     async def _read(
-        self, socket_id: int, source: trio.abc.ReceiveStream | socket.socket, alpn: str | None
+        self,
+        socket_id: int,
+        source: trio.abc.ReceiveStream | socket.socket,
+        alpn: str | None,
+        quickack: socket.socket | None = None,
     ) -> None:
         """Report the socket connected, then its bytes and its EOF, one read per pass; the
-        reader never dies of an exception (it is the driver's ``reader_failed``)."""
+        reader never dies of an exception (it is the driver's ``reader_failed``).  Through
+        a proxy's tunnel, ``quickack`` (the TCP socket) acknowledges each read at once."""
         driver, view = self._driver, self._view
         wait_readable, now = trio.lowlevel.wait_readable, self._now()
         try:
@@ -329,6 +343,8 @@ class Client(ClientBase["Conn"]):
                         data = bytes(await source.receive_some(READ_SIZE))
                     except _BROKEN:
                         data = b""
+                if quickack is not None:
+                    ack_at_once(quickack)
                 now = self._now()  # one clock reading per wake-up
                 if not data:
                     driver.eof(socket_id, now=now)

@@ -51,7 +51,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
-from .._common import READ_SIZE, numeric_socket  # (the loop knows no driver)
+from .._common import READ_SIZE, ack_at_once, numeric_socket  # (the loop knows no driver)
 
 __all__ = ["MAX_WAIT", "Bell", "SelectLoop", "Sink", "Workers", "hold", "retake", "unlocked"]
 
@@ -96,7 +96,7 @@ class _Sock:
 
     __slots__ = (
         *("events", "fd", "inbox", "key", "open", "out", "outbox", "proxying", "sock", "tls"),
-        *("outer", "outer_in", "outer_out", "outer_wrap", "tunnel", "wrap"),
+        *("outer", "outer_in", "outer_out", "outer_wrap", "tunnel", "tunnelled", "wrap"),
     )
 
     def __init__(
@@ -109,6 +109,7 @@ class _Sock:
     ) -> None:
         self.key, self.sock, self.wrap, self.fd = key, sock, wrap, sock.fileno()
         self.tunnel, self.proxying = tunnel, False  # a proxy's CONNECT: to send, then read
+        self.tunnelled = tunnel is not None  # each read then acknowledged at once
         self.events, self.open, self.out = _W, False, bytearray()
         self.tls: ssl.SSLObject | None = None
         self.inbox = self.outbox = ssl.MemoryBIO()
@@ -336,6 +337,7 @@ class SelectLoop:
             self._flush(entry)
             return False
         data, ended = entry.sock.recv(READ_SIZE), False
+        ack_at_once(entry.sock)
         if entry.outer is not None:  # an https:// proxy's answer, inside its TLS
             data, ended = self._unseal(entry, data)
             if not (data or ended):
@@ -360,6 +362,8 @@ class SelectLoop:
             return
         except OSError:
             pass
+        if entry.tunnelled:
+            ack_at_once(entry.sock)
         if entry.outer is not None and fresh:  # through an https:// proxy: its TLS first
             return self._read_sealed(entry, data, now)
         if (tls := entry.tls) is None:
