@@ -139,7 +139,8 @@ Plan = tuple[_Script | None, tuple[Any, ...], Callable[[Any], StoreAnswer]]
 
 
 class RedisStore:
-    """The store of a fleet, on Redis: ``RedisStore("redis://host:6379/0", secret=...)``.
+    """The store of a fleet, on Redis: ``RedisStore("redis://host:6379/0", secret=...)``
+    (the ``redis`` extra, redis-py: ``pip install 'sansmcp[redis]'``).
 
     * ``url``: redis-py's forms (``redis://``, ``rediss://``, ``unix://``);
     * ``secret``: bytes (at least 16), the same on every worker: it keys the digest of
