@@ -148,7 +148,9 @@ fuzz: $(FUZZ_STAMP)
 # `docs` builds site/ (MkDocs, strict: a warning, a broken reference or an undocumented
 # public name fails it) after tests/test_reference.py checks every public name has a
 # docstring and a reference entry.  `dist` builds the sdist and the wheel into dist/ and
-# checks them (twine check --strict, then tools/check_dist.py: what each archive holds).
+# checks them (twine check --strict, then tools/check_dist.py: what each archive holds, the
+# extras redis, oauth, otel and trio with their packages, and the console script, run from
+# the wheel installed alone into a scratch folder).
 .PHONY: docs dist test-pythons
 DOCS_STAMP := $(VENV)/.docs-installed
 RELEASE_STAMP := $(VENV)/.release-installed

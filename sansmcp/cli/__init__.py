@@ -6,13 +6,15 @@
                       [--backend sync|asyncio|trio] [--protocol-version V ...]
                       [--log-level LEVEL] [--header NAME:VALUE ...]
                       [--timeout S] [--{dial,connect,list,call,auth}-timeout S]
+                      [--proxy URL [--proxy-guard local|proxy]]
     sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options] [--progress | --no-progress]
 
 The token may also come from ``SANSMCP_TOKEN``.  The tokens ``sansmcp login URL``
 stored are used (and refreshed) whenever a login for URL is stored and no token is
 given; ``--oauth`` asks for OAuth even without one (``sansmcp logout URL`` forgets
-them; see :mod:`sansmcp.cli.oauth`).  ``--timeout S`` sets every deadline kind to S
-seconds, ``--KIND-timeout S`` one of them.  Output is for people by default
+them; see :mod:`sansmcp.cli.oauth`).  ``--proxy URL`` and ``--proxy-guard local|proxy``
+are ``Client(proxy=, guard=)`` (a bad proxy URL is a usage error).  ``--timeout S`` sets
+every deadline kind to S seconds, ``--KIND-timeout S`` one of them.  Output is for people by default
 (a table of tools; a call's content blocks; the negotiated protocol version) and
 for machines with ``--json`` (one JSON document on one line).  ``--log-level LEVEL``
 asks the server for log messages at or above LEVEL and prints each on stderr.  While

@@ -19,6 +19,7 @@ from ..core.jsonvalue import JsonError, parse_json_object_strict
 from ..core.limits import Limits
 from ..core.mcp.notifications import LOG_LEVELS
 from ..core.messages import SUPPORTED_VERSIONS
+from ..core.net.egress import GUARD_MODES
 from .backends import BACKENDS, DEFAULT_BACKEND
 from .render import EXIT_USAGE
 from .text import _emit, _line
@@ -48,6 +49,18 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-private",
         action="store_true",
         help="allow private addresses (10/8, 172.16/12, 192.168/16, fc00::/7, ...)",
+    )
+    common.add_argument(
+        "--proxy",
+        metavar="URL",
+        help="send every request through this HTTP proxy's CONNECT tunnels "
+        "(http[s]://[user:password@]host[:port])",
+    )
+    common.add_argument(
+        "--proxy-guard",
+        choices=GUARD_MODES,
+        help="who vets the destination: local (default: resolve and vet here, tunnel to "
+        "the vetted address) or proxy (the proxy resolves)",
     )
     common.add_argument("--backend", choices=tuple(BACKENDS), default=DEFAULT_BACKEND)
     common.add_argument(
@@ -164,6 +177,15 @@ def _limits(args: argparse.Namespace) -> Limits | None:
         if value is not None:
             chosen[f"{kind}_timeout"] = value
     return Limits(**cast("dict[str, Any]", chosen)) if chosen else None
+
+
+def _egress(args: argparse.Namespace) -> dict[str, Any]:
+    """The Client's ``proxy`` and ``guard`` options (the URL is checked by the Client)."""
+    if args.proxy is None:
+        if args.proxy_guard is not None:
+            raise CallerError("--proxy-guard needs --proxy")
+        return {}
+    return {"proxy": args.proxy, "guard": args.proxy_guard or "local"}
 
 
 def _arguments(text: str | None, stdin: TextIO) -> bytes:

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from ..core.config import Config
 from ..core.errors import CallerError, McpError
 from ..core.mcp.notifications import LogMessage, Notification
-from .args import TOKEN_ENV, _arguments, _limits, _parser
+from .args import TOKEN_ENV, _arguments, _egress, _limits, _parser
 from .backends import _caller, _list, _run
 from .render import (
     EXIT_BROKEN_PIPE,
@@ -71,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         limits = _limits(args)
         if limits is not None:
             client_options["limits"] = limits
+        client_options.update(_egress(args))
         from .oauth import login, logout, stored_login
 
         if args.command in ("login", "logout"):

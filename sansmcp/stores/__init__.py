@@ -31,9 +31,13 @@ class SharedStore(Protocol):
     listings are then shared between callers with the same credential, keyed by an
     HMAC under it; without one only public listings are shared."""
 
-    def execute(self, command: StoreCommand) -> StoreAnswer: ...
+    def execute(self, command: StoreCommand) -> StoreAnswer:
+        """Perform ``command`` and answer (blocking; called from many threads at once)."""
+        ...
 
-    async def aexecute(self, command: StoreCommand) -> StoreAnswer: ...
+    async def aexecute(self, command: StoreCommand) -> StoreAnswer:
+        """Perform ``command`` on the running asyncio loop and answer."""
+        ...
 
 
 def __getattr__(name: str) -> Any:

@@ -38,7 +38,7 @@ class AtRest:
     def __init__(self, keys: Sequence[tuple[str, bytes]]) -> None:
         try:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        except ImportError as exc:  # pragma: no cover - the oauth extra is a dev dependency
+        except ImportError as exc:  # tests/test_extras.py
             raise CallerError(
                 "encrypting stored values needs the 'cryptography' package: "
                 "pip install 'sansmcp[oauth]'"

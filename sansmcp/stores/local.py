@@ -25,8 +25,10 @@ class LocalStore:
         return f"LocalStore({self.store!r})"
 
     def execute(self, command: StoreCommand) -> StoreAnswer:
+        """Perform ``command`` on the in-memory store, under its lock."""
         with self._lock:
             return self.store.execute(command, now=time.monotonic())
 
     async def aexecute(self, command: StoreCommand) -> StoreAnswer:
+        """Perform ``command`` as :meth:`execute` does (it never waits on I/O)."""
         return self.execute(command)

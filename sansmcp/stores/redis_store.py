@@ -139,7 +139,8 @@ Plan = tuple[_Script | None, tuple[Any, ...], Callable[[Any], StoreAnswer]]
 
 
 class RedisStore:
-    """The store of a fleet, on Redis: ``RedisStore("redis://host:6379/0", secret=...)``.
+    """The store of a fleet, on Redis: ``RedisStore("redis://host:6379/0", secret=...)``
+    (the ``redis`` extra, redis-py: ``pip install 'sansmcp[redis]'``).
 
     * ``url``: redis-py's forms (``redis://``, ``rediss://``, ``unix://``);
     * ``secret``: bytes (at least 16), the same on every worker: it keys the digest of
@@ -162,15 +163,20 @@ class RedisStore:
         at_rest: Sequence[tuple[str, bytes]] | None = None,
         limits: Limits | None = None,
     ) -> None:
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as exc:  # tests/test_extras.py
+            raise CallerError(
+                "RedisStore needs the 'redis' package (redis-py): pip install 'sansmcp[redis]'"
+            ) from exc
+
         if not isinstance(secret, bytes) or len(secret) < MIN_SECRET_BYTES:
             raise CallerError(
                 f"RedisStore(secret=) is bytes of at least {MIN_SECRET_BYTES}, "
                 "the same on every worker of the fleet"
             )
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
         self._limits = limits or Limits()
         self._secret = secret
         self._at_rest = AtRest(at_rest) if at_rest is not None else None
