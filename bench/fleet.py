@@ -16,7 +16,8 @@ report ("Fleet", from :func:`run`) and alone in ``make bench-fleet``:
   alternated rounds: ``none`` (no cache: ``Limits(max_cache_entries=0)``, every item
   lists from the server), ``local`` (an in-process hit) and ``redis`` (a shared-cache
   hit: the Client's own ``tools/list`` entries are dropped before each item, outside
-  the measured time, so each item reads the listing from Redis).  CPU
+  the measured time, so each item reads the listing from Redis; the bytes read are the
+  same each time, so the codec reuses the listing it decoded, and counts it).  CPU
   (``time.process_time``) and wall time per item; the Redis round trip's cost is
   ``redis - local`` and the server round trip it saves ``none - local``.
 
@@ -197,6 +198,7 @@ async def _cpu(server: LineProcess, url: str, redis_url: str, rounds: int, per_r
     fleet = arms["redis"]._driver.fleet
     assert fleet is not None and fleet.listings is not None
     before = dict(fleet.listings.counts)
+    reused_before = fleet.listings.codec.reused
     for index in range(rounds):
         order = list(arms.items())
         order = order[index % 3 :] + order[: index % 3]  # each arm first in turn
@@ -206,6 +208,7 @@ async def _cpu(server: LineProcess, url: str, redis_url: str, rounds: int, per_r
             for method, count in _stats(server)["by_rpc"].items():
                 sent[name][method] = sent[name].get(method, 0) + count
     counts = {k: v - before.get(k, 0) for k, v in fleet.listings.counts.items()}
+    reused = fleet.listings.codec.reused - reused_before
     for client in arms.values():
         await client.aclose()
     await store.aclose()
@@ -226,6 +229,7 @@ async def _cpu(server: LineProcess, url: str, redis_url: str, rounds: int, per_r
         },
         "requests_by_method": sent,
         "redis_store_counts": counts,
+        "redis_listings_reused": reused,
         "redis_store_call_cpu_us": round(inside[0] / items * 1e6, 1),
         "redis_get_floor": floor,
         "redis_trip_cpu_us": round(us["redis"] - us["local"], 1),
@@ -355,7 +359,12 @@ def markdown(report: dict[str, Any] | None) -> list[str]:
         f"**{'met' if redis_cpu <= server_cpu else 'missed'}** "
         f"({redis_cpu / server_cpu:.2f}x in CPU). Redis arm store counts: "
         + ", ".join(f"{k} {v}" for k, v in cpu["redis_store_counts"].items() if v)
-        + ".",
+        + (
+            f"; listings reused undecoded (the same bytes read again) "
+            f"{cpu['redis_listings_reused']}."
+            if "redis_listings_reused" in cpu
+            else "."
+        ),
     ]
     floor = cpu.get("redis_get_floor") or {}
     if "cpu_us" in floor:

@@ -22,11 +22,18 @@ READY_ATTEMPTS = 500  # PINGs 10 ms apart before a start counts as failed
 
 
 class RedisServer:
-    """One ``redis-server`` process; ``stop()`` / ``start()`` restart it on the same socket."""
+    """One ``redis-server`` process; ``stop()`` / ``start()`` restart it on the same socket.
 
-    def __init__(self, binary: str, directory: pathlib.Path) -> None:
+    ``maxmemory`` (Redis's form: ``"2mb"``): a server that refuses writes once its used
+    memory is over it (``maxmemory-policy noeviction``: nothing is evicted), a full Redis.
+    """
+
+    def __init__(
+        self, binary: str, directory: pathlib.Path, *, maxmemory: str | None = None
+    ) -> None:
         self.binary = binary
         self.directory = directory
+        self.maxmemory = maxmemory
         self.socket = directory / "redis.sock"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -51,6 +58,9 @@ class RedisServer:
 
     def start(self) -> None:
         assert self.process is None, "already running"
+        memory: list[str] = []
+        if self.maxmemory is not None:
+            memory = ["--maxmemory", self.maxmemory, "--maxmemory-policy", "noeviction"]
         self.process = subprocess.Popen(
             [
                 self.binary,
@@ -63,6 +73,7 @@ class RedisServer:
                 "--daemonize", "no",
                 "--loglevel", "warning",
                 "--logfile", str(self.directory / "redis.log"),
+                *memory,
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -371,7 +371,11 @@ class SharedListings:
                 continue
             assert isinstance(answer, Found)
             load.seen[key] = answer.version
-            pages = None if served else self.codec.open("listing", answer.value, opened)
+            pages = (
+                None
+                if served
+                else self.codec.open("listing", answer.value, opened, reuse=load.version)
+            )
             if pages == []:
                 load.marked = not index  # (a mark under the private key: a miss)
                 continue

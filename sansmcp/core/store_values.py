@@ -15,11 +15,19 @@ Everything a store returns is untrusted (another worker's older code, an operato
 bounded JSON parser and checks the layout, the kind and every field's type; anything
 else is a miss (None), counted in ``ValueCodec.misses`` by cause -- never an exception.
 Members a body does not name are ignored (a newer worker may add some).
+
+Decoding a listing (JSON, then every tool validated again) costs more than the store's
+round trip, and a fleet reads the same listing over and over: ``open`` with ``reuse=``
+keeps the last :data:`MEMO_ENTRIES` records it opened (at most :data:`MEMO_BYTES` of
+values in all) and returns one again, undecoded, only for a value whose bytes are equal
+to those it was opened from, under the same kind and ``reuse`` -- a changed or planted
+value is decoded and checked again.  Counted in ``ValueCodec.reused``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
 from .cache import CachedPage
@@ -43,6 +51,8 @@ __all__ = [
 ]
 
 FORMAT = 1  # the sealed values' layout: [FORMAT, kind, body]
+MEMO_ENTRIES = 16  # records opened with reuse= kept for values read again
+MEMO_BYTES = 2 << 20  # the values' bytes those records are kept for, in all
 _VALUE_DEPTH = 64  # nesting of a sealed value (a listing page's schemas included)
 MAX_ERA_CHARS = 64
 
@@ -267,13 +277,18 @@ class ValueCodec:
     ``max_bytes``), ``"undecodable"`` (not JSON, or not ``[1, kind, {...}]``),
     ``"kind"`` (another kind's value under this key), ``"shape"`` (a body whose
     fields are missing or of the wrong type).  ``unsealed`` counts records too big
-    to store (they are not stored).
+    to store (they are not stored); ``reused``, records returned again for the same
+    bytes (``open``'s ``reuse``).
     """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.misses = {"oversized": 0, "undecodable": 0, "kind": 0, "shape": 0}
         self.unsealed = 0
+        self.reused = 0
+        # (kind, reuse, the value's bytes) -> the record opened from them, oldest first
+        self._memo: OrderedDict[tuple[str, Hashable, bytes], Any] = OrderedDict()
+        self._memo_bytes = 0
 
     def __repr__(self) -> str:
         return f"ValueCodec(max_bytes={self.max_bytes:,}, misses={self.misses})"
@@ -287,10 +302,24 @@ class ValueCodec:
         return data
 
     def open(
-        self, kind: str, data: bytes, shape: Callable[[Mapping[str, Any]], R | None]
+        self,
+        kind: str,
+        data: bytes,
+        shape: Callable[[Mapping[str, Any]], R | None],
+        *,
+        reuse: Hashable = None,
     ) -> R | None:
         """The record ``shape`` builds from the body of ``data``, or None (a miss,
-        counted) -- never an exception, whatever ``data`` holds."""
+        counted) -- never an exception, whatever ``data`` holds.
+
+        ``reuse`` (not None) names all that ``shape`` depends on besides the body: a
+        record opened before from bytes equal to ``data``, with the same ``kind`` and
+        ``reuse``, is returned again (the same object: the caller must not change it)."""
+        memo_key = (kind, reuse, data)
+        if reuse is not None and (kept := self._memo.get(memo_key)) is not None:
+            self._memo.move_to_end(memo_key)
+            self.reused += 1
+            return kept  # type: ignore[no-any-return]
         if len(data) > self.max_bytes:
             cause = "oversized"
         else:
@@ -309,8 +338,21 @@ class ValueCodec:
             elif value[1] != kind:
                 cause = "kind"
             elif (record := shape(value[2])) is not None:
+                if reuse is not None:
+                    self._keep(memo_key, record)
                 return record
             else:
                 cause = "shape"
         self.misses[cause] += 1
         return None
+
+    def _keep(self, memo_key: tuple[str, Hashable, bytes], record: Any) -> None:
+        """Keep ``record`` for its value's bytes, the oldest forgotten past the bounds."""
+        size = len(memo_key[2])
+        if size > MEMO_BYTES:
+            return
+        self._memo[memo_key] = record
+        self._memo_bytes += size
+        while len(self._memo) > MEMO_ENTRIES or self._memo_bytes > MEMO_BYTES:
+            (_, _, data), _ = self._memo.popitem(last=False)
+            self._memo_bytes -= len(data)

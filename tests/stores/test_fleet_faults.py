@@ -8,7 +8,11 @@ the work item goes on, the store's failure counted as a miss.
   a listing key (a corrupted listing: ``test_fleet_listings.py``; every planted form
   at the store's level: ``test_redis_store.py``);
 * a process holding a listing's load lease killed with SIGKILL: the others wait
-  ``Limits.store_load_wait``, then list themselves.
+  ``Limits.store_load_wait``, then list themselves;
+* a full Redis (``maxmemory``, ``noeviction``: every write refused, reads served):
+  listings and era hints are misses, the work items go on; a refresh of shared tokens
+  (:class:`~sansmcp.core.fleet_tokens.RefreshFlight` on a ``RedisStore``) ends as the
+  classified store error, the stored tokens untouched.
 
 Each ``Client`` stands for one process of the fleet.  The server is the e2e suite's
 (the official SDK in a subprocess); its request log (by ``x-test-tag``) counts what
@@ -24,17 +28,33 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from sansmcp import Config, Limits
-from sansmcp.core.store import Found, Read, era_key, lease_key, listing_key
+from sansmcp import Config, ConnectionFailed, Limits
+from sansmcp.core.fleet_tokens import Done, Failed, Issue, Refresh, RefreshFlight, seal_tokens
+from sansmcp.core.oauth.store import Tokens
+from sansmcp.core.store import (
+    AcquireLease,
+    CompareAndSet,
+    Found,
+    Read,
+    Released,
+    StoreFailed,
+    Written,
+    era_key,
+    lease_key,
+    listing_key,
+    token_key,
+)
+from sansmcp.core.store_values import ValueCodec, tokens_from
 from tests.e2e.conftest import Backend, Launcher, Server, backend, launch  # noqa: F401
 from tests.e2e.test_observe import requests_logged
 from tests.redis_server import RedisServer
 
-from .conftest import redis_store
+from .conftest import _binary, redis_store
 
 _tags = itertools.count()
 
@@ -358,4 +378,134 @@ def test_a_killed_lease_holder_delays_the_others_by_the_load_wait(
     assert sent(public, tag)["lists"] == loads
     with redis.Redis.from_url(redis_server.url) as raw:  # the orphan lease outlived the waits
         assert raw.exists(lease) == 1
+    store.close()
+
+
+# -- a full Redis --------------------------------------------------------------------
+
+
+@pytest.fixture
+def full_redis(tmp_path: Any) -> Iterator[RedisServer]:
+    """A server of the test's own with a tiny ``maxmemory`` and ``noeviction``, to fill
+    (:func:`fill`)."""
+    server = RedisServer(_binary(), tmp_path, maxmemory="2mb")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def fill(server: RedisServer) -> int:
+    """Write 1 KB values until Redis refuses one (out of memory); then pin ``maxmemory``
+    below what is used, so an allocator's fluctuation cannot make room again.  The keys
+    written."""
+    import redis
+
+    with redis.Redis.from_url(server.url) as raw:
+        written = 0
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            for written in range(100_000):  # (2 MB: ~2,000)
+                raw.set(f"filler:{written}", b"x" * 1000)
+        used = raw.info("memory")["used_memory"]
+        raw.config_set("maxmemory", used // 2)
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            raw.set("probe", b"x")
+    return written
+
+
+def test_a_full_redis_is_a_miss_for_listings_and_eras(
+    backend: Backend,  # noqa: F811
+    public: Server,
+    full_redis: RedisServer,
+) -> None:
+    import redis
+
+    fill(full_redis)
+    store = redis_store(full_redis.url)
+    tag = new_tag(backend, "full")
+
+    def refusals(items: list[dict[str, Any]]) -> int:
+        """Per item: its load lease, its listing's write, its era hint's writes (one
+        after each operation that succeeded while none was stored or in flight)."""
+        return sum(1 + i["listings"]["writes"] + i["eras"]["writes"] for i in items)
+
+    async def main() -> list[dict[str, Any]]:
+        try:
+            items = [await work_item(backend, public, tag, store) for _ in range(3)]
+            # the writes are refused too, once performed (an adapter may end them late)
+            await backend.wait_until(lambda: store.failures["refused"] >= refusals(items))
+            return items
+        finally:
+            await store.aclose()
+
+    items = backend.run(main)
+    assert {tuple(item["names"]) for item in items} == {tuple(items[0]["names"])}
+    assert items[0]["names"]  # every work item listed the tools
+    for item in items:  # each a miss: it probed and listed from the server
+        assert item["from_cache"] is False
+        listings = item["listings"]
+        assert listings["hits"] == 0 and listings["loads"] == 1 and listings["failures"] >= 1
+        assert listings["waits"] == 0  # the lease refused: no wait, it lists at once
+        assert listings["writes"] == 1  # (refused: a miss again for the next item)
+        assert item["eras"]["hints"] == 0 and 1 <= item["eras"]["writes"] <= 2
+    assert sent(public, tag) == {"lists": 3, "probes": 3}
+    assert store.failures["refused"] == refusals(items)  # every write, and only writes
+    assert store.failures["unavailable"] == store.failures["timeout"] == 0
+    assert store.failures["failed"] == 0 and store.misses == {
+        "corrupt": 0,
+        "oversized": 0,
+        "sealing": 0,
+    }
+    with redis.Redis.from_url(full_redis.url) as raw:  # nothing of the fleet was stored
+        assert [key for key in raw.keys("*") if not key.startswith(b"filler:")] == []
+    store.close()
+
+
+def test_a_token_refresh_on_a_full_redis_ends_as_a_store_error(full_redis: RedisServer) -> None:
+    """The store's level: a worker's refresh flight (the pure machine, its commands
+    performed by a blocking ``RedisStore``) when Redis fills under it."""
+    limits = Limits()
+    store = redis_store(full_redis.url, limits=limits)
+    codec = ValueCodec(limits.max_store_value_bytes)
+    key = token_key("https://as.example", "client-1", "https://mcp.example/mcp", None)
+    old = Tokens(access_token="a1", refresh_token="r1", expires_at=0.0, issuer="https://as.example")
+    new = Tokens(access_token="a2", refresh_token="r2", expires_at=60.0, issuer=old.issuer)
+    first = seal_tokens(codec, key, old, 0)
+    assert first is not None
+    stored = store.execute(first)
+    assert isinstance(stored, Written)
+    # a worker takes the lease and re-reads (the same version: it refreshes) ...
+    flight = RefreshFlight(key, old, stored.version, holder="w1", limits=limits, codec=codec, now=0)
+    step = flight.start()
+    assert isinstance(step, Issue) and isinstance(step.command, AcquireLease)
+    step = flight.answer(store.execute(step.command), now=0)
+    assert isinstance(step, Issue) and isinstance(step.command, Read)
+    assert isinstance(flight.answer(store.execute(step.command), now=0), Refresh)
+    fill(full_redis)  # ... Redis fills while the token endpoint answers
+    step = flight.refreshed(new)
+    assert isinstance(step, Issue) and isinstance(step.command, CompareAndSet)
+    refused = store.execute(step.command)
+    assert isinstance(refused, StoreFailed) and refused.reason == "refused"
+    done = flight.answer(refused, now=0)
+    assert isinstance(done, Done) and isinstance(done.outcome, Failed)
+    error = done.outcome.error
+    assert isinstance(error, ConnectionFailed) and error.cause == "store"
+    assert "storing refreshed tokens" in str(error) and "refused" in str(error)
+    assert done.outcome.unsaved == new  # usable for the work item at hand, not stored
+    assert done.release is not None  # a delete: allowed on a full Redis
+    assert isinstance(store.execute(done.release), Released)
+    found = store.execute(Read(key=key))  # the old tokens stay, never overwritten
+    assert isinstance(found, Found) and found.version == stored.version
+    assert codec.open("tokens", found.value, tokens_from) == old
+    # another worker's flight on the full Redis: its lease is refused, nothing else done
+    other = RefreshFlight(key, old, stored.version, holder="w2", limits=limits, codec=codec, now=0)
+    step = other.start()
+    assert isinstance(step, Issue) and isinstance(step.command, AcquireLease)
+    done = other.answer(store.execute(step.command), now=0)
+    assert isinstance(done, Done) and isinstance(done.outcome, Failed)
+    assert done.outcome.error.cause == "store" and done.outcome.unsaved is None
+    assert "taking the refresh lease" in str(done.outcome.error) and done.release is None
+    assert store.failures == {"unavailable": 0, "timeout": 0, "refused": 2, "failed": 0}
+    assert isinstance(store.execute(Read(key=key)), Found)
     store.close()
