@@ -58,12 +58,14 @@ class _Listing:
 class _Called:
     protocol_version: str | None
     result: CallResult
+    task_id: str | None = None  # the call ran as this task (``--tasks``)
 
 
 class ProgressLine:
     """One line of progress on a terminal ``stream``, redrawn in place and cleared at
-    the end: ``[#####-----]  50% message`` with a total, ``progress 3  message`` without.
-    The message is the server's: shown escaped and clipped to the terminal's width."""
+    the end: ``[#####-----]  50% message`` with a total, ``progress 3  message`` without,
+    ``task ID STATUS  message`` for the task a call runs as.
+    The server's words are shown escaped and clipped to the terminal's width."""
 
     GAUGE = 20
 
@@ -79,6 +81,13 @@ class ProgressLine:
             head = f"[{'#' * filled}{'-' * (self.GAUGE - filled)}] {ratio:4.0%}"
         else:
             head = f"progress {_figure(progress)}"
+        self._draw(head, message)
+
+    def task(self, task_id: str, status: str, message: str | None) -> None:
+        """The call's task (``on_task``): its id, its status and the server's message."""
+        self._draw(f"task {name_text(task_id)} {name_text(status)}", message)
+
+    def _draw(self, head: str, message: str | None) -> None:
         text = head if not message else f"{head}  {message}"
         self.shown = _clip(text, max(self.width - 1, 10))
         self._write("\r\x1b[K" + self.shown)
@@ -222,10 +231,16 @@ def render_listing(
 
 
 def render_call(
-    tool: str, protocol_version: str | None, result: CallResult, *, as_json: bool = False
+    tool: str,
+    protocol_version: str | None,
+    result: CallResult,
+    *,
+    as_json: bool = False,
+    task_id: str | None = None,
 ) -> str:
-    """What ``sansmcp call`` prints for a result (``as_json``: the ``--json`` document)."""
-    called = _Called(protocol_version, result)
+    """What ``sansmcp call`` prints for a result (``as_json``: the ``--json`` document);
+    ``task_id``: the call ran as that task (``--tasks``)."""
+    called = _Called(protocol_version, result, task_id)
     return _call_json(called) if as_json else _call_text(tool, called)
 
 
@@ -339,6 +354,8 @@ def _call_text(tool: str, called: _Called) -> str:
     result = called.result
     verdict = "the tool reported an error" if result.is_error else "ok"
     lines = [f"protocol {called.protocol_version} · {name_text(tool)} → {verdict}"]
+    if called.task_id is not None:
+        lines[0] += f" · task {name_text(called.task_id)}"
     if not result.content:
         lines.append("(no content)")
     for block in result.content:
