@@ -674,3 +674,16 @@ def test_a_call_that_ran_as_a_task_names_it_in_both_outputs() -> None:
     # a call that did not run as a task has no task_id at all
     plain = json.loads(render_call("tool_name", MODERN, result, as_json=True))
     assert "task_id" not in plain and "· task" not in render_call("tool_name", MODERN, result)
+
+
+def test_a_tool_served_only_as_a_task_names_the_option() -> None:
+    """-32021 naming the tasks extension: the next step is ``--tasks``; another -32021
+    (another capability) and another code name nothing."""
+    extension = {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    hint = "(next: call it again with --tasks)"
+    refused = ServerAnswered("x", reason="jsonrpc_error", code=-32021, data=extension)
+    assert describe_error(refused).endswith(hint)
+    other = {"requiredCapabilities": {"sampling": {}}}
+    for code, data in ((-32021, other), (-32603, extension), (-32021, None)):
+        error = ServerAnswered("x", reason="jsonrpc_error", code=code, data=data)
+        assert hint not in describe_error(error)

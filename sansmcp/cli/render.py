@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from ..core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered, Unauthorized
 from ..core.mcp.notifications import LogMessage, Notification
+from ..core.mcp.taskwire import requires_tasks
 from ..core.results import CallResult, Content
 from ..core.tools import SkippedTool, Tool
 from .text import (
@@ -154,7 +155,8 @@ def error_json(exc: CallerError | McpError) -> str:
 
 def describe_error(exc: CallerError | McpError, *, url: str | None = None) -> str:
     """One line: ``sansmcp: Class [field=value ...]: message``; a 401/403 names the next
-    step (``sansmcp login URL``, then ``--oauth``)."""
+    step (``sansmcp login URL``, then ``--oauth``), a tool served only as a task
+    ``--tasks``."""
     fields: list[str] = []
     if isinstance(exc, ConnectionFailed):
         fields.append(f"cause={exc.cause}")
@@ -184,6 +186,8 @@ def describe_error(exc: CallerError | McpError, *, url: str | None = None) -> st
     ):
         target = "URL" if url is None else _clip(url, _CHALLENGE_WIDTH)
         hint = f" (next: run `sansmcp login {target}`; later commands use the stored login)"
+    elif isinstance(exc, ServerAnswered) and requires_tasks({"code": exc.code, "data": exc.data}):
+        hint = " (next: call it again with --tasks)"
     return _clip(f"sansmcp: {label}: {message}", MAX_LINE_CHARS - len(hint)) + hint
 
 
