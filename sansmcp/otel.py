@@ -20,6 +20,10 @@ Development status):
   / ``2``), ``server.address`` / ``server.port``; on failure ``error.type`` (the
   JSON-RPC code as a string, ``tool_error`` for ``isError``, else sansmcp's cause),
   ``rpc.response.status_code`` for a JSON-RPC error, and status ERROR with the message.
+  A ``tools/call`` the server ran as a task (``Config(tasks=True)``) lasts until the
+  task ended (its ``tasks/get`` polls are spans of their own meanwhile) and carries
+  ``sansmcp.task.id`` and ``sansmcp.task.status`` (its last status: ``completed``,
+  ``failed``..., or ``working`` for a ``start_tool`` that hands the task back).
   A span's parent is the caller's active span; its times are the core's (when the
   request went out, when it ended), not when the report was handed over.
 * the histogram ``mcp.client.operation.duration`` (seconds, the conventions' bucket
@@ -99,7 +103,8 @@ _TAGS = frozenset({*get_args(Cause), *get_args(Reason), "unauthorized", "tool_er
 _ERROR_TYPES = _TAGS | {str(code) for code in KNOWN_CODES}
 _VERSIONS = frozenset(SUPPORTED_VERSIONS)
 _IDS = ("jsonrpc.request.id", "mcp.session.id")
-_NOT_ON_METRICS = (*_IDS, "gen_ai.tool.name")
+_TASK = ("sansmcp.task.id", "sansmcp.task.status")  # (spans only: an id per task)
+_NOT_ON_METRICS = (*_IDS, "gen_ai.tool.name", *_TASK)
 _ELLIPSIS = "\u2026"  # 3 UTF-8 bytes
 
 
@@ -215,6 +220,9 @@ class Telemetry:
             attributes["error.type"] = metric_error_type(item.error_type)
         if item.rpc_code is not None:
             attributes["rpc.response.status_code"] = clip_text(str(item.rpc_code))
+        if item.task_id is not None:
+            attributes[_TASK[0]] = clip_text(item.task_id)
+            attributes[_TASK[1]] = clip_text(item.task_status or "")
         span.set_attributes(attributes)
         if item.error_type is not None:
             text = item.error_message or item.error_type

@@ -632,3 +632,58 @@ def test_skips_past_the_recorded_ones_are_counted() -> None:
     document = json.loads(render_listing(MODERN, [], skipped, skipped_count=1234, as_json=True))
     assert (len(document["skipped"]), document["skipped_count"]) == (2, 1234)
     assert render_listing(MODERN, [], [], skipped_count=0) == f"protocol {MODERN} · 0 tools"
+
+
+class Sink:
+    """A terminal stream: what was written, in order."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_task_on_the_status_line_is_escaped_clipped_and_redrawn() -> None:
+    """``sansmcp call --tasks`` draws the task's id, status and message on the progress
+    line; all three are the server's, shown escaped and clipped to the terminal."""
+    sink = Sink()
+    line = cli.ProgressLine(sink, width=40)  # type: ignore[arg-type]
+    line.task("task-7", "working", None)
+    assert sink.text == "\r\x1b[Ktask task-7 working"
+    task_id, status = "t\u202e\x1b", "input\u200brequired"
+    line.task(task_id, status, "\x1b[31m" + "x" * 100)
+    shown = sink.text.rsplit("\r\x1b[K", 1)[1]
+    assert "\x1b" not in shown and "\u202e" not in shown and "\u200b" not in shown
+    assert len(shown) <= 39 and shown.endswith("…")
+    assert shown.startswith(f"task {name_text(task_id)} {name_text(status)}  ")
+    line.clear()
+    assert sink.text.endswith("\r\x1b[K") and line.shown == ""
+
+
+def test_a_call_that_ran_as_a_task_names_it_in_both_outputs() -> None:
+    result = CallResult(content=[], is_error=False, structured_content=None)
+    text = render_call("tool_name", MODERN, result, task_id="task-\u202e7")
+    assert text.split("\n")[0] == f"protocol {MODERN} · tool_name → ok · task task-\\u202e7"
+    document = json.loads(render_call("tool_name", MODERN, result, as_json=True, task_id="t-7"))
+    assert list(document)[:2] == ["protocol_version", "task_id"]
+    assert document["task_id"] == "t-7" and document["content"] == []
+    # a call that did not run as a task has no task_id at all
+    plain = json.loads(render_call("tool_name", MODERN, result, as_json=True))
+    assert "task_id" not in plain and "· task" not in render_call("tool_name", MODERN, result)
+
+
+def test_a_tool_served_only_as_a_task_names_the_option() -> None:
+    """-32021 naming the tasks extension: the next step is ``--tasks``; another -32021
+    (another capability) and another code name nothing."""
+    extension = {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    hint = "(next: call it again with --tasks)"
+    refused = ServerAnswered("x", reason="jsonrpc_error", code=-32021, data=extension)
+    assert describe_error(refused).endswith(hint)
+    other = {"requiredCapabilities": {"sampling": {}}}
+    for code, data in ((-32021, other), (-32603, extension), (-32021, None)):
+        error = ServerAnswered("x", reason="jsonrpc_error", code=code, data=data)
+        assert hint not in describe_error(error)

@@ -8,6 +8,7 @@
                       [--timeout S] [--{dial,connect,list,call,auth}-timeout S]
                       [--proxy URL [--proxy-guard local|proxy]]
     sansmcp call  URL TOOL [ARGUMENTS_JSON | -] [same options] [--progress | --no-progress]
+                  [--tasks]
 
 The token may also come from ``SANSMCP_TOKEN``.  The tokens ``sansmcp login URL``
 stored are used (and refreshed) whenever a login for URL is stored and no token is
@@ -20,7 +21,9 @@ for machines with ``--json`` (one JSON document on one line).  ``--log-level LEV
 asks the server for log messages at or above LEVEL and prints each on stderr.  While
 a call runs, a terminal stderr shows one progress line (a gauge when the server gives
 a total, a counter otherwise, and its message), cleared when the call ends;
-``--progress`` / ``--no-progress`` force it on or off.
+``--progress`` / ``--no-progress`` force it on or off.  ``call --tasks`` lets the
+server run the call as a task: the same line shows the task's status while it waits,
+and ``--json`` carries its ``task_id``.
 
 Exit status: 0 success; 1 the tool ran and reported ``isError``; 2 usage error
 (bad options, a bad URL, arguments that are not one JSON object); 3

@@ -131,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="show the call's progress on stderr (default: when stderr is a terminal)",
     )
+    call.add_argument(
+        "--tasks",
+        action="store_true",
+        help="let the server run the call as a task (polled to its end; its status is "
+        "shown like progress, its id is in --json)",
+    )
     login = commands.add_parser(
         "login", parents=[common], help="authorize with OAuth (a loopback redirect listener)"
     )

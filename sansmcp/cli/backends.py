@@ -46,6 +46,7 @@ class _Conn(Protocol):
         arguments: bytes = ...,
         *,
         on_progress: Callable[[float, float | None, str | None], object] | None = ...,
+        on_task: Callable[[str, str, str | None], object] | None = ...,
     ) -> CallResult: ...
 
 
@@ -186,8 +187,11 @@ class _Blocking:
         arguments: bytes = b"",
         *,
         on_progress: Callable[[float, float | None, str | None], object] | None = None,
+        on_task: Callable[[str, str, str | None], object] | None = None,
     ) -> CallResult:
-        result: CallResult = self.conn.call_tool(name, arguments, on_progress=on_progress)
+        result: CallResult = self.conn.call_tool(
+            name, arguments, on_progress=on_progress, on_task=on_task
+        )
         return result
 
 
@@ -211,14 +215,24 @@ async def _list(conn: _Conn) -> _Listing:
 def _caller(
     name: str, arguments: bytes, line: ProgressLine | None
 ) -> Callable[[_Conn], Awaitable[_Called]]:
+    task: list[str] = []  # the id of the task the call ran as (Config(tasks=True))
+
+    def on_task(task_id: str, status: str, message: str | None) -> None:
+        task[:] = [task_id]
+        if line is not None:
+            line.task(task_id, status, message)
+
     async def call(conn: _Conn) -> _Called:
         try:
             result = await conn.call_tool(
-                name, arguments, on_progress=None if line is None else line.show
+                name,
+                arguments,
+                on_progress=None if line is None else line.show,
+                on_task=on_task,
             )
         finally:
             if line is not None:
                 line.clear()
-        return _Called(conn.protocol_version, result)
+        return _Called(conn.protocol_version, result, task[0] if task else None)
 
     return call

@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             on_notification=on_notification if args.log_level else None,
             log_level=args.log_level,
             oauth=oauth,
+            tasks=getattr(args, "tasks", False),  # (call only)
         )
         if args.command == "tools":
             listing = _run(args.backend, client_options, config, _list)

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from ..core.errors import CallerError, ConnectionFailed, McpError, ServerAnswered, Unauthorized
 from ..core.mcp.notifications import LogMessage, Notification
+from ..core.mcp.taskwire import requires_tasks
 from ..core.results import CallResult, Content
 from ..core.tools import SkippedTool, Tool
 from .text import (
@@ -58,12 +59,14 @@ class _Listing:
 class _Called:
     protocol_version: str | None
     result: CallResult
+    task_id: str | None = None  # the call ran as this task (``--tasks``)
 
 
 class ProgressLine:
     """One line of progress on a terminal ``stream``, redrawn in place and cleared at
-    the end: ``[#####-----]  50% message`` with a total, ``progress 3  message`` without.
-    The message is the server's: shown escaped and clipped to the terminal's width."""
+    the end: ``[#####-----]  50% message`` with a total, ``progress 3  message`` without,
+    ``task ID STATUS  message`` for the task a call runs as.
+    The server's words are shown escaped and clipped to the terminal's width."""
 
     GAUGE = 20
 
@@ -79,6 +82,13 @@ class ProgressLine:
             head = f"[{'#' * filled}{'-' * (self.GAUGE - filled)}] {ratio:4.0%}"
         else:
             head = f"progress {_figure(progress)}"
+        self._draw(head, message)
+
+    def task(self, task_id: str, status: str, message: str | None) -> None:
+        """The call's task (``on_task``): its id, its status and the server's message."""
+        self._draw(f"task {name_text(task_id)} {name_text(status)}", message)
+
+    def _draw(self, head: str, message: str | None) -> None:
         text = head if not message else f"{head}  {message}"
         self.shown = _clip(text, max(self.width - 1, 10))
         self._write("\r\x1b[K" + self.shown)
@@ -145,7 +155,8 @@ def error_json(exc: CallerError | McpError) -> str:
 
 def describe_error(exc: CallerError | McpError, *, url: str | None = None) -> str:
     """One line: ``sansmcp: Class [field=value ...]: message``; a 401/403 names the next
-    step (``sansmcp login URL``, then ``--oauth``)."""
+    step (``sansmcp login URL``, then ``--oauth``), a tool served only as a task
+    ``--tasks``."""
     fields: list[str] = []
     if isinstance(exc, ConnectionFailed):
         fields.append(f"cause={exc.cause}")
@@ -175,6 +186,8 @@ def describe_error(exc: CallerError | McpError, *, url: str | None = None) -> st
     ):
         target = "URL" if url is None else _clip(url, _CHALLENGE_WIDTH)
         hint = f" (next: run `sansmcp login {target}`; later commands use the stored login)"
+    elif isinstance(exc, ServerAnswered) and requires_tasks({"code": exc.code, "data": exc.data}):
+        hint = " (next: call it again with --tasks)"
     return _clip(f"sansmcp: {label}: {message}", MAX_LINE_CHARS - len(hint)) + hint
 
 
@@ -222,10 +235,16 @@ def render_listing(
 
 
 def render_call(
-    tool: str, protocol_version: str | None, result: CallResult, *, as_json: bool = False
+    tool: str,
+    protocol_version: str | None,
+    result: CallResult,
+    *,
+    as_json: bool = False,
+    task_id: str | None = None,
 ) -> str:
-    """What ``sansmcp call`` prints for a result (``as_json``: the ``--json`` document)."""
-    called = _Called(protocol_version, result)
+    """What ``sansmcp call`` prints for a result (``as_json``: the ``--json`` document);
+    ``task_id``: the call ran as that task (``--tasks``)."""
+    called = _Called(protocol_version, result, task_id)
     return _call_json(called) if as_json else _call_text(tool, called)
 
 
@@ -339,6 +358,8 @@ def _call_text(tool: str, called: _Called) -> str:
     result = called.result
     verdict = "the tool reported an error" if result.is_error else "ok"
     lines = [f"protocol {called.protocol_version} · {name_text(tool)} → {verdict}"]
+    if called.task_id is not None:
+        lines[0] += f" · task {name_text(called.task_id)}"
     if not result.content:
         lines.append("(no content)")
     for block in result.content:

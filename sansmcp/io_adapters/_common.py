@@ -50,6 +50,7 @@ from ..core.mcp import (
     Progress,
     RequestEnded,
     RequestStarted,
+    TaskUpdated,
 )
 from ..core.net.pool import Pool
 from ..core.oauth.store import AuthorizationNeeded
@@ -72,6 +73,7 @@ __all__ = [
     "ProgressCallback",
     "Runtime",
     "Steps",
+    "TaskCallback",
     "TelemetryHook",
     "numeric_socket",
     "perform_store",
@@ -84,6 +86,7 @@ __all__ = [
 Resolver = Callable[[str, int], Awaitable[object]]
 InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any] | None]]
 ProgressCallback = Callable[[float, float | None, str | None], object]
+TaskCallback = Callable[[str, str, str | None], object]  # (task id, status, status message)
 T = TypeVar("T")
 ConnT = TypeVar("ConnT", bound="ConnFace")
 AsyncConnT = TypeVar("AsyncConnT", bound="ConnBase")
@@ -354,6 +357,7 @@ class ConnFace:
     """One MCP connection (one work item): not safe for concurrent use."""
 
     _on_progress: ProgressCallback | None = None
+    _on_task: TaskCallback | None = None
 
     def __init__(self, client: ClientFace[Any], view: ConnView) -> None:
         self.client = client
@@ -417,9 +421,12 @@ class ConnFace:
         arguments: bytes,
         on_progress: ProgressCallback | None,
         timeout: float | None,
+        on_task: TaskCallback | None = None,
     ) -> Callable[..., None]:
         if on_progress is not None and not callable(on_progress):
             raise CallerError("on_progress must be callable")
+        if on_task is not None and not callable(on_task):
+            raise CallerError("on_task must be callable")
         driver, progress = self.client._driver, on_progress is not None
 
         def start(conn_id: int, *, now: float, trace: Mapping[str, str] | None = None) -> None:
@@ -433,6 +440,7 @@ class ConnFace:
                 timeout=timeout,
             )
             self._on_progress = on_progress  # until the operation ends (_operation)
+            self._on_task = on_task
 
         return start
 
@@ -514,7 +522,7 @@ class ConnFace:
                     del error
             return value
         finally:
-            self._on_progress = None  # (a call's: set once its request started)
+            self._on_progress = self._on_task = None  # (a call's: set once it started)
 
     def _abandoned(self, error: BaseException) -> None:
         if self._telemetry is not None:
@@ -522,14 +530,19 @@ class ConnFace:
 
     def observe(self, item: Observation, now: float) -> None:
         """Hand an observation to its plain callable, in the caller's task or thread: a
-        progress callback gets ``(progress, total, message)``, ``Config.on_notification``
-        a ``LogMessage`` or a ``Notification``, telemetry the request reports.  Whatever a
-        callback raises propagates unchanged (the caller abandons the Conn)."""
+        progress callback gets ``(progress, total, message)``, a task callback ``(task_id,
+        status, status_message)``, ``Config.on_notification`` a ``LogMessage`` or a
+        ``Notification``, telemetry the request reports.  Whatever a callback raises
+        propagates unchanged (the caller abandons the Conn)."""
         match item:
             case Progress():
                 on_progress = self._on_progress
                 if on_progress is not None:
                     on_progress(item.progress, item.total, item.message)
+            case TaskUpdated():
+                on_task = self._on_task
+                if on_task is not None:
+                    on_task(item.task_id, item.status, item.status_message)
             case LogMessage() | Notification():
                 on_notification = self.view.on_notification
                 if on_notification is not None:
@@ -559,11 +572,15 @@ class ConnBase(ConnFace, Mailbox):
         *,
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
+        on_task: TaskCallback | None = None,
     ) -> CallResult:
         """Call ``name``; ``on_progress(progress, total, message)`` is called for each
         progress notification of this call, in order, in the caller's task; ``timeout``
-        (seconds) shortens ``Limits.call_timeout`` for this call."""
-        start = self._calling(name, arguments, on_progress, timeout)
+        (seconds) shortens ``Limits.call_timeout`` for this call.  When the server runs
+        the call as a task (``Config(tasks=True)``), ``on_task(task_id, status,
+        status_message)`` is called once it answers with the task and whenever the
+        status or message changes (the id is what a caller persists to resume it)."""
+        start = self._calling(name, arguments, on_progress, timeout, on_task)
         return cast("CallResult", await self._run(start, traced=True, tool=name))
 
     async def start_tool(self, name: str, arguments: bytes = b"") -> TaskHandle:

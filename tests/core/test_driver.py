@@ -41,6 +41,7 @@ from sansmcp.core.driver import (
 )
 from sansmcp.core.http import HttpRequest
 from sansmcp.core.limits import Limits
+from sansmcp.core.mcp.notifications import OBSERVATIONS
 from sansmcp.core.net import dial as dialing
 from sansmcp.core.results import CallResult
 from sansmcp.core.tools import Tool
@@ -262,7 +263,7 @@ class Net:
                 self.servers.pop(socket_id, None)
             case Deliver():
                 self.delivered.append(command)
-                if self.auto_answer:
+                if self.auto_answer and not isinstance(command.item, OBSERVATIONS):
                     self.react(None, lambda: self.answer(command))
             case Finished(conn_id=conn_id):
                 self.finished.setdefault(conn_id, []).append(command)

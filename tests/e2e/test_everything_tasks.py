@@ -45,9 +45,11 @@ def test_simulate_research_query_runs_as_a_task(
     """With ``Config(tasks=True)`` the required-task tool is listed and ``call_tool``
     drives its task to the report: the clarification the server asks for on the
     ``tasks/result`` stream (an ``elicitation/create`` naming the task) is answered by
-    the input handler once, and the report carries the answer.  Without tasks the tool
-    is skipped, its reason naming ``required``."""
+    the input handler once, and the report carries the answer; ``on_task`` hears of
+    the task (``working`` first) under the id the elicitation names.  Without tasks the
+    tool is skipped, its reason naming ``required``."""
     asked: list[Mapping[str, Mapping[str, Any]]] = []
+    seen: list[tuple[str, str, str | None]] = []
 
     async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
         asked.append(requests)
@@ -62,7 +64,11 @@ def test_simulate_research_query_runs_as_a_task(
             async with client.connect(Config(url=everything.url, tasks=True)) as conn:
                 listing = await conn.list_tools()
                 assert TOOL in [tool.name for tool in listing]
-                result = await conn.call_tool(TOOL, b'{"topic": "python", "ambiguous": true}')
+                result = await conn.call_tool(
+                    TOOL,
+                    b'{"topic": "python", "ambiguous": true}',
+                    on_task=lambda *update: seen.append(update),
+                )
                 assert not result.is_error
                 text = str(result.content[0].text)
             async with client.connect(Config(url=everything.url)) as conn:
@@ -79,6 +85,7 @@ def test_simulate_research_query_runs_as_a_task(
     assert request["method"] == "elicitation/create"
     related = request["params"]["_meta"]["io.modelcontextprotocol/related-task"]
     assert isinstance(related["taskId"], str) and related["taskId"]
+    assert seen[0][1] == "working" and {task_id for task_id, _, _ in seen} == {related["taskId"]}
 
 
 def test_simulate_research_query_through_a_task_handle(

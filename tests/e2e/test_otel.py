@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from sansmcp import CallerError, Config, Limits, ServerAnswered
+from sansmcp import CallerError, Config, ConnectionFailed, Limits, ServerAnswered
 from sansmcp.otel import (
     DURATION_BUCKETS,
     KNOWN_CODES,
@@ -35,7 +35,7 @@ from sansmcp.otel import (
 from ..hostile.answers import Request, error, json_answer, well_behaved
 from ..hostile.server_h1 import H1Reply, H1Server
 from ..hostile.serving import ServerThread
-from .conftest import REPO, Backend, Launcher, Server
+from .conftest import MODES, REPO, Backend, Launcher, Server
 
 ERAS = {"modern": ("--observe",), "legacy": ("--observe", "--legacy-only")}
 
@@ -191,6 +191,49 @@ def test_a_raising_callback_ends_the_open_span(backend: Backend, launch: Launche
     span = next(s for s in sdk.spans.get_finished_spans() if s.name == "tools/call report")
     assert span.attributes["error.type"] == "Boom"
     assert span.status.status_code is StatusCode.ERROR
+
+
+def test_a_call_run_as_a_task_is_one_span_naming_the_task(
+    backend: Backend, launch: Launcher
+) -> None:
+    """A ``tools/call`` the server runs as a task (the extension's tasks server) is one
+    span lasting until the task ended, carrying ``sansmcp.task.id`` (the id
+    ``on_task`` heard) and ``sansmcp.task.status`` (the last: ``completed``; ``working``
+    for a task given up at ``task_timeout``, with its error); each poll is a span of its
+    own; neither attribute reaches the metric."""
+    server = launch(*MODES["stateless-json"], "--tasks")
+    sdk = Sdk()
+    ids: list[str] = []
+
+    async def main() -> None:
+        limits = Limits(task_timeout=0.5)
+        async with (
+            backend.Client(allow_loopback=True, telemetry=sdk.telemetry, limits=limits) as client,
+            client.connect(Config(url=server.url(), tasks=True)) as conn,
+        ):
+            await conn.call_tool(
+                "research", b'{"topic": "t", "polls": 2}', on_task=lambda i, *_: ids.append(i)
+            )
+            with pytest.raises(ConnectionFailed):
+                await conn.call_tool("research", b'{"topic": "endless", "polls": 100000}')
+
+    backend.run(main)
+    spans = sdk.spans.get_finished_spans()
+    calls = [span for span in spans if span.name == "tools/call research"]
+    assert len(calls) == 2
+    done, given_up = calls
+    assert done.attributes["sansmcp.task.id"] == ids[0] and ids[0].startswith("task-")
+    assert done.attributes["sansmcp.task.status"] == "completed"
+    assert done.status.status_code is StatusCode.UNSET
+    assert given_up.attributes["sansmcp.task.status"] == "working"
+    assert given_up.attributes["error.type"] == "timeout"
+    assert given_up.attributes["sansmcp.task.id"] not in (None, ids[0])
+    polls = [span for span in spans if span.name == "tasks/get"]
+    first, second = (int(span.attributes["jsonrpc.request.id"]) for span in calls)
+    between = [s for s in polls if first < int(s.attributes["jsonrpc.request.id"]) < second]
+    assert len(between) == 2  # research polled twice, its call's span open meanwhile
+    assert all("sansmcp.task.id" not in span.attributes for span in polls)
+    assert all(not str(key).startswith("sansmcp.") for p in sdk.points() for key in p.attributes)
 
 
 def test_off_no_opentelemetry_call(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sansmcp import Config, ConnectionFailed, Limits, ServerAnswered
+from sansmcp import CallerError, Config, ConnectionFailed, Limits, ServerAnswered
 
 from .conftest import MODES, Backend, Launcher, Server
 
@@ -265,3 +265,68 @@ def test_a_task_handle_cancels_its_task(backend: Backend, tasks_server: Server) 
     backend.run(main)
     calls = [m for m in logged(tasks_server, tag) if m.startswith(("tools/", "tasks/"))]
     assert calls == ["tools/call", "tasks/cancel", "tasks/get"]
+
+
+def test_on_task_reports_the_task_and_each_change_of_status(
+    backend: Backend, tasks_server: Server
+) -> None:
+    """``call_tool(on_task=...)`` hears of the task when the server answers with it and
+    at each change of status -- not at every poll (three polls stay ``working``) -- in
+    the caller's task; the id is the server's."""
+    tag = f"on-task-{backend.name}"
+    seen: list[tuple[str, str, str | None]] = []
+
+    async def handler(requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        return {key: {"action": "accept", "content": {"name": "Ada"}} for key in requests}
+
+    async def main() -> None:
+        async with (
+            backend.Client(
+                allow_loopback=True, input_handler=handler, capabilities=CAPABILITIES
+            ) as client,
+            client.connect(config(tasks_server, tag)) as conn,
+        ):
+            report = lambda *update: seen.append(update)  # noqa: E731
+            result = await conn.call_tool("research", b'{"topic": "t", "polls": 3}', on_task=report)
+            assert [c.text for c in result.content] == ["researched t"]
+            first = [status for _, status, _ in seen]
+            assert first == ["working", "completed"]
+            seen.clear()
+            await conn.call_tool("interview", b"{}", on_task=report)
+            await conn.call_tool("echo", b'{"text": "direct"}', on_task=report)  # no task
+
+    backend.run(main)
+    assert [status for _, status, _ in seen] == [
+        "working",
+        "input_required",
+        "completed",
+    ]
+    assert len({task_id for task_id, _, _ in seen}) == 1 and seen[0][0].startswith("task-")
+    assert {message for _, _, message in seen} == {None}
+
+
+def test_an_on_task_callback_that_raises_gives_the_task_up(
+    backend: Backend, tasks_server: Server
+) -> None:
+    """What the caller's ``on_task`` raises propagates unchanged; the task it was told
+    of is sent ``tasks/cancel`` once, and a callback that is not callable is refused
+    before anything is sent."""
+    tag = f"on-task-raises-{backend.name}"
+
+    def refuse(task_id: str, status: str, message: str | None) -> None:
+        raise Interrupted(task_id)
+
+    async def main() -> None:
+        async with backend.Client(allow_loopback=True) as client:
+            async with client.connect(config(tasks_server, tag)) as conn:
+                with pytest.raises(CallerError, match="on_task"):
+                    await conn.call_tool("research", b"{}", on_task="print")  # type: ignore[arg-type]
+                with pytest.raises(Interrupted):
+                    await conn.call_tool(
+                        "research", b'{"topic": "x", "polls": 100}', on_task=refuse
+                    )
+            await backend.wait_until(lambda: cancels(tasks_server, tag) >= 1)
+
+    backend.run(main)
+    calls = logged(tasks_server, tag)
+    assert calls.count("tools/call") == 1 and calls.count("tasks/cancel") == 1

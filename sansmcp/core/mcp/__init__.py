@@ -40,6 +40,7 @@ from .notifications import (
     Progress,
     RequestEnded,
     RequestStarted,
+    TaskUpdated,
 )
 from .requests import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from .settings import ConnSettings, usable_versions
@@ -68,6 +69,7 @@ __all__ = [
     "RequestStarted",
     "StartExchange",
     "TaskReported",
+    "TaskUpdated",
     "Terminal",
     "ToolCalled",
     "ToolsListed",

@@ -21,7 +21,14 @@ from ..http import HttpRequest
 from ..results import CallResult
 from ..tools import SkippedTool, Tool
 from ..url import Origin
-from .notifications import LogMessage, Notification, Progress, RequestEnded, RequestStarted
+from .notifications import (
+    LogMessage,
+    Notification,
+    Progress,
+    RequestEnded,
+    RequestStarted,
+    TaskUpdated,
+)
 
 __all__ = [
     "CancelExchange",
@@ -132,4 +139,5 @@ Output = (
     | Notification
     | RequestStarted
     | RequestEnded
+    | TaskUpdated
 )

@@ -72,7 +72,7 @@ from .events import (
     StartExchange,
 )
 from .exchange import FOREVER, Exchange, Reply, Role
-from .notifications import Observer
+from .notifications import Observer, task_reporter
 from .operations import Ask, Operations, OpGen, Send, Sleep
 from .requests import Requests
 from .session import Era, Session
@@ -101,11 +101,10 @@ _MODERN: Final = Era.MODERN
 class McpMachine:
     """One MCP connection's protocol state, sans I/O.
 
-    ``ids`` supplies JSON-RPC request ids (default 1, 2, 3, ...); ``jitter`` returns a
-    float in [0, 1) for retry backoff (default 0.5); ``exchange_ids`` numbers
-    exchanges (a driver shares one counter across machines so ids are unique on a
-    shared connection).  After an operation fails the
-    machine stays usable for the next one unless a budget was exhausted.
+    ``ids`` supplies JSON-RPC request ids (default 1, 2, 3, ...); ``jitter`` returns a float in
+    [0, 1) for retry backoff (default 0.5); ``exchange_ids`` numbers exchanges (a driver shares
+    one counter across machines so ids are unique on a shared connection).  After an operation
+    fails the machine stays usable for the next one unless a budget was exhausted.
     """
 
     def __init__(
@@ -135,6 +134,7 @@ class McpMachine:
             deliver_notices=settings.notifications,
         )
         self.toolset = toolset = Toolset(settings, limits, session, cache)
+        self._observer = Observer(transport.outputs, session) if settings.observe else None
         self._ops = ops = Operations(
             settings=settings,
             limits=limits,
@@ -144,13 +144,13 @@ class McpMachine:
             versions=versions,
             ids=ids,
             cache=cache,
+            report_task=task_reporter(transport.outputs, self._observer),
         )
         self._tool_ops = ToolOps(ops, toolset, jitter)
         # the deque ``next_output`` pops, for a driver to drain without a call per output
         self.outputs: deque[Output] = transport.outputs
         self._outputs = transport.outputs
         self._notices = transport.notices
-        self._observer = Observer(transport.outputs, session) if settings.observe else None
         self._phase = _IDLE
         # the operation in hand
         self._gen: OpGen | None = None

@@ -15,7 +15,11 @@ Three kinds of observation leave the machine as outputs, for the driver to
   ``Config.on_notification``;
 * :class:`RequestStarted` / :class:`RequestEnded` -- one pair per JSON-RPC request,
   only when telemetry is configured (``ConnSettings.observe``); off, the machine holds
-  no :class:`Observer` and pays one None check per request.
+  no :class:`Observer` and pays one None check per request.  A ``tools/call`` the
+  server runs as a task stays open until the operation ends (its polls are requests
+  of their own meanwhile) and ends naming the task and its last status;
+* :class:`TaskUpdated` -- the task a call runs as was created, or its status or status
+  message changed (:func:`task_reporter`; at most once per answer about the task).
 
 :class:`Notices` routes the notifications the transport finds and bounds them:
 at most ``Limits.max_notifications`` are delivered per request (from one request's
@@ -31,7 +35,7 @@ number is dropped, a log message without a known level is a plain
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,7 +54,9 @@ __all__ = [
     "Progress",
     "RequestEnded",
     "RequestStarted",
+    "TaskUpdated",
     "error_type",
+    "task_reporter",
 ]
 
 #: RFC 5424 severities, as the logging pages name them (least severe first).
@@ -117,10 +123,45 @@ class RequestEnded:
     protocol_version: str | None = None
     session_id: str | None = None
     http_version: str | None = None
+    # a tools/call the server ran as a task: its id and its last status
+    task_id: str | None = None
+    task_status: str | None = None
 
 
-Observation = Progress | LogMessage | Notification | RequestStarted | RequestEnded
-OBSERVATIONS: Final = (Progress, LogMessage, Notification, RequestStarted, RequestEnded)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskUpdated:
+    """The task ``task_id`` that the operation in hand runs or follows was created, or its
+    ``status`` (one of the spec's five) or ``status_message`` changed."""
+
+    task_id: str
+    status: str
+    status_message: str | None = None
+
+
+Observation = Progress | LogMessage | Notification | RequestStarted | RequestEnded | TaskUpdated
+OBSERVATIONS: Final = (
+    Progress,
+    LogMessage,
+    Notification,
+    RequestStarted,
+    RequestEnded,
+    TaskUpdated,
+)
+
+#: ``report(task_id, status, status_message)``: what a task tracker calls on a change.
+TaskReport = Callable[[str, str, str | None], None]
+
+
+def task_reporter(outputs: deque[Any], observer: Observer | None) -> TaskReport:
+    """The report of a connection's task changes: a :class:`TaskUpdated` output, and
+    the task named on the ``tools/call`` request it runs as (telemetry on)."""
+
+    def report(task_id: str, status: str, status_message: str | None) -> None:
+        outputs.append(TaskUpdated(task_id=task_id, status=status, status_message=status_message))
+        if observer is not None:
+            observer.task(task_id, status)
+
+    return report
 
 
 def _number(value: Any) -> bool:
@@ -227,6 +268,8 @@ class _Open:
     started: float
     # the last reply to it: (JSON-RPC error code, its message), or None
     answer: tuple[int, str] | None = field(default=None)
+    task_id: str | None = None  # a tools/call the server runs as a task: which, and
+    task_status: str | None = None  # its last status
 
 
 class Observer:
@@ -234,15 +277,18 @@ class Observer:
 
     A request is *open* from its first send until the operation has judged its reply
     (at the next request, or when the operation ends), so that a result the operation
-    refuses ends the request with that error.
+    refuses ends the request with that error.  A ``tools/call`` answered with a task
+    (:meth:`task`) stays open beside the task's requests until the operation ends (or
+    the next ``tools/call``), and ends with the operation's outcome.
     """
 
-    __slots__ = ("_open", "outputs", "session")
+    __slots__ = ("_call", "_open", "outputs", "session")
 
     def __init__(self, outputs: deque[Any], session: Any) -> None:
         self.outputs = outputs
         self.session = session  # .protocol_version, .session_id
         self._open: _Open | None = None
+        self._call: _Open | None = None  # the tools/call a task runs for
 
     def sent(self, rpc_id: int | None, method: str, tool: str | None, now: float) -> None:
         if rpc_id is None or not method:
@@ -251,7 +297,12 @@ class Observer:
         if current is not None:
             if current.rpc_id == rpc_id:
                 return  # the same request, resumed
-            self._close(current, now, None)
+            if current is not self._call:
+                self._close(current, now, None)
+        held = self._call
+        if held is not None and method == "tools/call":  # the task's call is over
+            self._call = None
+            self._close(held, now, None)
         self._open = _Open(rpc_id, method, tool, now)
         self.outputs.append(RequestStarted(rpc_id=rpc_id, method=method, tool=tool, at=now))
 
@@ -262,16 +313,27 @@ class Observer:
         error = message.get("error") if message is not None else None
         current.answer = (error["code"], error["message"]) if isinstance(error, dict) else None
 
+    def task(self, task_id: str, status: str) -> None:
+        """The ``tools/call`` in hand runs as task ``task_id``, now ``status`` (nothing
+        when no call is in hand: a task handle's poll or result)."""
+        current = self._open
+        call = current if current is not None and current.method == "tools/call" else self._call
+        if call is not None:
+            call.task_id, call.task_status = task_id, status
+            self._call = call
+
     def ended(self, outcome: object, now: float) -> None:
         """The operation ended with ``outcome``: its terminal output (``OperationFailed``
         carries ``.error``, ``ToolCalled`` ``.result``), or the error type itself."""
-        current = self._open
-        if current is not None:
-            self._open = None
-            if not isinstance(outcome, str):
-                error = getattr(outcome, "error", None)
-                outcome = error if error is not None else getattr(outcome, "result", None)
+        current, call = self._open, self._call
+        self._open = self._call = None
+        if not isinstance(outcome, str):
+            error = getattr(outcome, "error", None)
+            outcome = error if error is not None else getattr(outcome, "result", None)
+        if current is not None and current is not call:
             self._close(current, now, outcome)
+        if call is not None:
+            self._close(call, now, outcome)
 
     def _close(self, current: _Open, now: float, outcome: object) -> None:
         code: int | None = None
@@ -302,5 +364,7 @@ class Observer:
                 rpc_code=code,
                 protocol_version=session.protocol_version,
                 session_id=None if session_id is None else session_id.decode("latin-1"),
+                task_id=current.task_id,
+                task_status=current.task_status,
             )
         )

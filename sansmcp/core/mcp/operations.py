@@ -43,6 +43,7 @@ from ..messages import (
 from . import rules
 from .events import Connected
 from .exchange import Decoder, Reply
+from .notifications import TaskReport
 from .requests import Requests
 from .session import Era, Session
 from .settings import ConnSettings
@@ -137,6 +138,7 @@ class Operations:
         versions: tuple[str, ...],
         ids: Iterator[int] | None,
         cache: CallerCache | None,
+        report_task: TaskReport,
     ) -> None:
         self.settings = settings
         self.limits = limits
@@ -157,6 +159,8 @@ class Operations:
         # the legacy session's standalone stream opens for input, notifications or progress
         self.listens = self.can_answer or settings.notifications
         self.task: TaskTracker | None = None  # the task the call in hand follows (taskop)
+        # what a task's tracker calls on a change (notifications.task_reporter)
+        self.report_task = report_task
 
     # ------------------------------------------------------------ the request primitive
 

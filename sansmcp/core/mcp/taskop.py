@@ -49,6 +49,7 @@ def follow(
         deadline=at + limits.task_timeout,
         limit=limits.task_timeout,
         can_answer=ops.can_answer,
+        report=ops.report_task,
     )
     step = tracker.created(task, now=at)
     ops.task = tracker

@@ -16,7 +16,7 @@ says where the outcome and the input go.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
@@ -133,7 +133,9 @@ class TaskTracker:
     clock: the task's own time, ``Limits.task_timeout`` from its start, or less).  Feed
     it what the server sends; each method returns the next :data:`Step` or raises a
     classified error, after which the tracker is done (any further call is a
-    ``LocalProtocolError``).  ``can_answer``: an input handler is configured.
+    ``LocalProtocolError``).  ``can_answer``: an input handler is configured;
+    ``report(task_id, status, status_message)`` is called when the task is first seen
+    and whenever its status or message changes.
     """
 
     __slots__ = (
@@ -150,6 +152,7 @@ class TaskTracker:
         "done",
         "limits",
         "polls",
+        "report",
         "shape",
         "status",
         "status_message",
@@ -164,8 +167,10 @@ class TaskTracker:
         deadline: float,
         limit: float,
         can_answer: bool,
+        report: Callable[[str, str, str | None], None] | None = None,
     ) -> None:
         self.shape = shape
+        self.report = report
         self.limits = limits
         self.deadline = deadline
         self._limit = limit  # the seconds the deadline stands for (for the timeout's message)
@@ -376,6 +381,12 @@ class TaskTracker:
                 )
 
     def _record(self, view: TaskView, now: float) -> None:
+        report = self.report
+        if report is not None and (view.status, view.status_message) != (
+            self.status,
+            self.status_message,
+        ):
+            report(view.task_id, view.status, view.status_message)
         self.status = view.status
         self.status_message = view.status_message
         ttl = view.ttl_ms

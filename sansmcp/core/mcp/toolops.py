@@ -263,6 +263,7 @@ class ToolOps:
                 max_echo_bytes=limits.max_echo_bytes,
             )
             if task is not None and handle:
+                self.ops.report_task(task.task_id, task.status, task.status_message)
                 return TaskReported(
                     task_id=task.task_id, status=task.status, status_message=task.status_message
                 )

@@ -39,6 +39,7 @@ from .._common import (
     ClientFace,
     ConnFace,
     ProgressCallback,
+    TaskCallback,
     perform_store_blocking,
     resolve_blocking,
 )
@@ -198,11 +199,14 @@ class Conn(ConnFace, contextlib.AbstractContextManager["Conn"]):
         *,
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
+        on_task: TaskCallback | None = None,
     ) -> CallResult:
         """Call ``name``; ``on_progress(progress, total, message)`` is called for each
         progress notification of this call, in order, in the caller's thread; ``timeout``
-        (seconds) shortens ``Limits.call_timeout`` for this call."""
-        start = self._calling(name, arguments, on_progress, timeout)
+        (seconds) shortens ``Limits.call_timeout`` for this call; ``on_task(task_id,
+        status, status_message)`` is called when the server answers with a task and
+        whenever its status or message changes (``Config(tasks=True)``)."""
+        start = self._calling(name, arguments, on_progress, timeout, on_task)
         return cast("CallResult", self._run(start, traced=True, tool=name))
 
     def start_tool(self, name: str, arguments: bytes = b"") -> BlockingTaskHandle:
