@@ -16,6 +16,10 @@ a fleet probes a legacy endpoint once, not once per process:
   unreadable value, a failed store -- is no hint, and the connect goes on as it would
   have without a store.  An endpoint is read once per process (per
   :data:`ERA_CAPACITY` endpoints remembered);
+* on a miss, with lease holder names (the driver has randomness), each waiting Conn
+  loads the era once per fleet: the endpoint's load lease, a double-checked read, a
+  bounded wait for another worker's hint (:mod:`sansmcp.core.fleet_eras`:
+  :attr:`Fleet.eras`);
 * after an operation succeeds, a hint that differs from the one known to be stored
   is written by compare-and-set on the version read (:meth:`Fleet.era_write`), with a
   TTL of a day; a conflict (another worker wrote first) only updates the version
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .commands import Command, StoreOp
 from .errors import CallerError
+from .fleet_eras import SharedEras
 from .fleet_listings import SharedListings
 from .limits import Limits
 from .oauth.store import OAuth, StoreWanted
@@ -85,9 +90,12 @@ class Host(Protocol):
 class Fleet:
     """Era hints through the shared store, for one driver (see the module docstring).
 
-    ``counts``: ``"reads"`` and ``"writes"`` emitted, ``"hints"`` found,
-    ``"failures"`` (answers ``StoreFailed``), ``"conflicts"`` (a write another worker
-    beat); ``codec.misses``: values read that did not open.
+    ``counts`` (the listing loader's names): ``"reads"`` and ``"writes"`` emitted,
+    ``"hits"`` (hints found) and ``"misses"`` (reads that found none),
+    ``"loads"`` (parked connects that go on without a hint: they probe), ``"waits"``
+    (a load lease held by another), ``"failures"`` (answers ``StoreFailed``),
+    ``"timeouts"``, ``"conflicts"`` (a write another worker beat); ``codec.misses``:
+    values read that did not open.
     """
 
     def __init__(
@@ -126,7 +134,23 @@ class Fleet:
         self._reads: dict[int, str] = {}  # op id -> the endpoint whose era is being read
         self._writes: dict[int, tuple[str, str]] = {}  # op id -> (endpoint, hint written)
         self._waiting: dict[str, list[int]] = {}  # endpoint -> Conns waiting for its read
-        self.counts = dict.fromkeys(("reads", "writes", "hints", "failures", "conflicts"), 0)
+        names = ("reads", "hits", "misses", "loads", "waits", "failures", "timeouts")
+        self.counts = dict.fromkeys((*names, "writes", "conflicts"), 0)
+        # era loads through a lease: with a holder name for its leases
+        self.eras = (
+            None
+            if holder is None
+            else SharedEras(
+                limits,
+                self._outbox,
+                self._op_ids,
+                holder=holder,
+                prefix=prefix,
+                codec=self.codec,
+                counts=self.counts,
+                remember=self._remember,
+            )
+        )
         # Conns whose operation waits for a store read: conn id -> (its start, the endpoint)
         self.parked: dict[int, tuple[Start, str]] = {}
         self._auth_ops: dict[int, tuple[int, int]] = {}  # op id -> (conn id, its request id)
@@ -155,26 +179,55 @@ class Fleet:
                 conn.auth.store_answered(auth[1], answer, now=now)
                 host._drive(conn, now)
             return
-        listings = self.listings
+        listings, eras = self.listings, self.eras
         if listings is not None and listings.owns(op_id):
             woken = listings.answered(op_id, answer, host._conns, now)
             if woken is not None:
                 self._parked_next(host, woken[0], woken[1], now)
             return
+        if eras is not None and eras.owns(op_id):
+            era = eras.answered(op_id, answer, now)
+            if era is not None:
+                self._era_next(host, *era, now)
+            return
+        if eras is not None:
+            eras.written(op_id)  # (an era write's lease goes after it)
         read = self.answered(op_id, answer)
         if read is None:
             return
         url, hint, waiting = read
-        if hint is not None and host.pool.era_hint(url) is None:
-            host.pool.remember_era(url, hint)
+        # on a miss (not a failed store), each waiting Conn loads the era under the lease
+        lease = None if hint is not None or isinstance(answer, StoreFailed) else eras
         for conn_id in waiting:
-            self._unpark(host, conn_id, hint, now)
+            deadline = None if lease is None else lease.start(conn_id, url, now)
+            self._era_next(host, conn_id, deadline, hint, now)
 
     def timed_out(self, host: Host, conn_id: int, now: float) -> None:
-        """A parked Conn's deadline passed: the store did not answer in time."""
-        listings = self.listings
-        deadline = None if listings is None else listings.timer(conn_id, now)
-        self._parked_next(host, conn_id, deadline, now)
+        """A parked Conn's deadline passed: the store did not answer in time, or a
+        waiter re-reads."""
+        listings, eras = self.listings, self.eras
+        if listings is not None and listings.waits(conn_id):
+            self._parked_next(host, conn_id, listings.timer(conn_id, now), now)
+        elif eras is not None and eras.waits(conn_id):
+            self._era_next(host, conn_id, eras.timer(conn_id, now), None, now)
+        else:  # the endpoint's first era read
+            self.counts["timeouts"] += 1
+            self._era_next(host, conn_id, None, None, now)
+
+    def _era_next(
+        self, host: Host, conn_id: int, deadline: float | None, hint: str | None, now: float
+    ) -> None:
+        """A connect parked for its era waits on until ``deadline``, or goes on (with
+        ``hint``; without one it probes)."""
+        if deadline is not None:
+            host._arm(host._conns[conn_id], deadline)
+            return
+        url = self.parked[conn_id][1]
+        if hint is None:
+            self.counts["loads"] += 1
+        elif host.pool.era_hint(url) is None:
+            host.pool.remember_era(url, hint)
+        self._unpark(host, conn_id, hint, now)
 
     def _parked_next(self, host: Host, conn_id: int, deadline: float | None, now: float) -> None:
         """A parked Conn waits on until ``deadline``, or (None) goes on."""
@@ -222,10 +275,16 @@ class Fleet:
         hint known, or the store read already for this endpoint)."""
         settings = conn.machine.settings
         url = settings.endpoint.url
-        if settings.era_hint is not None or self.era_known(url):
+        if settings.era_hint is not None:
             return None
-        self.parked[conn.view.conn_id] = (start, url)
-        op = self.wait_era(url, conn.view.conn_id)
+        conn_id, eras = conn.view.conn_id, self.eras
+        if eras is not None and eras.busy(url):  # a load under way: its lease is held
+            self.parked[conn_id] = (start, url)
+            return eras.start(conn_id, url, now)
+        if self.era_known(url):
+            return None
+        self.parked[conn_id] = (start, url)
+        op = self.wait_era(url, conn_id)
         if op is not None:
             self._outbox.append(op)
         return now + self.limits.store_timeout
@@ -246,12 +305,16 @@ class Fleet:
         op = self.era_write(conn.machine.settings.endpoint.url, version)
         if op is not None:
             self._outbox.append(op)
+        if self.eras is not None:  # its era lease goes once the hint is written
+            self.eras.done(conn.view.conn_id, None if op is None else op.op_id)
         if self.listings is not None:
             self.listings.listed(conn, now)
 
     def failed(self, conn_id: int, conn: ConnRecord | None = None) -> None:
-        """``conn_id``'s operation failed, or the Conn is gone: its load lease goes (and
+        """``conn_id``'s operation failed, or the Conn is gone: its load leases go (and
         the invalidations it made are shared)."""
+        if self.eras is not None:
+            self.eras.done(conn_id)
         if self.listings is not None:
             self.listings.done(conn_id, conn)
 
@@ -303,8 +366,8 @@ class Fleet:
             hint, version = self.codec.open("era", answer.value, era_from), answer.version
         elif isinstance(answer, Missing):
             version = answer.version
-        if hint is not None:
-            self.counts["hints"] += 1
+        if isinstance(answer, Found | Missing):
+            self.counts["hits" if hint is not None else "misses"] += 1
         self._remember(endpoint, hint, version)
         return endpoint, hint, self._waiting.pop(endpoint, [])
 

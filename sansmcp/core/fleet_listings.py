@@ -257,6 +257,10 @@ class SharedListings:
         )
         return now + self.limits.store_timeout
 
+    def waits(self, conn_id: int) -> bool:
+        """``conn_id`` is parked here."""
+        return conn_id in self._loads
+
     def owns(self, op_id: int) -> bool:
         return op_id in self._ops or op_id in self._unawaited
 

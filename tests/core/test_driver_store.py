@@ -84,7 +84,7 @@ def test_a_fleet_probes_a_legacy_endpoint_once() -> None:
     assert methods(server).count("initialize") == 2
     assert second.driver.pool.era_hint(URL) == LEGACY
     assert [type(op.command) for op in second.ops] == [Read]  # the hint stored is the same
-    assert second.driver.fleet is not None and second.driver.fleet.counts["hints"] == 1
+    assert second.driver.fleet is not None and second.driver.fleet.counts["hits"] == 1
     work_item(second)  # known now: no read, no park
     assert len(second.ops) == 1
     alone = worker(server, None)
@@ -200,7 +200,17 @@ def test_era_writes() -> None:
     assert third is not None and isinstance(third.command, CompareAndSet)
     assert third.command.expected == 9
     assert fleet.answered(third.op_id, StoreFailed(reason="timeout", detail="")) is None
-    assert fleet.counts == {"reads": 0, "writes": 3, "hints": 0, "failures": 1, "conflicts": 1}
+    assert fleet.counts == {
+        "reads": 0,
+        "hits": 0,
+        "misses": 0,
+        "loads": 0,
+        "waits": 0,
+        "failures": 1,
+        "timeouts": 0,
+        "writes": 3,
+        "conflicts": 1,
+    }
     assert fleet.era_known(URL) and "1 endpoints" in repr(fleet)
     assert Fleet(Limits(max_store_value_bytes=10)).era_write(URL, LEGACY) is None  # too big
 

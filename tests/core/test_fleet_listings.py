@@ -218,8 +218,9 @@ def parked(fake: FakeServer | None = None, **kw: Any) -> tuple[StoreNet, Any]:
     net = process(fake or server(), None, **kw)
     view = net.open()
     net.start("connect", view)
-    era = net.ops[-1]
-    net.answer_op(era, Missing())
+    net.answer_op(net.ops[-1], Missing())  # the era read
+    net.answer_op(net.ops[-1], Acquired())  # its load lease
+    net.answer_op(net.ops[-1], Missing())  # the read under it: this process probes
     assert net.wait(view).error is None
     net.start("list_tools", view)
     return net, view

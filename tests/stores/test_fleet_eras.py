@@ -8,18 +8,31 @@ each Client sent: with the store, only the first Client probes an endpoint's era
 
 from __future__ import annotations
 
+import itertools
+import json
+import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 from sansmcp import Config
 from sansmcp.core.store import Found, Read, era_key
-from tests.e2e.conftest import Backend, Launcher, backend, launch  # noqa: F401
+from tests.e2e.conftest import Backend, Launcher, Server, backend, launch  # noqa: F401
 from tests.e2e.test_observe import requests_logged
 
 from .conftest import redis_store
 
 ERAS = {"modern": ("--observe",), "legacy": ("--observe", "--legacy-only")}
+_runs = itertools.count()
+
+
+def probes(server: Server, tag: str) -> int:
+    """The era probes the callers tagged ``tag`` sent: server/discover, or its 400 from
+    a legacy-only server."""
+    log = requests_logged(server, tag)
+    return sum(1 for e in log if e["rpc"] == "server/discover" or e["status"] == 400)
 
 
 @pytest.mark.parametrize("era", sorted(ERAS))
@@ -70,4 +83,53 @@ def test_only_the_first_process_probes(
     else:  # a known legacy one: initialize at once
         assert [entry["rpc"] for entry in logs["second"]][:1] == ["initialize"]
     assert store.failures == {"unavailable": 0, "timeout": 0, "refused": 0, "failed": 0}
+    store.close()
+
+
+def started_at_once(
+    store_url: str, server: Server, tag: str, go: pathlib.Path, count: int = 4
+) -> list[dict[str, Any]]:
+    """``count`` worker processes connect once each, all starting at the same moment
+    (the blocking adapter, one process each): their reports."""
+    command = [sys.executable, "-m", "tests.stores.worker", "connect", store_url, server.url()]
+    workers = [
+        subprocess.Popen([*command, tag, str(go)], stdout=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
+    go.touch()  # every worker is started: they begin together
+    try:
+        outs = [worker.communicate(timeout=120)[0] for worker in workers]
+    finally:
+        for worker in workers:  # (a failure above leaves no process or pipe behind)
+            if worker.poll() is None:
+                worker.kill()
+            worker.communicate()
+    assert [worker.returncode for worker in workers] == [0] * count
+    return [json.loads(out) for out in outs]
+
+
+@pytest.mark.parametrize("era", sorted(ERAS))
+def test_four_processes_started_at_once_probe_a_cold_endpoint_once(
+    launch: Launcher,  # noqa: F811
+    redis_server: Any,
+    tmp_path: pathlib.Path,
+    era: str,
+) -> None:
+    """The cold fleet: every worker starts at the same moment against an endpoint whose
+    era no one knows; with Redis one probes (holding the era's load lease), the others
+    wait for its hint.  Without a store each probes: what proves the test can fail."""
+    server = launch(*ERAS[era])
+    run = next(_runs)
+    shared, alone = f"fleet-eras-shared-{era}-{run}", f"fleet-eras-alone-{era}-{run}"
+    reports = started_at_once(redis_server.url, server, shared, tmp_path / "go")
+    assert probes(server, shared) == 1  # one era probe for the fleet
+    assert len({report["version"] for report in reports}) == 1
+    counts = [report["counts"] for report in reports]
+    assert sum(c["loads"] for c in counts) == 1 and sum(c["hits"] for c in counts) == 3
+    assert sum(c["writes"] for c in counts) == 1
+    alone_reports = started_at_once("none", server, alone, tmp_path / "go-alone")
+    assert [report["counts"] for report in alone_reports] == [None] * 4
+    assert probes(server, alone) == 4  # without the store: each process probes
+    store = redis_store(redis_server.url)
+    assert isinstance(store.execute(Read(key=era_key(server.url()))), Found)
     store.close()

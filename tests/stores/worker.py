@@ -9,6 +9,10 @@
 * ``list URL MCP_URL TAG GO``: once ``GO`` exists, one list-only work item on the
   blocking adapter with the shared store (a waiter waits up to a minute for another's
   load); print its tool names and its listing counts as JSON.
+* ``connect URL MCP_URL TAG GO``: once ``GO`` exists, connect once on the blocking
+  adapter with the shared store (``URL`` ``none``: without a store; a waiter waits up
+  to a minute for another's era probe); print the protocol version and the fleet's
+  era counts as JSON.
 """
 
 from __future__ import annotations
@@ -93,8 +97,32 @@ def list_once(url: str, mcp_url: str, tag: str, go: pathlib.Path) -> int:
     return 0
 
 
+def connect_once(url: str, mcp_url: str, tag: str, go: pathlib.Path) -> int:
+    from sansmcp import Config, Limits
+    from sansmcp.io_adapters.sync import Client
+
+    store = None if url == "none" else RedisStore(url, secret=SECRET)
+    for _ in range(60_000):
+        if go.exists():
+            break
+        time.sleep(0.001)
+    limits = Limits(store_load_wait=60.0)  # (a loaded machine: the prober may be slow)
+    with Client(allow_loopback=True, store=store, limits=limits) as client:
+        config = Config(url=mcp_url, headers={"x-test-tag": tag})
+        with client.connect(config) as conn:
+            version = str(conn.protocol_version)
+        fleet = client._driver.fleet
+        counts = None if fleet is None else dict(fleet.counts)
+    if store is not None:
+        store.close()
+    print(json.dumps({"version": version, "counts": counts}))
+    return 0
+
+
 if __name__ == "__main__":
     mode, url, key, *rest = sys.argv[1:]
+    if mode == "connect":
+        sys.exit(connect_once(url, key, rest[0], pathlib.Path(rest[1])))
     if mode == "list":
         sys.exit(list_once(url, key, rest[0], pathlib.Path(rest[1])))
     if mode == "race":
