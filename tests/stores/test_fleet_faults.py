@@ -426,9 +426,12 @@ def test_a_full_redis_is_a_miss_for_listings_and_eras(
     tag = new_tag(backend, "full")
 
     def refusals(items: list[dict[str, Any]]) -> int:
-        """Per item: its load lease, its listing's write, its era hint's writes (one
-        after each operation that succeeded while none was stored or in flight)."""
-        return sum(1 + i["listings"]["writes"] + i["eras"]["writes"] for i in items)
+        """Per item: its listing's load lease and write, its era's load lease (one per
+        era load) and its era hint's writes (one after each operation that succeeded
+        while none was stored or in flight)."""
+        return sum(
+            1 + i["listings"]["writes"] + i["eras"]["loads"] + i["eras"]["writes"] for i in items
+        )
 
     async def main() -> list[dict[str, Any]]:
         try:
@@ -448,7 +451,8 @@ def test_a_full_redis_is_a_miss_for_listings_and_eras(
         assert listings["hits"] == 0 and listings["loads"] == 1 and listings["failures"] >= 1
         assert listings["waits"] == 0  # the lease refused: no wait, it lists at once
         assert listings["writes"] == 1  # (refused: a miss again for the next item)
-        assert item["eras"]["hints"] == 0 and 1 <= item["eras"]["writes"] <= 2
+        assert item["eras"]["hits"] == 0 and item["eras"]["loads"] == 1
+        assert 1 <= item["eras"]["writes"] <= 2
     assert sent(public, tag) == {"lists": 3, "probes": 3}
     assert store.failures["refused"] == refusals(items)  # every write, and only writes
     assert store.failures["unavailable"] == store.failures["timeout"] == 0
