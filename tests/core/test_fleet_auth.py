@@ -498,6 +498,7 @@ def test_a_store_that_never_answers_times_out_and_a_late_answer_is_dropped() -> 
     error = runner.fail(runner.run(runner.machine.connect))
     assert isinstance(error, ConnectionFailed)
     assert error.cause == "store" and error.bound == "store_timeout"
+    assert "reading tokens (timeout" in str(error) and "outcome is unknown" in str(error)
     (wanted,) = [out for out in runner.outputs if isinstance(out, StoreWanted)]
     runner.machine.store_answered(wanted.request_id, Missing(), now=runner.now + 1)
     assert runner.machine.next_output() is None and not runner.machine.busy
