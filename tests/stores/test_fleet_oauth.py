@@ -11,8 +11,10 @@ authorizer; what they share is the store only.  ``OAuth.store`` is given to each
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +22,21 @@ from typing import Any
 import pytest
 
 from sansmcp import Config, ConnectionFailed, MemoryTokenStore, OAuth, Unauthorized
+from sansmcp.core.fleet_listings import UNSHARED_MARK
 from sansmcp.core.limits import Limits
-from sansmcp.core.store import Found, Missing, Read, registration_key, token_key
+from sansmcp.core.store import (
+    Acquired,
+    AcquireLease,
+    Found,
+    Held,
+    Missing,
+    Read,
+    StoreAnswer,
+    StoreCommand,
+    listing_key,
+    registration_key,
+    token_key,
+)
 from sansmcp.core.store_values import ValueCodec, registration_from, tokens_from
 from sansmcp.stores import LocalStore
 from tests.e2e.conftest import Backend, Launcher, Server, backend, launch  # noqa: F401
@@ -272,3 +287,86 @@ def test_redis_frozen_while_storing_the_new_grant_is_connection_failed_naming_th
         assert isinstance(found, Found)
         tokens = CODEC.open("tokens", found.value, tokens_from)
         assert tokens is not None and tokens.access_token == f"e2e-{auth_server.minted}"
+
+
+# -- two OAuth Conns listing at once (the listing has no ttlMs) ------------------------
+
+
+def _listing(command: StoreCommand) -> bool:
+    return getattr(command, "key", "").startswith("sansmcp:listing:")
+
+
+class Worker:
+    """One process's view of the fleet's store: the first process to take a listing's
+    load lease is held at its read under the lease until another process found that
+    lease held -- so one lists while the other waits, whatever the scheduling."""
+
+    def __init__(self, inner: Any, held: threading.Event) -> None:
+        self.inner = inner
+        self.fleet_secret = getattr(inner, "fleet_secret", None)
+        self.held = held
+        self.loader = False
+
+    def _before(self, command: StoreCommand) -> bool:
+        return self.loader and isinstance(command, Read) and _listing(command)
+
+    def _after(self, command: StoreCommand, answer: StoreAnswer) -> StoreAnswer:
+        if isinstance(command, AcquireLease) and _listing(command):
+            self.loader = self.loader or isinstance(answer, Acquired)
+            if isinstance(answer, Held):
+                self.held.set()
+        return answer
+
+    def execute(self, command: StoreCommand) -> StoreAnswer:
+        if self._before(command):
+            self.held.wait(10)
+        return self._after(command, self.inner.execute(command))
+
+    async def aexecute(self, command: StoreCommand) -> StoreAnswer:
+        if self._before(command):
+            await asyncio.to_thread(self.held.wait, 10)
+        return self._after(command, await self.inner.aexecute(command))
+
+
+def test_two_oauth_conns_listing_at_once_the_waiter_does_not_wait_out_the_load(
+    backend: Backend,  # noqa: F811
+    gated: Server,
+    fleet: Fleet,
+) -> None:
+    """The gated server sends no ttlMs: the process holding the load lease stores no
+    listing, and leaves the unshared mark; the one that found the lease held reads it
+    and lists at once -- not after store_load_wait (10 s here)."""
+
+    async def step(url: str) -> str:
+        return follow(url)
+
+    config = Config(url=gated.url(), oauth=OAuth(redirect_uri=REDIRECT, authorize=step))
+    limits = Limits(store_timeout=12.0, store_load_wait=10.0)
+    held = threading.Event()
+
+    async def one(store: Any, listing: bool) -> dict[str, Any]:
+        async with backend.Client(allow_loopback=True, store=store, limits=limits) as client:
+            async with client.connect(config) as conn:
+                if listing:
+                    assert "echo" in [tool.name for tool in await conn.list_tools()]
+                version = conn.protocol_version
+            shared = client._driver.fleet
+            assert shared is not None and shared.listings is not None
+            return dict(shared.listings.counts, version=version)
+
+    async def main() -> list[dict[str, Any]]:
+        try:
+            await one(fleet.store, False)  # authorized once: the fleet holds the token
+            first, second = Worker(fleet.store, held), Worker(fleet.store, held)
+            return await backend.gather([lambda: one(first, True), lambda: one(second, True)])
+        finally:
+            await fleet.aclose()
+
+    counts = backend.run(main)
+    loader, waiter = sorted(counts, key=lambda c: int(c["waits"]))
+    assert held.is_set()
+    assert (loader["waits"], loader["loads"], loader["writes"]) == (0, 1, 1)  # the mark
+    assert waiter["waits"] == 1 and waiter["loads"] == 1 and waiter["writes"] == 0
+    assert waiter["unshared"] == 1 and waiter["waited_out"] == 0
+    key = listing_key(gated.url(), str(loader["version"]), "tools/list", None, None)
+    assert fleet.read(key) == CODEC.seal("listing", UNSHARED_MARK)  # no listing: the mark
