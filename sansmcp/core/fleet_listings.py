@@ -37,6 +37,15 @@ key: a Conn that reads the mark takes the lease of its own private key instead, 
 each credential loads its private listing once, in parallel with the others; without
 an identity (no secret, an OAuth Conn) it lists at once (nothing it could wait for).
 
+A Conn that listed holding a lease but stored nothing under that lease's key (the
+server sent no ``ttlMs``, an empty listing, one over ``Limits.max_store_value_bytes``)
+leaves an *unshared mark* there (``{"scope": "unshared"}``, for
+``Limits.store_lease_expiry``): the key will not be written by this load, so a waiter
+that reads the mark lists at once instead of re-reading until ``store_load_wait``, and
+so does a Conn that reads it first (no lease taken).  Most servers send no cache hints:
+without the mark every concurrent ``list_tools`` of such an endpoint would wait out
+``store_load_wait`` behind the one listing it.
+
 An invalidation (``tools/list_changed``, a call that says a cached tool is stale) reaches
 the store when the Conn's operation ends, succeeded or failed: the listing this process
 read or wrote there is deleted by delete-if-version (one another worker stored since
@@ -90,10 +99,12 @@ __all__ = ["POLL_FIRST", "POLL_MAX", "SharedListings"]
 
 POLL_FIRST = 0.02  # a waiter's first re-read, after another worker's lease was found
 POLL_MAX = 0.5  # the longest pause between two re-reads
+LEASE_SUFFIX = lease_key("")  # what lease_key appends to the key it guards
 KEPT = 1024  # keys whose version (and invalidation) this process remembers
 
 
 PRIVATE_MARK = {"scope": "private"}  # under the public key: the listing is private
+UNSHARED_MARK = {"scope": "unshared"}  # the last load stored nothing here: list at once
 
 
 @dataclass(slots=True)
@@ -111,6 +122,7 @@ class _Load:
     until: float | None = None  # a waiter loads itself past it
     pause: float = POLL_FIRST
     marked: bool = False  # the public key holds the private mark
+    unshared: bool = False  # a key read holds the unshared mark
 
 
 class SharedListings:
@@ -120,7 +132,9 @@ class SharedListings:
     ``holder`` names this driver's leases (random, unique in the fleet); ``wall_clock``
     (seconds since the epoch) dates what is stored.  ``counts``: ``reads``, ``hits``,
     ``misses``, ``loads`` (Conns that list from the server), ``waits`` (a lease held by
-    another), ``failures``, ``timeouts``, ``writes``, ``conflicts``.
+    another), ``waited_out`` (waiters that listed past ``store_load_wait``),
+    ``unshared`` (Conns that read the unshared mark and listed at once), ``failures``,
+    ``timeouts``, ``writes``, ``conflicts``, ``deletes``.
     """
 
     def __init__(
@@ -158,6 +172,8 @@ class SharedListings:
                 "misses",
                 "loads",
                 "waits",
+                "waited_out",
+                "unshared",
                 "failures",
                 "timeouts",
                 "writes",
@@ -238,6 +254,9 @@ class SharedListings:
         self.counts["misses"] += 1
         if load.phase == "recheck":
             return self._go(conn_id, load, lease=load.lease)
+        if load.unshared:  # nothing will be stored by the load under way: list at once
+            self.counts["unshared"] += 1
+            return self._go(conn_id, load, lease=None)
         if load.marked and load.lease == lease_key(load.keys[0]):
             # a private listing: the lease of the caller's own key, if it has one
             if len(load.keys) == 1:
@@ -284,6 +303,7 @@ class SharedListings:
         conn_id = conn.view.conn_id
         lease, seen = self._loading.pop(conn_id, (None, {}))
         cache = conn.cache
+        written: set[str] = set()
         if cache is not None and cache.journal:
             journal, cache.journal = cache.journal, []
             for at, (version, pages, public) in enumerate(journal):
@@ -292,10 +312,13 @@ class SharedListings:
                 if any(v == version and (p is None) != (pages is None) for v, p, _ in journal[at:]):
                     continue
                 if pages is not None:
-                    self._share(conn, version, pages, public, seen, now)
+                    written |= self._share(conn, version, pages, public, seen, now)
                 else:
                     self._drop(conn, version)
         if lease is not None:
+            key = lease.removesuffix(LEASE_SUFFIX)
+            if key not in written:  # its waiters would wait for nothing: tell them
+                self._mark_unshared(key, seen)
             self._release(conn_id, lease)
 
     def done(self, conn_id: int, conn: ConnRecord | None = None) -> None:
@@ -334,6 +357,7 @@ class SharedListings:
         """A waiter pauses before its next re-read; past its wait it lists itself."""
         assert load.until is not None
         if now >= load.until:
+            self.counts["waited_out"] += 1
             return self._go(conn_id, load, lease=None)
         load.phase = "sleep"
         at = min(now + load.pause, load.until)
@@ -355,9 +379,10 @@ class SharedListings:
         limits = self.limits
         tasks = load.version.endswith(TASKS_KEY)
 
-        def opened(body: Any) -> list[StoredPage] | None:
-            if body.get("scope") == "private":
-                return []  # the private mark (a stored listing has a page)
+        def opened(body: Any) -> list[StoredPage] | str | None:
+            scope = body.get("scope")
+            if scope in ("private", "unshared"):
+                return str(scope)  # a mark (a stored listing has a page)
             return listing_from(
                 body,
                 modern=load.modern,
@@ -380,10 +405,13 @@ class SharedListings:
                 if served
                 else self.codec.open("listing", answer.value, opened, reuse=load.version)
             )
-            if pages == []:
+            if pages == "unshared":
+                load.unshared = True
+                continue
+            if pages == "private":
                 load.marked = not index  # (a mark under the private key: a miss)
                 continue
-            if pages is None or any(
+            if not isinstance(pages, list) or any(
                 expires <= wall or expires - page.ttl_ms / 1000 < self._stale.get(key, 0.0)
                 for _, page, expires in pages
             ):
@@ -407,30 +435,43 @@ class SharedListings:
         public: bool,
         seen: dict[str, int],
         now: float,
-    ) -> None:
+    ) -> set[str]:
         """Write one listing the Conn got from its server (never an empty one); a
-        private one with the private mark under the public key."""
+        private one with the private mark under the public key.  The keys written."""
         if not any(page.tools for _, page, _ in pages):
-            return
+            return set()
         wall = self._wall()
         stored = [
             (c, page, wall + received + page.ttl_ms / 1000 - now) for c, page, received in pages
         ]
         ttl = min(expires for _, _, expires in stored) - wall
         if ttl <= 0:
-            return
+            return set()
         identity = None if public else self._identity(conn)
         writes: list[tuple[bytes | None, Mapping[str, Any]]]
         writes = [] if public or identity is None else [(identity, listing_body(stored))]
         writes.append((None, listing_body(stored) if public else PRIVATE_MARK))
+        written: set[str] = set()
         for owner, body in writes:
             value = self.codec.seal("listing", body)
             if value is None:
                 continue
             key = self._key(conn, version, owner)
-            self.counts["writes"] += 1
-            expected = seen.get(key, self._versions.get(key, 0))
-            self._emit(CompareAndSet(key=key, value=value, expected=expected, ttl=ttl), key)
+            written.add(key)
+            self._write(key, value, seen, ttl)
+        return written
+
+    def _mark_unshared(self, key: str, seen: dict[str, int]) -> None:
+        """Leave the unshared mark under ``key``: the load that held its lease stored
+        nothing there (the module docstring)."""
+        value = self.codec.seal("listing", UNSHARED_MARK)
+        if value is not None:
+            self._write(key, value, seen, self.limits.store_lease_expiry)
+
+    def _write(self, key: str, value: bytes, seen: dict[str, int], ttl: float) -> None:
+        self.counts["writes"] += 1
+        expected = seen.get(key, self._versions.get(key, 0))
+        self._emit(CompareAndSet(key=key, value=value, expected=expected, ttl=ttl), key)
 
     def _drop(self, conn: ConnRecord, version: str) -> None:
         """``conn`` invalidated its listings at ``version`` (``tools/list_changed``, a

@@ -310,11 +310,20 @@ def degraded(answer: StoreAnswer) -> StoreAnswer:
 
 
 def store_error(failed: StoreFailed, what: str) -> ConnectionFailed:
-    """A token operation's policy: a failed store ends it, classified and named."""
-    bound = "store_timeout" if failed.reason == "timeout" else None
+    """A token operation's policy: a failed store ends it, classified and named.  A
+    timed-out operation may still happen after its answer was given up (a paused Redis
+    runs the command it had read on waking): being a compare-and-set or delete-if-version,
+    it applies only to the version read, never over newer tokens."""
+    if failed.reason == "timeout":
+        bound: str | None = "store_timeout"
+        outcome = (
+            "its outcome is unknown: a write or delete it carried applies, if ever, only "
+            "to the version read, never over newer tokens"
+        )
+    else:
+        bound, outcome = None, "no token was written or deleted"
     return ConnectionFailed(
-        f"the store failed while {what} ({failed.reason}: {failed.detail}); "
-        "no token was written or deleted",
+        f"the store failed while {what} ({failed.reason}: {failed.detail}); {outcome}",
         cause="store",
         bound=bound,
     )

@@ -19,7 +19,7 @@ from sansmcp.core.commands import StoreOp
 from sansmcp.core.driver import ClientDriver
 from sansmcp.core.errors import CallerError
 from sansmcp.core.fleet import Fleet
-from sansmcp.core.fleet_listings import POLL_FIRST, PRIVATE_MARK, SharedListings
+from sansmcp.core.fleet_listings import POLL_FIRST, PRIVATE_MARK, UNSHARED_MARK, SharedListings
 from sansmcp.core.limits import Limits
 from sansmcp.core.store import (
     Acquired,
@@ -180,14 +180,28 @@ def test_without_a_fleet_secret_only_public_listings_are_shared() -> None:
     assert listings(net).counts["writes"] == 1  # the private mark, no listing
 
 
-def test_an_empty_or_unservable_listing_is_never_stored() -> None:
+def unshared_mark() -> bytes:
+    value = ValueCodec(1 << 20).seal("listing", UNSHARED_MARK)
+    assert value is not None
+    return value
+
+
+def test_an_empty_or_unservable_listing_is_never_stored_only_the_unshared_mark() -> None:
     for fake in (server(tools=[]), server(ttl=0)):
-        net = process(fake, MemoryStore())
+        store = MemoryStore()
+        net = process(fake, store)
         net.ok("list_tools", connected(net))
-        assert listings(net).counts["writes"] == 0 and "CompareAndSet" not in kinds(net)
+        (write,) = [op.command for op in net.ops if isinstance(op.command, CompareAndSet)][1:]
+        assert write.key == public_key() and write.value == unshared_mark()
+        assert write.ttl == Limits().store_lease_expiry and write.expected == 0
+        assert kinds(net)[-2:] == ["CompareAndSet", "ReleaseLease"]
+        other = process(fake, store)  # another process: lists at once, no lease taken
+        other.ok("list_tools", connected(other))
+        assert kinds(other) == ["Read"] and listings(other).counts["unshared"] == 1
+        assert lists(fake) == 2
     big = process(server(), MemoryStore(), limits=Limits(max_store_value_bytes=120))
     big.ok("list_tools", connected(big))
-    assert listings(big).codec.unsealed == 1 and listings(big).counts["writes"] == 0
+    assert listings(big).codec.unsealed == 1 and listings(big).counts["writes"] == 1  # the mark
 
 
 def test_a_stale_or_unreadable_stored_listing_is_a_miss() -> None:
@@ -280,7 +294,42 @@ def test_a_waiter_past_store_load_wait_lists_itself() -> None:
     net.answer_op(net.ops[-1], Held())
     assert done(net, view).error is None and not view.tools_from_cache
     assert lists(fake) == 1 and listings(net).counts["loads"] == 1
+    assert listings(net).counts["waited_out"] == 1
     assert "ReleaseLease" not in kinds(net)  # it held none
+
+
+def test_a_waiter_that_reads_the_unshared_mark_lists_at_once() -> None:
+    """The loader's listing has no ttlMs: it stores nothing, and says so; the waiter
+    does not re-read until store_load_wait for a key that will not be written."""
+    fake, store = server(ttl=0), MemoryStore()
+    waiter, view = parked(fake, limits=Limits(store_load_wait=30.0))
+    waiter.answer_op(waiter.ops[-1], Missing())
+    lease = waiter.ops[-1]
+    assert isinstance(lease.command, AcquireLease)
+    loader = process(fake, store)  # the process holding the lease lists meanwhile
+    loader.ok("list_tools", connected(loader))
+    waiter.answer_op(lease, Held())
+    waiter.tick()  # the re-read, after POLL_FIRST
+    poll = waiter.ops[-1]
+    assert poll.command == Read(key=public_key())
+    waiter.answer_op(poll, store.execute(poll.command, now=waiter.now))
+    assert done(waiter, view).error is None and not view.tools_from_cache
+    counts = listings(waiter).counts
+    assert (counts["waits"], counts["unshared"], counts["waited_out"], counts["loads"]) == (
+        1,
+        1,
+        0,
+        1,
+    )
+    assert kinds(waiter) == ["Read", "AcquireLease", "Read"]  # no lease, nothing written
+    assert lists(fake) == 2
+
+
+def test_an_unshared_mark_over_max_store_value_bytes_is_not_written() -> None:
+    net = process(server(ttl=0), MemoryStore(), limits=Limits(max_store_value_bytes=30))
+    net.ok("list_tools", connected(net))
+    assert listings(net).counts["writes"] == 0 and "CompareAndSet" not in kinds(net)
+    assert kinds(net)[-1] == "ReleaseLease"
 
 
 def test_the_read_under_the_lease_finds_another_workers_listing() -> None:
