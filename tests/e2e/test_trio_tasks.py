@@ -81,7 +81,11 @@ def test_a_fault_escaping_a_socket_task_fails_its_exchanges_and_not_the_run(
     block ends."""
 
     async def failing(
-        self: trio_adapter.Client, socket_id: int, source: socket.socket, alpn: str | None
+        self: trio_adapter.Client,
+        socket_id: int,
+        source: socket.socket,
+        alpn: str | None,
+        quickack: socket.socket | None = None,
     ) -> None:
         self._driver.connected(socket_id, alpn=alpn, now=self._now())
         self._pump()  # the initialize request goes out
