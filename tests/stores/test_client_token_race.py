@@ -76,23 +76,55 @@ def authorize_once(redis_url: str, server: Server) -> None:
         store.close()
 
 
-@pytest.fixture
-def fleet(
-    redis_server: RedisServer, gated: Server, auth_server: AuthServer, tmp_path: pathlib.Path
-) -> Iterator[tuple[list[subprocess.Popen[str]], pathlib.Path, str]]:
-    """The grant made once into Redis; then the fleet's launcher: ``start(kind)`` starts
-    ``WORKERS`` processes of that kind (``redis`` or ``local``), which begin together
-    once the go-file exists.  Every process started is killed and reaped at the end."""
-    authorize_once(redis_server.url, gated)
-    assert auth_server.families and auth_server.refreshes == 0
-    workers: list[subprocess.Popen[str]] = []
-    try:
-        yield workers, tmp_path / "go", redis_server.url
-    finally:
-        for worker in workers:
+class Fleet:
+    """The worker processes of a test: :meth:`run` starts ``WORKERS`` of a kind (``redis``
+    or ``local``), which begin together once the go-file exists, and sums their counts;
+    :meth:`reap` kills whatever is still running and reaps every process started."""
+
+    def __init__(self, redis_url: str, server: Server, go: pathlib.Path) -> None:
+        self.redis_url = redis_url
+        self.server = server
+        self.go = go
+        self.workers: list[subprocess.Popen[str]] = []
+
+    def run(self, kind: str) -> Counter[str]:
+        command = [sys.executable, "-m", "tests.stores.client_worker", kind, self.redis_url]
+        for _ in range(WORKERS):
+            self.workers.append(
+                subprocess.Popen(
+                    [*command, self.server.url(), str(ITEMS), str(self.go)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        self.go.touch()  # every worker is started: they begin together
+        total: Counter[str] = Counter()
+        for worker in self.workers:
+            out, err = worker.communicate(timeout=WORKER_TIMEOUT)
+            assert worker.returncode == 0, err
+            total.update(json.loads(out))
+        return total
+
+    def reap(self) -> None:
+        for worker in self.workers:
             if worker.poll() is None:
                 worker.kill()
             worker.communicate()
+
+
+@pytest.fixture
+def fleet(
+    redis_server: RedisServer, gated: Server, auth_server: AuthServer, tmp_path: pathlib.Path
+) -> Iterator[Fleet]:
+    """The grant authorized once into Redis, and the fleet to run on it (reaped at the end)."""
+    authorize_once(redis_server.url, gated)
+    assert len(auth_server.families) == 1 and auth_server.refreshes == 0
+    fleet = Fleet(redis_server.url, gated, tmp_path / "go")
+    try:
+        yield fleet
+    finally:
+        fleet.reap()
 
 
 def seen(auth: AuthServer, total: Counter[str]) -> str:
@@ -103,41 +135,15 @@ def seen(auth: AuthServer, total: Counter[str]) -> str:
     )
 
 
-def run_fleet(
-    fleet: tuple[list[subprocess.Popen[str]], pathlib.Path, str], kind: str, server: Server
-) -> Counter[str]:
-    """Every worker's counts, summed; each must exit 0."""
-    workers, go, redis_url = fleet
-    command = [sys.executable, "-m", "tests.stores.client_worker", kind, redis_url, server.url()]
-    for _ in range(WORKERS):
-        workers.append(
-            subprocess.Popen(
-                [*command, str(ITEMS), str(go)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    go.touch()  # every worker is started: they begin together
-    total: Counter[str] = Counter()
-    for worker in workers:
-        out, err = worker.communicate(timeout=WORKER_TIMEOUT)
-        assert worker.returncode == 0, err
-        total.update(json.loads(out))
-    return total
-
-
 def test_a_fleet_of_clients_sharing_a_grant_in_redis_never_races_the_rotation(
-    fleet: tuple[list[subprocess.Popen[str]], pathlib.Path, str],
-    gated: Server,
-    auth_server: AuthServer,
+    fleet: Fleet, gated: Server, auth_server: AuthServer
 ) -> None:
-    total = run_fleet(fleet, "redis", gated)
+    total = fleet.run("redis")
     print(seen(auth_server, total))
     assert total == {"ok": WORKERS * ITEMS}, seen(auth_server, total)  # every item authorized
     assert auth_server.reuses == auth_server.revocations == auth_server.refused == 0
     assert auth_server.refreshes >= 2, seen(auth_server, total)  # expired, refreshed: twice+
-    store = RedisStore(fleet[2], secret=SECRET)
+    store = RedisStore(fleet.redis_url, secret=SECRET)
     found = store.execute(Read(key=token_key("", "", gated.url(), None)))
     store.close()
     assert isinstance(found, Found)
@@ -147,13 +153,11 @@ def test_a_fleet_of_clients_sharing_a_grant_in_redis_never_races_the_rotation(
 
 
 def test_the_same_fleet_each_with_its_own_store_loses_the_grant(
-    fleet: tuple[list[subprocess.Popen[str]], pathlib.Path, str],
-    gated: Server,
-    auth_server: AuthServer,
+    fleet: Fleet, auth_server: AuthServer
 ) -> None:
     """Each worker holds the same grant in its LocalStore: the expected outcome is the
     family revoked and work items refused (what proves the test above can fail)."""
-    total = run_fleet(fleet, "local", gated)
+    total = fleet.run("local")
     print(seen(auth_server, total))
     assert auth_server.reuses >= 1 and auth_server.revocations == 1, seen(auth_server, total)
     assert auth_server.families == [""]  # revoked
