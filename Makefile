@@ -125,7 +125,8 @@ HOSTILE_FULL_TESTS := tests/hostile tests/e2e/test_guard_resolver.py tests/e2e/t
 	$(addprefix tests/core/,test_schema_props.py test_listing.py test_parsed_size.py \
 		test_json_keys.py test_schema_regex.py test_auth.py test_tools.py test_pool.py) \
 	$(addprefix tests/wire/,test_h2_own.py test_accounting.py test_h1_refusals.py \
-		test_h2_headers.py test_h1_head_scan.py)
+		test_h2_headers.py test_h1_head_scan.py) \
+	tests/stores/test_client_token_race.py
 hostile: $(STAMP)
 	SANSMCP_HOSTILE_FULL=1 $(BIN)/python -X dev -m pytest -W error $(HOSTILE_FULL_TESTS)
 

@@ -5,6 +5,13 @@ at ``/register``, ``/authorize`` redirecting straight back (code, state, iss: th
 person always consents), ``/token`` for ``authorization_code`` (PKCE S256 checked)
 and ``refresh_token``.  Access tokens start with ``e2e-``, which the e2e server's
 ``--oauth`` gate accepts.  ``requests`` records every (method, path).
+
+``AuthServer(lifetime=1.0)`` behaves as real authorization servers do with a grant many
+processes share: access tokens expire after ``lifetime`` seconds (each carries its expiry,
+``e2e-exp-<unix ms>-<n>``, which the gate checks), refresh tokens rotate (one family per
+authorization code), and a refresh token used a second time revokes its whole family:
+every refresh of it is refused from then on.  ``refreshes`` (granted), ``reuses``,
+``revocations`` (families) and ``refused`` (refreshes refused) count what happened.
 """
 
 from __future__ import annotations
@@ -13,13 +20,19 @@ import base64
 import hashlib
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 
 class AuthServer:
-    def __init__(self) -> None:
+    def __init__(self, *, lifetime: float | None = None) -> None:
+        self.lifetime = lifetime
+        self.lock = threading.Lock()  # (the handler threads of a fleet's refreshes)
+        self.families: list[str] = []  # family -> its current refresh token ("": revoked)
+        self.issued: dict[str, int] = {}  # every refresh token issued -> its family
+        self.refreshes = self.reuses = self.revocations = self.refused = 0
         self.requests: list[tuple[str, str]] = []
         self.challenges: dict[str, str] = {}  # code -> code_challenge
         self.minted = 0
@@ -107,6 +120,9 @@ class AuthServer:
         elif form.get("grant_type") != "refresh_token":
             self._send(handler, 400, {"error": "unsupported_grant_type"})
             return
+        if self.lifetime is not None:
+            self._rotating(handler, form)
+            return
         self.minted += 1
         proof = handler.headers.get("dpop")
         if proof is not None:  # DPoP (RFC 9449): a nonce is required, the token is bound
@@ -134,3 +150,36 @@ class AuthServer:
                 "refresh_token": "e2e-refresh",
             },
         )
+
+    def _rotating(self, handler: BaseHTTPRequestHandler, form: dict[str, str]) -> None:
+        """``lifetime`` set: short-lived access tokens, rotating refresh tokens, a family
+        revoked on any reuse."""
+        assert self.lifetime is not None
+        with self.lock:
+            if form.get("grant_type") == "refresh_token":
+                used = form.get("refresh_token", "")
+                family = self.issued.get(used)
+                if family is None or self.families[family] != used:
+                    self.refused += 1
+                    if family is not None and self.families[family]:
+                        self.reuses += 1  # a rotated token came back: revoke the family
+                        self.revocations += 1
+                        self.families[family] = ""
+                    self._send(handler, 400, {"error": "invalid_grant"})
+                    return
+                self.refreshes += 1
+            else:
+                family = len(self.families)
+                self.families.append("")
+            self.minted += 1
+            rotated = f"e2e-rt-{family}-{self.minted}"
+            self.families[family] = rotated
+            self.issued[rotated] = family
+            until = int((time.time() + self.lifetime) * 1000)
+            answer = {
+                "access_token": f"e2e-exp-{until}-{self.minted}",
+                "token_type": "Bearer",
+                "expires_in": self.lifetime,
+                "refresh_token": rotated,
+            }
+        self._send(handler, 200, answer)

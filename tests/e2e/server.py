@@ -55,6 +55,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 import warnings
 from typing import Any
 from urllib.parse import unquote
@@ -234,7 +235,8 @@ class BearerGate:
 
     Serves protected resource metadata (RFC 9728) at the path-based well-known location,
     naming ``AS_URL``; answers a request to ``/mcp`` without a bearer token the test
-    authorization server issued (``e2e-`` tokens) with 401 and ``resource_metadata``.
+    authorization server issued (``e2e-`` tokens) with 401 and ``resource_metadata``, and
+    one whose expiry it carries (``e2e-exp-``) once expired, with ``invalid_token`` too.
     """
 
     PRM = "/.well-known/oauth-protected-resource/mcp"
@@ -258,11 +260,13 @@ class BearerGate:
         ):
             await self._dpop(scope, receive, send, headers, base)
             return
-        if scope["path"] == "/mcp" and not headers.get(b"authorization", b"").startswith(
-            b"Bearer e2e-"
-        ):
+        authorization = headers.get(b"authorization", b"")
+        expired = self._expired(authorization)
+        if scope["path"] == "/mcp" and (not authorization.startswith(b"Bearer e2e-") or expired):
             await RequestLog._drain(receive)
             challenge = f'Bearer resource_metadata="{base}{self.PRM}"'.encode()
+            if expired:
+                challenge += b', error="invalid_token"'
             await send(
                 {
                     "type": "http.response.start",
@@ -273,6 +277,15 @@ class BearerGate:
             await send({"type": "http.response.body", "body": b""})
             return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    def _expired(authorization: bytes) -> bool:
+        """A token that carries its expiry (``Bearer e2e-exp-<unix ms>-<n>``, from
+        ``AuthServer(lifetime=...)``) past it."""
+        if not authorization.startswith(b"Bearer e2e-exp-"):
+            return False
+        until = authorization.split(b"-")[2]
+        return not until.isdigit() or time.time() * 1000 >= int(until)
 
     async def _dpop(self, scope: Any, receive: Any, send: Any, headers: Any, base: str) -> None:
         """A DPoP-bound token (RFC 9449 §7): a valid proof with the nonce ``rs-nonce``."""
