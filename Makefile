@@ -121,12 +121,11 @@ bench-proxy: $(BENCH_STAMP)
 HOSTILE_FULL_TESTS := tests/hostile tests/e2e/test_guard_resolver.py tests/e2e/test_selectloop.py \
 	$(addprefix tests/e2e/,test_timeouts.py test_cancellation.py test_pool.py test_input.py \
 		test_adapter_io.py test_sync.py test_resolver_exits.py test_proxy_acks.py) \
-	tests/stores/test_token_race.py \
+	$(addprefix tests/stores/,test_token_race.py test_client_token_race.py) \
 	$(addprefix tests/core/,test_schema_props.py test_listing.py test_parsed_size.py \
 		test_json_keys.py test_schema_regex.py test_auth.py test_tools.py test_pool.py) \
 	$(addprefix tests/wire/,test_h2_own.py test_accounting.py test_h1_refusals.py \
-		test_h2_headers.py test_h1_head_scan.py) \
-	tests/stores/test_client_token_race.py
+		test_h2_headers.py test_h1_head_scan.py)
 hostile: $(STAMP)
 	SANSMCP_HOSTILE_FULL=1 $(BIN)/python -X dev -m pytest -W error $(HOSTILE_FULL_TESTS)
 
