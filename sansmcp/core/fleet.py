@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .commands import Command, StoreOp
 from .errors import CallerError
-from .fleet_eras import SharedEras
+from .fleet_eras import MARKED, SharedEras, hint_or_mark
 from .fleet_listings import SharedListings
 from .limits import Limits
 from .oauth.store import OAuth, StoreWanted
@@ -57,7 +57,7 @@ from .store import (
     Written,
     era_key,
 )
-from .store_values import ValueCodec, era_body, era_from
+from .store_values import ValueCodec, era_body
 
 if TYPE_CHECKING:
     from .conn import ConnRecord
@@ -93,7 +93,9 @@ class Fleet:
     ``counts`` (the listing loader's names): ``"reads"`` and ``"writes"`` emitted,
     ``"hits"`` (hints found) and ``"misses"`` (reads that found none),
     ``"loads"`` (parked connects that go on without a hint: they probe), ``"waits"``
-    (a load lease held by another), ``"failures"`` (answers ``StoreFailed``),
+    (a load lease held by another), ``"waited_out"`` (waiters that probed past
+    ``store_load_wait``), ``"unshared"`` (connects that read the no hint mark and
+    probed at once), ``"failures"`` (answers ``StoreFailed``),
     ``"timeouts"``, ``"conflicts"`` (a write another worker beat); ``codec.misses``:
     values read that did not open.
     """
@@ -134,8 +136,8 @@ class Fleet:
         self._reads: dict[int, str] = {}  # op id -> the endpoint whose era is being read
         self._writes: dict[int, tuple[str, str]] = {}  # op id -> (endpoint, hint written)
         self._waiting: dict[str, list[int]] = {}  # endpoint -> Conns waiting for its read
-        names = ("reads", "hits", "misses", "loads", "waits", "failures", "timeouts")
-        self.counts = dict.fromkeys((*names, "writes", "conflicts"), 0)
+        names = ("reads", "hits", "misses", "loads", "waits", "waited_out", "unshared")
+        self.counts = dict.fromkeys((*names, "failures", "timeouts", "writes", "conflicts"), 0)
         # era loads through a lease: with a holder name for its leases
         self.eras = (
             None
@@ -191,13 +193,18 @@ class Fleet:
                 self._era_next(host, *era, now)
             return
         if eras is not None:
-            eras.written(op_id)  # (an era write's lease goes after it)
+            eras.written(op_id, answer)  # (an era write's lease goes after it)
         read = self.answered(op_id, answer)
         if read is None:
             return
         url, hint, waiting = read
-        # on a miss (not a failed store), each waiting Conn loads the era under the lease
-        lease = None if hint is not None or isinstance(answer, StoreFailed) else eras
+        at_once = isinstance(answer, StoreFailed)
+        if hint == MARKED:  # the last load stored no hint: probe at once
+            hint, at_once = None, True
+            self.counts["unshared"] += len(waiting)
+        # on a miss (not a failed store, nor the mark), each waiting Conn loads the era
+        # under the lease
+        lease = None if hint is not None or at_once else eras
         for conn_id in waiting:
             deadline = None if lease is None else lease.start(conn_id, url, now)
             self._era_next(host, conn_id, deadline, hint, now)
@@ -313,8 +320,8 @@ class Fleet:
     def failed(self, conn_id: int, conn: ConnRecord | None = None) -> None:
         """``conn_id``'s operation failed, or the Conn is gone: its load leases go (and
         the invalidations it made are shared)."""
-        if self.eras is not None:
-            self.eras.done(conn_id)
+        if self.eras is not None:  # holding its era lease, it leaves the no hint mark
+            self.eras.failed(conn_id)
         if self.listings is not None:
             self.listings.done(conn_id, conn)
 
@@ -346,7 +353,8 @@ class Fleet:
 
     def answered(self, op_id: int, answer: StoreAnswer) -> tuple[str, str | None, list[int]] | None:
         """Take the answer to ``op_id``: for an era read, (the endpoint, its hint or None,
-        the Conns that waited for it); None for anything else (a write, an unknown id)."""
+        the Conns that waited for it, :data:`~sansmcp.core.fleet_eras.MARKED` for the no
+        hint mark); None for anything else (a write, an unknown id)."""
         if isinstance(answer, StoreFailed):
             self.counts["failures"] += 1
         written = self._writes.pop(op_id, None)
@@ -363,12 +371,12 @@ class Fleet:
         hint: str | None = None
         version = 0
         if isinstance(answer, Found):
-            hint, version = self.codec.open("era", answer.value, era_from), answer.version
+            hint, version = self.codec.open("era", answer.value, hint_or_mark), answer.version
         elif isinstance(answer, Missing):
             version = answer.version
         if isinstance(answer, Found | Missing):
-            self.counts["hits" if hint is not None else "misses"] += 1
-        self._remember(endpoint, hint, version)
+            self.counts["misses" if hint is None or hint == MARKED else "hits"] += 1
+        self._remember(endpoint, None if hint == MARKED else hint, version)
         return endpoint, hint, self._waiting.pop(endpoint, [])
 
     def era_write(self, url: str, version: str) -> StoreOp | None:

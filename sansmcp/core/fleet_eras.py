@@ -18,12 +18,23 @@ has randomness), each waiting Conn goes through a double-checked load
 3. held by another worker: re-read at doubling intervals until the hint appears; past
    ``Limits.store_load_wait`` the Conn probes itself.
 
+A Conn whose load ends without a hint while it holds the lease (its connect failed:
+refused, timed out, an answer that is no MCP server's; or the Conn went) leaves a *no
+hint mark* under the era key (``{"scope": "unshared"}``, for
+``Limits.store_lease_expiry``, by compare-and-set on the version it read there, so it
+never replaces a hint) before its lease goes: a waiter that reads the mark probes at
+once instead of re-reading until ``store_load_wait``, and so does a Conn that reads it
+first (no lease taken).  A hint written later replaces the mark.
+
 A Conn that comes while this process has a load under way for its endpoint starts at
 step 1 (it finds the lease held, by another Conn here or another worker).  A failed
 store, or one that does not answer within ``Limits.store_timeout``, is a miss: the
 Conn probes.  What it counts goes into the fleet's era counters (``reads``, ``hits``,
-``misses``, ``waits``, ``failures``, ``timeouts``; the fleet counts ``loads``, the
-Conns that probe).
+``misses``, ``waits``, ``waited_out`` (waiters that probed past ``store_load_wait``),
+``unshared`` (Conns that read the no hint mark and probed at once), ``writes`` (the
+marks too), ``failures``, ``timeouts``; the fleet counts ``loads``, the Conns that
+probe).  A value read that is neither a hint nor the mark is a miss, counted in the
+codec's ``misses``.
 
 Only the era hint is shared, never a ``server/discover`` result: the client takes
 nothing from that result but the version it negotiates, which the hint carries.
@@ -32,8 +43,9 @@ nothing from that result but the version it negotiates, which the hint carries.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .commands import Command, StoreOp
 from .fleet_listings import POLL_FIRST, POLL_MAX
@@ -41,6 +53,7 @@ from .limits import Limits
 from .store import (
     Acquired,
     AcquireLease,
+    CompareAndSet,
     Found,
     Held,
     Missing,
@@ -49,14 +62,24 @@ from .store import (
     StoreAnswer,
     StoreCommand,
     StoreFailed,
+    Written,
     era_key,
     lease_key,
 )
 from .store_values import ValueCodec, era_from
 
-__all__ = ["SharedEras"]
+__all__ = ["NO_HINT_MARK", "SharedEras", "hint_or_mark"]
 
 Remember = Callable[[str, "str | None", int], None]  # (endpoint, hint read, its version)
+
+NO_HINT_MARK = {"scope": "unshared"}  # the last load stored no hint here: probe at once
+MARKED = ""  # what the mark opens as (a hint is never empty)
+
+
+def hint_or_mark(body: Mapping[str, Any]) -> str | None:
+    """An era value's body: its hint, :data:`MARKED` for the no hint mark, or None (a
+    miss, counted by the codec)."""
+    return MARKED if body == NO_HINT_MARK else era_from(body)
 
 
 @dataclass(slots=True, eq=False)
@@ -68,6 +91,7 @@ class _Load:
     phase: str = "lease"  # lease -> recheck | sleep -> poll -> sleep ...
     until: float | None = None  # a waiter probes itself past it
     pause: float = POLL_FIRST
+    seen: int = 0  # the era key's version read under the lease (0: none read)
 
 
 class SharedEras:
@@ -102,6 +126,7 @@ class SharedEras:
         self._ops: dict[int, tuple[int, _Load]] = {}  # op id -> (conn id, its load)
         self._leases: dict[int, _Load] = {}  # conn id -> the load whose lease it holds
         self._after: dict[int, tuple[int, _Load]] = {}  # a write's op id -> the lease after it
+        self._marks: dict[int, str] = {}  # a no hint mark's op id -> its endpoint
         self._releases: set[int] = set()
 
     def __repr__(self) -> str:
@@ -161,10 +186,13 @@ class SharedEras:
             return self._go(conn_id)
         hint = None
         if isinstance(answer, Found):
-            hint = self._codec.open("era", answer.value, era_from)
+            hint = self._codec.open("era", answer.value, hint_or_mark)
+        marked = hint == MARKED
+        if marked:
+            hint = None
+        if isinstance(answer, Found | Missing):
+            load.seen = answer.version
             self._remember(load.url, hint, answer.version)
-        elif isinstance(answer, Missing):
-            self._remember(load.url, None, answer.version)
         if hint is not None:
             self.counts["hits"] += 1
             self.done(conn_id)
@@ -172,6 +200,9 @@ class SharedEras:
         self.counts["misses"] += 1
         if load.phase == "recheck":
             return self._go(conn_id)  # it probes, holding the lease
+        if marked:  # the load under way ended without a hint: probe at once
+            self.counts["unshared"] += 1
+            return self._go(conn_id)
         return conn_id, self._sleep(conn_id, load, now), None
 
     def timer(self, conn_id: int, now: float) -> float | None:
@@ -187,8 +218,8 @@ class SharedEras:
         return None
 
     def done(self, conn_id: int, write: int | None = None) -> None:
-        """``conn_id``'s connect ended (or the Conn is gone): its lease goes back, after
-        the answer to op ``write`` (the hint it found, written) when one is given."""
+        """``conn_id``'s operation succeeded: its lease goes back, after the answer to op
+        ``write`` (the hint it found, written) when one is given."""
         self._loads.pop(conn_id, None)
         load = self._leases.pop(conn_id, None)
         if load is None:
@@ -198,8 +229,31 @@ class SharedEras:
         else:
             self._after[write] = (conn_id, load)
 
-    def written(self, op_id: int) -> None:
-        """Op ``op_id`` (an era write) was answered: the lease that waited for it goes."""
+    def failed(self, conn_id: int) -> None:
+        """``conn_id``'s operation failed (or the Conn is gone): holding the lease, it
+        leaves the no hint mark, and its lease goes back after the mark's answer."""
+        self._loads.pop(conn_id, None)
+        load = self._leases.pop(conn_id, None)
+        if load is None:
+            return
+        value = self._codec.seal("era", NO_HINT_MARK)
+        if value is None:  # (a bound too small even for the mark)
+            self._release(conn_id, load)
+            return
+        ttl = self.limits.store_lease_expiry
+        command = CompareAndSet(key=load.key, value=value, expected=load.seen, ttl=ttl)
+        op = StoreOp(op_id=next(self._op_ids), command=command)
+        self.counts["writes"] += 1
+        self._marks[op.op_id] = load.url
+        self._after[op.op_id] = (conn_id, load)
+        self._outbox.append(op)
+
+    def written(self, op_id: int, answer: StoreAnswer) -> None:
+        """Op ``op_id`` (an era write) was answered: the lease that waited for it goes;
+        a mark written is the version known stored (a hint written later replaces it)."""
+        url = self._marks.pop(op_id, None)
+        if url is not None and isinstance(answer, Written):
+            self._remember(url, None, answer.version)
         after = self._after.pop(op_id, None)
         if after is not None:
             self._release(*after)
@@ -210,6 +264,7 @@ class SharedEras:
         """A waiter pauses before its next re-read; past its wait it probes itself."""
         assert load.until is not None
         if now >= load.until:
+            self.counts["waited_out"] += 1
             del self._loads[conn_id]
             return None
         load.phase = "sleep"

@@ -206,6 +206,8 @@ def test_era_writes() -> None:
         "misses": 0,
         "loads": 0,
         "waits": 0,
+        "waited_out": 0,
+        "unshared": 0,
         "failures": 1,
         "timeouts": 0,
         "writes": 3,

@@ -16,13 +16,14 @@ from sansmcp import ConnectionFailed
 from sansmcp.core.commands import StoreOp
 from sansmcp.core.driver import ClientDriver
 from sansmcp.core.fleet import Fleet
-from sansmcp.core.fleet_eras import SharedEras
+from sansmcp.core.fleet_eras import NO_HINT_MARK, SharedEras
 from sansmcp.core.fleet_listings import POLL_FIRST
 from sansmcp.core.limits import Limits
 from sansmcp.core.store import (
     Acquired,
     AcquireLease,
     CompareAndSet,
+    Conflict,
     Found,
     Held,
     MemoryStore,
@@ -35,6 +36,7 @@ from sansmcp.core.store import (
     era_key,
     lease_key,
 )
+from sansmcp.core.store_values import ValueCodec
 
 from .fakemcp import MODERN, FakeServer
 from .test_driver import URL
@@ -42,6 +44,15 @@ from .test_driver_store import LEGACY, StoreNet, methods, sealed_era
 
 KEY = era_key(URL)
 LEASE = lease_key(KEY)
+
+
+def sealed(body: Any) -> bytes:
+    value = ValueCodec(1 << 20).seal("era", body)
+    assert value is not None
+    return value
+
+
+MARK = sealed(NO_HINT_MARK)
 
 
 def process(
@@ -181,13 +192,123 @@ def test_a_hint_too_big_to_store_gives_the_lease_back_at_once() -> None:
     assert kinds(net)[-1] == "ReleaseLease" and "CompareAndSet" not in kinds(net)
 
 
-def test_a_failed_connect_gives_the_lease_back() -> None:
+def test_a_failed_connect_leaves_the_no_hint_mark_then_gives_the_lease_back() -> None:
+    server = FakeServer()
+    net, view = parked(server)
+    net.plan["127.0.0.1"] = ("tcp", ConnectionRefusedError())
+    net.answer_op(net.ops[-1], Acquired())
+    net.answer_op(net.ops[-1], Missing(version=4))
+    assert isinstance(net.wait(view).error, ConnectionFailed)
+    mark = net.ops[-1]
+    assert mark.command == CompareAndSet(key=KEY, value=MARK, expected=4, ttl=15.0)
+    assert "ReleaseLease" not in kinds(net)  # not before the mark is stored
+    net.answer_op(mark, Written(version=5))
+    assert net.ops[-1].command == ReleaseLease(key=LEASE, holder=holder(net, view))
+    assert fleet(net).counts["writes"] == 1 and fleet(net).counts["loads"] == 1
+    # the server is back: the hint replaces the mark (on the mark's version)
+    del net.plan["127.0.0.1"]
+    again = net.open()
+    net.start("connect", again)  # (the era was read here: no read, no lease)
+    assert net.wait(again).error is None and probes(server) == 1
+    assert net.ops[-1].command == CompareAndSet(
+        key=KEY, value=sealed_era(MODERN), expected=5, ttl=86_400.0
+    )
+
+
+@pytest.mark.parametrize("answer", [Conflict(version=9), StoreFailed(reason="timeout", detail="")])
+def test_a_mark_not_written_still_gives_the_lease_back(answer: Any) -> None:
     net, view = parked()
+    net.plan["127.0.0.1"] = ("tcp", ConnectionRefusedError())
+    net.answer_op(net.ops[-1], Acquired())
+    net.answer_op(net.ops[-1], Found(value=sealed_era(MODERN) + b"x", version=6))  # garbage
+    assert isinstance(net.wait(view).error, ConnectionFailed)
+    assert net.ops[-1].command == CompareAndSet(key=KEY, value=MARK, expected=6, ttl=15.0)
+    net.answer_op(net.ops[-1], answer)  # (another worker's hint won: it stays)
+    assert kinds(net)[-1] == "ReleaseLease"
+
+
+def test_a_mark_over_max_store_value_bytes_is_not_written() -> None:
+    net, view = parked(limits=Limits(max_store_value_bytes=10))
     net.plan["127.0.0.1"] = ("tcp", ConnectionRefusedError())
     net.answer_op(net.ops[-1], Acquired())
     net.answer_op(net.ops[-1], Missing())
     assert isinstance(net.wait(view).error, ConnectionFailed)
-    assert kinds(net)[-1] == "ReleaseLease"
+    assert kinds(net)[-1] == "ReleaseLease" and "CompareAndSet" not in kinds(net)
+
+
+def test_a_failed_connect_without_the_lease_leaves_no_mark() -> None:
+    net, view = parked()
+    net.plan["127.0.0.1"] = ("tcp", ConnectionRefusedError())
+    net.answer_op(net.ops[-1], StoreFailed(reason="unavailable", detail="down"))
+    assert isinstance(net.wait(view).error, ConnectionFailed)
+    assert kinds(net) == ["Read", "AcquireLease"]
+
+
+def test_a_waiter_that_reads_the_mark_probes_at_once() -> None:
+    server = FakeServer()
+    net, view = parked(server, limits=Limits(store_load_wait=60.0))
+    net.answer_op(net.ops[-1], Held())
+    net.tick()
+    net.answer_op(net.ops[-1], Missing())  # the loader probes still
+    net.tick()
+    net.answer_op(net.ops[-1], Found(value=MARK, version=7))  # its probe failed
+    assert net.wait(view).error is None and probes(server) == 1
+    counts = fleet(net).counts
+    assert (counts["waits"], counts["unshared"], counts["waited_out"], counts["loads"]) == (
+        1,
+        1,
+        0,
+        1,
+    )
+    assert net.now < 1.0  # (two re-reads: not store_load_wait)
+    assert net.ops[-1].command == CompareAndSet(
+        key=KEY, value=sealed_era(MODERN), expected=7, ttl=86_400.0
+    )  # its hint replaces the mark
+    assert "ReleaseLease" not in kinds(net)  # it held none
+
+
+def test_a_conn_that_reads_the_mark_first_probes_at_once_without_the_lease() -> None:
+    server = FakeServer()
+    net = process(server, None)
+    views = [net.open(), net.open()]
+    for view in views:
+        net.start("connect", view)
+    net.answer_op(net.ops[-1], Found(value=MARK, version=3))
+    assert all(net.wait(view).error is None for view in views)
+    assert kinds(net) == ["Read", "CompareAndSet"] and probes(server) == 2
+    counts = fleet(net).counts
+    assert (counts["unshared"], counts["misses"], counts["loads"]) == (2, 1, 2)
+    assert net.ops[-1].command == CompareAndSet(
+        key=KEY, value=sealed_era(MODERN), expected=3, ttl=86_400.0
+    )
+
+
+def test_the_read_under_the_lease_that_finds_the_mark_probes_holding_the_lease() -> None:
+    server = FakeServer()
+    net, view = parked(server)
+    net.answer_op(net.ops[-1], Acquired())
+    net.answer_op(net.ops[-1], Found(value=MARK, version=2))
+    assert net.wait(view).error is None and probes(server) == 1
+    assert fleet(net).counts["unshared"] == 0 and fleet(net).counts["misses"] == 2
+    assert net.ops[-1].command == CompareAndSet(
+        key=KEY, value=sealed_era(MODERN), expected=2, ttl=86_400.0
+    )
+
+
+@pytest.mark.parametrize(
+    "body", [{"scope": "unshared", "version": 1}, {"scope": "private"}, {"scope": ["unshared"]}]
+)
+def test_a_planted_mark_of_the_wrong_shape_is_a_counted_miss(body: Any) -> None:
+    net = process(FakeServer(), None)
+    view = net.open()
+    net.start("connect", view)
+    net.answer_op(net.ops[-1], Found(value=sealed(body), version=3))
+    assert kinds(net) == ["Read", "AcquireLease"]  # a miss: it loads under the lease
+    net.answer_op(net.ops[-1], Held())
+    net.tick()
+    net.answer_op(net.ops[-1], Found(value=sealed(body), version=3))
+    assert not net.finished.get(view.conn_id)  # a miss: it waits on
+    assert fleet(net).codec.misses["shape"] == 2 and fleet(net).counts["unshared"] == 0
 
 
 def test_a_waiter_re_reads_until_the_loader_stored_the_hint() -> None:
@@ -227,6 +348,7 @@ def test_a_waiter_past_store_load_wait_probes_itself(wait: float) -> None:
     assert len(answered) == (0 if wait == 0 else 2)  # (re-reads at 0.02, 0.05)
     assert net.wait(view).error is None and probes(server) == 1
     assert fleet(net).counts["loads"] == 1 and fleet(net).counts["waits"] == 1
+    assert fleet(net).counts["waited_out"] == 1 and fleet(net).counts["unshared"] == 0
 
 
 @pytest.mark.parametrize("phase", ["lease", "recheck", "poll"])
@@ -293,12 +415,15 @@ def test_a_conn_that_comes_during_a_load_takes_the_lease_step() -> None:
     assert net.wait(second).error is None and probes(server) == 1
 
 
-def test_a_parked_conn_abandoned_gives_its_lease_back() -> None:
+def test_a_parked_conn_abandoned_leaves_the_mark_and_gives_its_lease_back() -> None:
     net, view = parked()
     net.answer_op(net.ops[-1], Acquired())
     recheck = net.ops[-1]
     net.driver.abandon(view.conn_id, now=net.now)
     net.pump()
+    mark = net.ops[-1]  # (nothing read under the lease: written only where none is)
+    assert mark.command == CompareAndSet(key=KEY, value=MARK, expected=0, ttl=15.0)
+    net.answer_op(mark, Written(version=1))
     assert kinds(net)[-1] == "ReleaseLease"
     count = len(net.ops)
     net.answer_op(recheck, Missing())  # nobody waits for it any more
@@ -334,7 +459,7 @@ def test_an_era_read_by_hand_on_the_shared_eras() -> None:
     assert shared.start(1, URL, 0.0) == 1.0 and shared.busy(URL) and shared.waits(1)
     (op,) = [op for op in fleet_._outbox if isinstance(op, StoreOp)]
     assert shared.owns(op.op_id) and not shared.owns(op.op_id + 1)
-    shared.written(op.op_id + 1)  # no lease waits for that op: nothing
+    shared.written(op.op_id + 1, Written(version=1))  # no lease waits for that op: nothing
     assert shared.answered(op.op_id, Acquired(), 0.0) == (1, 1.0, None)
     shared.done(1)
     assert not shared.busy(URL) and isinstance(fleet_._outbox[-1].command, ReleaseLease)
