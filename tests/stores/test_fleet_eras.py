@@ -8,18 +8,32 @@ each Client sent: with the store, only the first Client probes an endpoint's era
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import pathlib
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
 
-from sansmcp import Config
-from sansmcp.core.store import Found, Read, era_key
-from tests.e2e.conftest import Backend, Launcher, Server, backend, launch  # noqa: F401
+from sansmcp import Config, ConnectionFailed
+from sansmcp.core.fleet_eras import NO_HINT_MARK
+from sansmcp.core.limits import Limits
+from sansmcp.core.store import (
+    Acquired,
+    AcquireLease,
+    Found,
+    Held,
+    Read,
+    StoreAnswer,
+    StoreCommand,
+    era_key,
+)
+from sansmcp.core.store_values import ValueCodec
+from tests.e2e.conftest import Backend, Launcher, Server, backend, free_port, launch  # noqa: F401
 from tests.e2e.test_observe import requests_logged
 
 from .conftest import redis_store
@@ -132,4 +146,79 @@ def test_four_processes_started_at_once_probe_a_cold_endpoint_once(
     assert probes(server, alone) == 4  # without the store: each process probes
     store = redis_store(redis_server.url)
     assert isinstance(store.execute(Read(key=era_key(server.url()))), Found)
+    store.close()
+
+
+# -- the lease holder's probe fails ----------------------------------------------------
+
+
+class Gate:
+    """One process's view of the fleet's store: the process that takes the era's load
+    lease is held at its read under the lease until another process found that lease
+    held -- so one probes while the other waits, whatever the scheduling."""
+
+    def __init__(self, inner: Any, key: str, held: threading.Event) -> None:
+        self.inner = inner
+        self.fleet_secret = getattr(inner, "fleet_secret", None)
+        self.key, self.held = key, held
+        self.loader = False
+
+    def _before(self, command: StoreCommand) -> bool:
+        return self.loader and isinstance(command, Read) and command.key == self.key
+
+    def _after(self, command: StoreCommand, answer: StoreAnswer) -> StoreAnswer:
+        if isinstance(command, AcquireLease) and command.key.startswith(self.key):
+            self.loader = self.loader or isinstance(answer, Acquired)
+            if isinstance(answer, Held):
+                self.held.set()
+        return answer
+
+    def execute(self, command: StoreCommand) -> StoreAnswer:
+        if self._before(command):
+            self.held.wait(10)
+        return self._after(command, self.inner.execute(command))
+
+    async def aexecute(self, command: StoreCommand) -> StoreAnswer:
+        if self._before(command):
+            await asyncio.to_thread(self.held.wait, 10)
+        return self._after(command, await self.inner.aexecute(command))
+
+
+def test_a_failed_probe_under_the_lease_lets_the_waiter_probe_at_once(
+    backend: Backend,  # noqa: F811
+    redis_server: Any,
+) -> None:
+    """Nothing listens at the endpoint: the process holding the era's load lease is
+    refused, leaves the no hint mark and gives the lease back; the one that found the
+    lease held reads the mark and probes at once -- not after store_load_wait (10 s)."""
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # bound, then closed: refused
+    key = era_key(url)
+    store = redis_store(redis_server.url)
+    limits = Limits(store_timeout=12.0, store_load_wait=10.0)
+    held = threading.Event()
+
+    async def one(shared: Any) -> dict[str, Any]:
+        async with backend.Client(allow_loopback=True, store=shared, limits=limits) as client:
+            with pytest.raises(ConnectionFailed):
+                async with client.connect(Config(url=url)):
+                    pass
+            assert client._driver.fleet is not None
+            return dict(client._driver.fleet.counts)
+
+    async def main() -> list[dict[str, Any]]:
+        try:
+            first, second = Gate(store, key, held), Gate(store, key, held)
+            return await backend.gather([lambda: one(first), lambda: one(second)])
+        finally:
+            await store.aclose()
+
+    counts = backend.run(main)
+    loader, waiter = sorted(counts, key=lambda c: int(c["waits"]))
+    assert held.is_set()
+    assert (loader["waits"], loader["loads"], loader["writes"]) == (0, 1, 1)  # the mark
+    assert (waiter["waits"], waiter["loads"], waiter["writes"]) == (1, 1, 0)
+    assert waiter["unshared"] == 1 and waiter["waited_out"] == 0
+    assert loader["unshared"] == loader["waited_out"] == 0
+    found = store.execute(Read(key=key))
+    assert isinstance(found, Found) and found.value == ValueCodec(1 << 20).seal("era", NO_HINT_MARK)
     store.close()
